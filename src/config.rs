@@ -1,0 +1,415 @@
+//! Command line and environment. Every flag has an `NTHD_*` environment variable; the packaged
+//! unit reads them from `/etc/default/nthd` (or `/etc/sysconfig/nthd`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+use crate::imds::ClientOptions;
+use crate::policy::{Action, PolicyConfig};
+use crate::provider::{Cloud, NoticeKind, KINDS};
+use crate::timefmt::parse_duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nthd",
+    version,
+    about = "Node termination handler: turns cloud interruption notices into a graceful logind power-off",
+    long_about = "nthd watches the cloud's instance metadata service for interruption notices \
+(AWS spot, rebalance, scheduled events and Auto Scaling; GCP preemption and maintenance; Azure \
+Scheduled Events; Alibaba spot) and asks systemd-logind to power off, so kubelet's Graceful Node \
+Shutdown drains the node first. It needs no Kubernetes credentials.\n\nEvery option can also be \
+set with the environment variable shown; the packaged unit reads /etc/default/nthd."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub opts: Options,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Run the daemon (the default).
+    Run,
+    /// Read every source once, print the notices and what nthd would do, and exit.
+    ///
+    /// Exits 0 when the metadata service answered, 1 when it did not.
+    Once {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the man page and shell completions into a directory (used by packaging).
+    #[command(hide = true)]
+    GenerateAssets {
+        #[arg(long, default_value = "target/assets")]
+        out: PathBuf,
+    },
+}
+
+/// Which cloud to watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProviderChoice {
+    /// Detect from DMI, then by probing the metadata services.
+    Auto,
+    Aws,
+    Gcp,
+    Azure,
+    Alibaba,
+}
+
+impl ProviderChoice {
+    pub fn cloud(self) -> Option<Cloud> {
+        match self {
+            ProviderChoice::Auto => None,
+            ProviderChoice::Aws => Some(Cloud::Aws),
+            ProviderChoice::Gcp => Some(Cloud::Gcp),
+            ProviderChoice::Azure => Some(Cloud::Azure),
+            ProviderChoice::Alibaba => Some(Cloud::Alibaba),
+        }
+    }
+}
+
+/// Where logs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogTarget {
+    /// journald when started by systemd with a journal stream, stderr otherwise.
+    Auto,
+    Journald,
+    Stderr,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s)
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("`{s}` is too short; use at least 100ms"));
+    }
+    Ok(d)
+}
+
+/// A comma-separated list of notice kinds.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct KindList(pub Vec<NoticeKind>);
+
+impl std::fmt::Display for KindList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|k| k.name()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+fn kind_list(s: &str) -> Result<KindList, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(|k| {
+            NoticeKind::from_name(k).ok_or_else(|| {
+                format!(
+                    "unknown notice kind `{k}`; known kinds: {}",
+                    KINDS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(KindList)
+}
+
+fn default_deadline_kinds() -> KindList {
+    KindList(
+        KINDS
+            .iter()
+            .filter(|k| k.at_deadline)
+            .map(|k| k.kind)
+            .collect(),
+    )
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Options {
+    /// Which cloud's metadata service to watch.
+    #[arg(
+        long,
+        env = "NTHD_PROVIDER",
+        value_enum,
+        default_value = "auto",
+        global = true
+    )]
+    pub provider: ProviderChoice,
+
+    /// Metadata service base URL (default: the cloud's own, e.g. http://169.254.169.254).
+    #[arg(long, env = "NTHD_IMDS_ENDPOINT", global = true, value_name = "URL")]
+    pub imds_endpoint: Option<String>,
+
+    /// AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets).
+    #[arg(long, env = "NTHD_AWS_IPV6", global = true)]
+    pub aws_ipv6: bool,
+
+    /// AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only).
+    #[arg(long, env = "NTHD_AWS_IMDSV1", global = true)]
+    pub aws_imdsv1: bool,
+
+    /// How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x.
+    #[arg(long, env = "NTHD_POLL_INTERVAL", default_value = "1s", value_parser = positive_duration, global = true)]
+    pub poll_interval: Duration,
+
+    /// How often slow sources are read (AWS rebalance and scheduled events).
+    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = "20s", value_parser = positive_duration, global = true)]
+    pub slow_poll_interval: Duration,
+
+    /// GCP: how long one long-poll (wait_for_change) waits before it is re-armed.
+    #[arg(long, env = "NTHD_GCP_WAIT", default_value = "60s", value_parser = positive_duration, global = true)]
+    pub gcp_wait: Duration,
+
+    /// Timeout for one metadata request.
+    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = "2s", value_parser = positive_duration, global = true)]
+    pub request_timeout: Duration,
+
+    /// Do everything but the logind call; log what would have happened.
+    #[arg(long, env = "NTHD_DRY_RUN", global = true)]
+    pub dry_run: bool,
+
+    /// Log level: error, warn, info, debug or trace.
+    #[arg(long, env = "NTHD_LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: String,
+
+    /// Where logs go.
+    #[arg(
+        long,
+        env = "NTHD_LOG_TARGET",
+        value_enum,
+        default_value = "auto",
+        global = true
+    )]
+    pub log_target: LogTarget,
+
+    /// Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else
+    /// /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so.
+    #[arg(long, env = "NTHD_STATE_DIR", global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Kinds whose power action waits for the last safe moment (deadline minus logind's
+    /// InhibitDelayMaxUSec minus the safety margin) instead of happening at once.
+    #[arg(long, env = "NTHD_DEADLINE_KINDS", default_value_t = default_deadline_kinds(), value_parser = kind_list, global = true, value_name = "KIND,...")]
+    pub deadline_kinds: KindList,
+
+    /// Time kept free between the end of the drain and the platform's deadline.
+    #[arg(long, env = "NTHD_SAFETY_MARGIN", default_value = "2m", value_parser = duration, global = true)]
+    pub safety_margin: Duration,
+
+    /// Drain budget assumed when logind's InhibitDelayMaxUSec cannot be read.
+    #[arg(long, env = "NTHD_FALLBACK_DRAIN_BUDGET", default_value = "5m", value_parser = duration, global = true)]
+    pub fallback_drain_budget: Duration,
+
+    /// Wait between retries of a failed power action.
+    #[arg(long, env = "NTHD_RETRY_DELAY", default_value = "5s", value_parser = positive_duration, global = true)]
+    pub retry_delay: Duration,
+
+    /// Write Prometheus metrics to this file (atomically) for node_exporter's textfile collector.
+    #[arg(
+        long,
+        env = "NTHD_METRICS_TEXTFILE",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub metrics_textfile: Option<PathBuf>,
+
+    /// Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit's
+    /// IPAddressAllow= must be widened by a drop-in, see the README).
+    #[arg(long, env = "NTHD_METRICS_LISTEN", global = true, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+
+    #[command(flatten)]
+    pub actions: ActionSettings,
+}
+
+/// One `--action-<kind>` flag per notice kind, generated from [`KINDS`].
+#[derive(Debug, Clone, Default)]
+pub struct ActionSettings {
+    pub overrides: Vec<(NoticeKind, Action)>,
+}
+
+fn parse_action(s: &str) -> Result<Action, String> {
+    Action::parse(s)
+        .ok_or_else(|| format!("`{s}` is not an action; use ignore, log, poweroff or reboot"))
+}
+
+impl FromArgMatches for ActionSettings {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut s = ActionSettings::default();
+        s.update_from_arg_matches(m)?;
+        Ok(s)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        for k in KINDS {
+            if let Some(a) = m.get_one::<Action>(k.flag) {
+                self.overrides.retain(|(kind, _)| *kind != k.kind);
+                self.overrides.push((k.kind, *a));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Args for ActionSettings {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for k in KINDS {
+            cmd = cmd.arg(
+                Arg::new(k.flag)
+                    .long(k.flag)
+                    .env(k.env)
+                    .value_name("ACTION")
+                    .value_parser(parse_action)
+                    .action(ArgAction::Set)
+                    .global(true)
+                    .help_heading("Actions per notice kind (ignore|log|poweroff|reboot)")
+                    .help(format!("{} [default: {}]", k.help, k.default_action)),
+            );
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl Options {
+    pub fn policy(&self) -> PolicyConfig {
+        let mut p = PolicyConfig::default();
+        for (kind, action) in &self.actions.overrides {
+            p.set_action(*kind, *action);
+        }
+        p.set_at_deadline(self.deadline_kinds.0.iter().copied());
+        p.margin = self.safety_margin;
+        p.fallback_budget = self.fallback_drain_budget;
+        p.retry_delay = self.retry_delay;
+        p
+    }
+
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions {
+            request_timeout: self.request_timeout,
+            connect_timeout: self.request_timeout.min(Duration::from_secs(1)),
+            ..ClientOptions::default()
+        }
+    }
+
+    pub fn metrics_options(&self) -> crate::metrics::MetricsOptions {
+        crate::metrics::MetricsOptions {
+            textfile: self.metrics_textfile.clone(),
+            listen: self.metrics_listen,
+        }
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        if let Some(d) = &self.state_dir {
+            return d.clone();
+        }
+        // systemd sets STATE_DIRECTORY (colon-separated) for StateDirectory=.
+        if let Ok(s) = std::env::var("STATE_DIRECTORY") {
+            if let Some(first) = s.split(':').find(|p| !p.is_empty()) {
+                return PathBuf::from(first);
+            }
+        }
+        PathBuf::from("/var/lib/nthd")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        let mut v = vec!["nthd"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v)
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert!(c.command.is_none());
+        assert_eq!(c.opts.provider, ProviderChoice::Auto);
+        assert_eq!(c.opts.poll_interval, Duration::from_secs(1));
+        let p = c.opts.policy();
+        assert_eq!(p.action(NoticeKind::SpotTerminate), Action::PowerOff);
+        assert_eq!(p.action(NoticeKind::SpotHibernate), Action::Log);
+        assert!(p.at_deadline(NoticeKind::ScheduledStop));
+        assert!(!p.at_deadline(NoticeKind::SpotTerminate));
+    }
+
+    #[test]
+    fn per_kind_actions_and_global_flags_after_the_subcommand() {
+        let c = parse(&[
+            "once",
+            "--provider",
+            "aws",
+            "--action-rebalance",
+            "poweroff",
+            "--action-scheduled-reboot=reboot",
+            "--deadline-kinds",
+            "alibaba-spot, scheduled-reboot",
+            "--poll-interval",
+            "500ms",
+        ])
+        .unwrap();
+        assert!(matches!(c.command, Some(Command::Once { json: false })));
+        let p = c.opts.policy();
+        assert_eq!(p.action(NoticeKind::Rebalance), Action::PowerOff);
+        assert_eq!(p.action(NoticeKind::ScheduledReboot), Action::Reboot);
+        assert!(p.at_deadline(NoticeKind::AlibabaSpot));
+        assert!(!p.at_deadline(NoticeKind::ScheduledStop));
+        assert_eq!(c.opts.poll_interval, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_flags_get_clear_errors() {
+        let e = parse(&["--action-spot-terminate", "explode"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ignore, log, poweroff or reboot"), "{e}");
+        let e = parse(&["--deadline-kinds", "spot-terminate,nope"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown notice kind `nope`"), "{e}");
+        let e = parse(&["--poll-interval", "1ms"]).unwrap_err().to_string();
+        assert!(e.contains("too short"), "{e}");
+        let e = parse(&["--provider", "oracle"]).unwrap_err().to_string();
+        assert!(e.contains("oracle"), "{e}");
+    }
+
+    #[test]
+    fn every_kind_has_a_flag_with_its_env_var() {
+        let cmd = Cli::command();
+        for k in KINDS {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_id() == k.flag)
+                .unwrap_or_else(|| panic!("no flag for {}", k.name));
+            assert_eq!(arg.get_env().unwrap(), k.env);
+        }
+        for a in cmd.get_arguments() {
+            if a.get_id() != "help" && a.get_id() != "version" {
+                let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+                assert!(
+                    env.as_deref().is_some_and(|e| e.starts_with("NTHD_")),
+                    "{} has no NTHD_ env var",
+                    a.get_id()
+                );
+            }
+        }
+    }
+}

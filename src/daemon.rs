@@ -1,0 +1,607 @@
+//! The daemon: poll, decide, act.
+//!
+//! A provider task reads the metadata service and sends observations over a channel. The main
+//! loop feeds them to the [`Planner`], carries out what it asks through logind, keeps systemd
+//! informed (READY=1, STATUS=, WATCHDOG=1, STOPPING=1) and stops on SIGTERM. No transient fault
+//! (metadata service down, bus missing, polkit denial, unwritable state) makes it exit.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::Options;
+use crate::imds::{ImdsClient, ImdsError};
+use crate::logind::Logind;
+use crate::metrics::Metrics;
+use crate::policy::{Action, Command, Decision, Planner, When};
+use crate::provider::detect::{self, Detection, Dmi};
+use crate::provider::{aws, AnyProvider, Cloud, Notice, Observation, Provider};
+use crate::state::{self, Phase, State};
+use crate::timefmt;
+
+/// journald MESSAGE_IDs, stable across releases: `journalctl MESSAGE_ID=...` finds every
+/// interruption across reboots.
+pub const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
+pub const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
+pub const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
+
+/// Builds the provider for `cloud` from the options.
+pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsError> {
+    let endpoint = match cloud {
+        Cloud::Aws => aws::endpoint(opts.imds_endpoint.as_deref(), opts.aws_ipv6),
+        c => opts
+            .imds_endpoint
+            .clone()
+            .unwrap_or_else(|| c.default_endpoint().to_string()),
+    };
+    let client = ImdsClient::new(&endpoint, opts.client_options())?;
+    Ok(match cloud {
+        Cloud::Aws => AnyProvider::Aws(aws::Aws::new(
+            client,
+            aws::AwsOptions {
+                poll_interval: opts.poll_interval,
+                slow_poll_interval: opts.slow_poll_interval,
+                allow_imdsv1: opts.aws_imdsv1,
+                ..aws::AwsOptions::default()
+            },
+        )),
+        Cloud::Gcp => AnyProvider::Gcp(crate::provider::gcp::Gcp::new(
+            client,
+            crate::provider::gcp::GcpOptions {
+                wait: opts.gcp_wait,
+                retry_interval: opts.poll_interval,
+            },
+        )),
+        Cloud::Azure => AnyProvider::Azure(crate::provider::azure::Azure::new(
+            client,
+            crate::provider::azure::AzureOptions {
+                poll_interval: opts.poll_interval,
+            },
+        )),
+        Cloud::Alibaba => AnyProvider::Alibaba(crate::provider::alibaba::Alibaba::new(
+            client,
+            crate::provider::alibaba::AlibabaOptions {
+                poll_interval: opts.poll_interval,
+            },
+        )),
+    })
+}
+
+/// Finds the cloud: the explicit `--provider`, else detection.
+pub async fn resolve_cloud(opts: &Options) -> Result<Detection, detect::DetectError> {
+    if let Some(cloud) = opts.provider.cloud() {
+        return Ok(Detection {
+            cloud,
+            how: "set by --provider / NTHD_PROVIDER".into(),
+        });
+    }
+    detect::detect(
+        &Dmi::system(),
+        opts.imds_endpoint.as_deref(),
+        Duration::from_secs(1),
+    )
+    .await
+}
+
+/// Messages from the provider task.
+enum FromProvider {
+    Detected(Detection, String),
+    DetectFailed(String),
+    Config(String),
+    Observed(Observation),
+}
+
+type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
+
+async fn provider_task(
+    opts: Options,
+    tx: mpsc::Sender<FromProvider>,
+    mut acks: mpsc::Receiver<AckRequest>,
+) {
+    let mut backoff =
+        crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
+    let detection = loop {
+        match resolve_cloud(&opts).await {
+            Ok(d) => break d,
+            Err(e) => {
+                if tx
+                    .send(FromProvider::DetectFailed(e.to_string()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    };
+    let mut provider = match build_provider(detection.cloud, &opts) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = tx.send(FromProvider::Config(e.to_string())).await;
+            return;
+        }
+    };
+    if tx
+        .send(FromProvider::Detected(detection, provider.describe()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    loop {
+        let due = tokio::time::Instant::from_std(provider.next_due());
+        tokio::select! {
+            biased;
+            req = acks.recv() => match req {
+                Some((ids, reply)) => { let _ = reply.send(provider.acknowledge(&ids).await); }
+                None => return,
+            },
+            _ = tokio::time::sleep_until(due) => {
+                let obs = tokio::select! {
+                    obs = provider.observe() => obs,
+                    req = acks.recv() => {
+                        // Stopping: answer the acknowledgement and abandon this read.
+                        if let Some((ids, reply)) = req {
+                            let _ = reply.send(provider.acknowledge(&ids).await);
+                        }
+                        continue;
+                    }
+                };
+                if tx.send(FromProvider::Observed(obs)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn notify(states: &[sd_notify::NotifyState]) {
+    // Outside systemd NOTIFY_SOCKET is unset and this is a no-op.
+    let _ = sd_notify::notify(states);
+}
+
+fn to_instant(t: SystemTime) -> tokio::time::Instant {
+    let now = SystemTime::now();
+    let delta = t.duration_since(now).unwrap_or(Duration::ZERO);
+    tokio::time::Instant::now() + delta.min(Duration::from_secs(86_400))
+}
+
+fn log_announce(n: &Notice, d: &Decision, already_done: bool) {
+    let deadline = n.deadline.map(timefmt::format_rfc3339).unwrap_or_default();
+    let when = match d.when {
+        When::Now => "now".to_string(),
+        When::At(t) => timefmt::format_rfc3339(t),
+    };
+    let event_id = n.event_id.clone().unwrap_or_default();
+    let suffix = if already_done {
+        " (already acted on; not repeated)"
+    } else {
+        ""
+    };
+    macro_rules! announce {
+        ($lvl:ident) => {
+            tracing::$lvl!(
+                message_id = MSG_NOTICE,
+                nthd_kind = n.kind.name(),
+                nthd_source = n.source,
+                nthd_notice_id = n.id.as_str(),
+                nthd_event_id = event_id.as_str(),
+                nthd_deadline = deadline.as_str(),
+                nthd_action = d.action.name(),
+                nthd_when = when.as_str(),
+                "notice {}: {}; decision: {} {} ({}){suffix}",
+                n.kind,
+                n.detail,
+                d.action,
+                if d.when == When::Now {
+                    "now".to_string()
+                } else {
+                    format!("at {when}")
+                },
+                d.reason
+            )
+        };
+    }
+    match d.action {
+        Action::Ignore => announce!(debug),
+        Action::Log => announce!(info),
+        _ if already_done => announce!(info),
+        _ => announce!(warn),
+    }
+    tracing::debug!("raw answer for {}: {}", n.id, n.raw);
+}
+
+/// The daemon's mutable parts, so the loop body stays readable.
+struct Daemon {
+    opts: Options,
+    planner: Planner,
+    state: State,
+    logind: Logind,
+    metrics: Metrics,
+    budget: Option<Duration>,
+    budget_read_at: Option<Instant>,
+    cloud: Option<Cloud>,
+    describe: String,
+    last_error: Option<String>,
+    logind_error: Option<String>,
+    acked: bool,
+}
+
+impl Daemon {
+    async fn refresh_budget(&mut self) {
+        if self
+            .budget_read_at
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(60))
+        {
+            return;
+        }
+        self.budget_read_at = Some(Instant::now());
+        match self.logind.inhibit_delay_max().await {
+            Ok(b) => {
+                if self.budget != Some(b) {
+                    tracing::info!(
+                        "logind InhibitDelayMaxUSec is {}: kubelet can delay shutdown that long to drain",
+                        timefmt::format_duration(b)
+                    );
+                }
+                self.budget = Some(b);
+                self.logind_error = None;
+            }
+            Err(e) => {
+                if self.logind_error.as_deref() != Some(&e.to_string()) {
+                    tracing::warn!("{e}");
+                }
+                self.logind_error = Some(e.to_string());
+            }
+        }
+    }
+
+    async fn handle(&mut self, cmds: Vec<Command>) {
+        for c in cmds {
+            match c {
+                Command::Announce {
+                    notice,
+                    decision,
+                    already_done,
+                } => log_announce(&notice, &decision, already_done),
+                Command::Gone { notice } => {
+                    tracing::info!(
+                        nthd_notice_id = notice.id.as_str(),
+                        "notice {} ({}) is no longer listed",
+                        notice.kind,
+                        notice.id
+                    )
+                }
+                Command::Scheduled { notice, action, at } => tracing::warn!(
+                    message_id = MSG_NOTICE,
+                    nthd_kind = notice.kind.name(),
+                    nthd_notice_id = notice.id.as_str(),
+                    nthd_action = action.name(),
+                    nthd_when = timefmt::format_rfc3339(at).as_str(),
+                    "{action} for {} scheduled at {} ({})",
+                    notice.id,
+                    timefmt::format_rfc3339(at),
+                    timefmt::relative(at, SystemTime::now())
+                ),
+                Command::Canceled { notice, reason } => tracing::warn!(
+                    nthd_notice_id = notice.id.as_str(),
+                    "pending action for {} canceled: {reason}",
+                    notice.id
+                ),
+                Command::Execute { notice, action } => {
+                    let ok = self.execute(&notice, action).await;
+                    self.planner
+                        .record_result(&notice.id, ok, SystemTime::now());
+                }
+            }
+        }
+    }
+
+    async fn execute(&mut self, n: &Notice, action: Action) -> bool {
+        let method = if action == Action::Reboot {
+            "Reboot"
+        } else {
+            "PowerOff"
+        };
+        if self.opts.dry_run {
+            tracing::warn!(
+                message_id = MSG_ACTION,
+                nthd_kind = n.kind.name(),
+                nthd_notice_id = n.id.as_str(),
+                nthd_action = action.name(),
+                nthd_dry_run = true,
+                "dry run: would call org.freedesktop.login1.Manager.{method}(false) for {} ({})",
+                n.id,
+                n.detail
+            );
+            self.metrics.action(n.kind, action, "dry_run");
+            return true;
+        }
+        // Acting once across restarts: if logind is already on its way down (our own earlier
+        // call, or someone else's), another call could only do harm for a reboot.
+        if let Ok(true) = self.logind.preparing_for_shutdown().await {
+            tracing::warn!(
+                nthd_notice_id = n.id.as_str(),
+                "logind is already preparing for shutdown; not calling {method} again for {}",
+                n.id
+            );
+            self.record(n, action, Phase::Done);
+            self.metrics.action(n.kind, action, "already_shutting_down");
+            return true;
+        }
+        self.record(n, action, Phase::Started);
+        let result =
+            match tokio::time::timeout(Duration::from_secs(10), self.logind.act(action)).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!(
+                "logind {method} did not answer within 10s; is systemd-logind hung? nthd retries"
+            )),
+            };
+        match result {
+            Ok(()) => {
+                self.record(n, action, Phase::Done);
+                self.metrics.action(n.kind, action, "ok");
+                tracing::warn!(
+                    message_id = MSG_ACTION,
+                    nthd_kind = n.kind.name(),
+                    nthd_notice_id = n.id.as_str(),
+                    nthd_event_id = n.event_id.as_deref().unwrap_or(""),
+                    nthd_action = action.name(),
+                    "called org.freedesktop.login1.Manager.{method}(false) for {}: kubelet's inhibitor lock now drains the node",
+                    n.id
+                );
+                self.logind_error = None;
+                true
+            }
+            Err(e) => {
+                self.metrics.action(n.kind, action, "error");
+                tracing::error!(
+                    message_id = MSG_ACTION_FAILED,
+                    nthd_kind = n.kind.name(),
+                    nthd_notice_id = n.id.as_str(),
+                    nthd_action = action.name(),
+                    "{e} (retrying in {})",
+                    timefmt::format_duration(self.planner.config().retry_delay)
+                );
+                self.logind_error = Some(e);
+                false
+            }
+        }
+    }
+
+    fn record(&mut self, n: &Notice, action: Action, phase: Phase) {
+        if let Err(e) = self.state.record(
+            &n.id,
+            n.event_id.as_deref(),
+            action,
+            phase,
+            SystemTime::now(),
+        ) {
+            tracing::error!("{e}");
+        }
+    }
+
+    fn status(&self) -> String {
+        let mut s = match &self.cloud {
+            Some(_) => self.describe.clone(),
+            None => "detecting the cloud".to_string(),
+        };
+        if let Some((id, action)) = self.planner.shutting_down() {
+            s = format!("{action} requested for {id}; waiting for the drain");
+        } else {
+            let current: Vec<String> = self
+                .planner
+                .current()
+                .iter()
+                .filter(|n| self.planner.config().action(n.kind) != Action::Ignore)
+                .map(|n| n.kind.name().to_string())
+                .collect();
+            if current.is_empty() {
+                s.push_str("; no notices");
+            } else {
+                s.push_str(&format!("; notices: {}", current.join(", ")));
+            }
+            for (n, action, at) in self.planner.scheduled() {
+                s.push_str(&format!(
+                    "; {action} for {} at {}",
+                    n.id,
+                    timefmt::format_rfc3339(at)
+                ));
+            }
+        }
+        if let Some(e) = &self.last_error {
+            s.push_str(&format!("; metadata error: {e}"));
+        }
+        if let Some(e) = &self.logind_error {
+            s.push_str(&format!("; logind error: {e}"));
+        }
+        if self.opts.dry_run {
+            s.push_str(" [dry run]");
+        }
+        // STATUS= is one line; keep it short enough to read in systemctl status.
+        let mut s = s.replace('\n', " ");
+        if s.len() > 900 {
+            let mut end = 900;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+            s.push('…');
+        }
+        s
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+
+    let now = SystemTime::now();
+    let state_dir = opts.state_dir();
+    let boot_id = state::current_boot_id();
+    let (st, report) = State::load(&state_dir, boot_id, now);
+    if let Some(e) = &report.error {
+        match &report.moved_aside {
+            Some(p) => tracing::error!(
+                "{e}; moved it to {} and starting with an empty state",
+                p.display()
+            ),
+            None => tracing::warn!("{e}; starting with an empty state"),
+        }
+    }
+    if let Err(e) = std::fs::metadata(&state_dir) {
+        tracing::warn!(
+            "state directory {} is not usable ({e}); nthd remembers what it acted on only until \
+             it restarts. Set NTHD_STATE_DIR or StateDirectory= in the unit",
+            state_dir.display()
+        );
+    }
+    let mut planner = Planner::new(opts.policy());
+    planner.mark_done(st.acted_ids());
+    let mut d = Daemon {
+        metrics: Metrics::new(opts.metrics_options()),
+        planner,
+        state: st,
+        logind: Logind::new(),
+        budget: None,
+        budget_read_at: None,
+        cloud: None,
+        describe: String::new(),
+        last_error: None,
+        logind_error: None,
+        acked: false,
+        opts: opts.clone(),
+    };
+    if d.opts.dry_run {
+        tracing::warn!("dry run: nthd will not call logind; it only logs what it would do");
+    }
+    if d.planner.config().wants_reboot() {
+        tracing::info!(
+            "a reboot policy is set: the polkit rule must also grant org.freedesktop.login1.reboot \
+             to user nthd (see /usr/share/doc/nthd/examples/50-nthd-reboot.rules)"
+        );
+    }
+    d.refresh_budget().await;
+
+    let (tx, mut rx) = mpsc::channel(8);
+    let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
+    let task = tokio::spawn(provider_task(opts.clone(), tx, ack_rx));
+
+    let watchdog = sd_notify::watchdog_enabled();
+    let mut wd_tick =
+        tokio::time::interval(watchdog.map(|w| w / 3).unwrap_or(Duration::from_secs(3600)));
+    wd_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The loop is healthy while observations keep arriving; a provider stuck for longer than
+    // this lets the watchdog restart nthd.
+    let healthy_window = (opts.gcp_wait + opts.request_timeout * 4 + Duration::from_secs(10))
+        .max(opts.slow_poll_interval + Duration::from_secs(10));
+    let mut last_progress = Instant::now();
+    let mut ready = false;
+
+    loop {
+        let wake = d.planner.next_wakeup().map(to_instant);
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some(msg) = msg else {
+                    // The provider task ended: only on a configuration error, already logged.
+                    tracing::error!("the metadata watcher stopped; nthd exits so systemd restarts it");
+                    anyhow::bail!("metadata watcher stopped");
+                };
+                last_progress = Instant::now();
+                match msg {
+                    FromProvider::Detected(det, describe) => {
+                        tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
+                        d.metrics.set_provider(det.cloud);
+                        d.cloud = Some(det.cloud);
+                        d.describe = describe;
+                    }
+                    FromProvider::DetectFailed(e) => {
+                        if d.last_error.as_deref() != Some(&e) {
+                            tracing::error!("{e}; retrying");
+                        }
+                        d.last_error = Some(e);
+                        if !ready {
+                            notify(&[sd_notify::NotifyState::Ready]);
+                            ready = true;
+                        }
+                    }
+                    FromProvider::Config(e) => {
+                        anyhow::bail!("{e}");
+                    }
+                    FromProvider::Observed(obs) => {
+                        d.metrics.observation(&obs);
+                        for e in &obs.errors {
+                            let msg = e.error.to_string();
+                            if d.last_error.as_deref() != Some(&msg) {
+                                tracing::warn!(nthd_source = e.source, "{msg}");
+                            }
+                        }
+                        let err = obs.errors.first().map(|e| e.error.to_string());
+                        if err.is_none() && d.last_error.is_some() && !obs.fresh.is_empty() {
+                            tracing::info!("the metadata service answers again");
+                        }
+                        d.last_error = err;
+                        d.refresh_budget().await;
+                        let cmds = d.planner.observe(&obs.notices, &obs.fresh, SystemTime::now(), d.budget);
+                        d.handle(cmds).await;
+                        d.metrics.notices(&d.planner, SystemTime::now());
+                        if !ready {
+                            notify(&[sd_notify::NotifyState::Ready]);
+                            ready = true;
+                        }
+                    }
+                }
+                notify(&[sd_notify::NotifyState::Status(&d.status())]);
+            }
+            _ = async { match wake { Some(w) => tokio::time::sleep_until(w).await, None => std::future::pending().await } } => {
+                d.refresh_budget().await;
+                let cmds = d.planner.tick(SystemTime::now());
+                d.handle(cmds).await;
+                notify(&[sd_notify::NotifyState::Status(&d.status())]);
+            }
+            _ = wd_tick.tick() => {
+                if watchdog.is_some() {
+                    if last_progress.elapsed() < healthy_window {
+                        notify(&[sd_notify::NotifyState::Watchdog]);
+                    } else {
+                        tracing::error!(
+                            "no word from the metadata watcher for {}; withholding the watchdog ping so systemd restarts nthd",
+                            timefmt::format_duration(last_progress.elapsed())
+                        );
+                    }
+                }
+            }
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
+            _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
+        }
+    }
+
+    notify(&[sd_notify::NotifyState::Stopping]);
+    // Being stopped during the shutdown nthd started means kubelet has drained: tell the
+    // platform to go ahead (Azure StartRequests) for the events acted on in this boot.
+    if d.planner.shutting_down().is_some() && !d.acked && !d.opts.dry_run {
+        let ids = d.state.event_ids_this_boot();
+        if !ids.is_empty() {
+            let (reply_tx, reply_rx) = oneshot::channel();
+            if ack_tx.send((ids.clone(), reply_tx)).await.is_ok() {
+                match tokio::time::timeout(Duration::from_secs(5), reply_rx).await {
+                    Ok(Ok(Ok(n))) if n > 0 => tracing::info!(
+                        "acknowledged {n} event(s) to the platform: {}",
+                        ids.join(", ")
+                    ),
+                    Ok(Ok(Ok(_))) => {}
+                    Ok(Ok(Err(e))) => {
+                        tracing::warn!("could not acknowledge events {}: {e}", ids.join(", "))
+                    }
+                    _ => tracing::warn!("acknowledging events {} timed out", ids.join(", ")),
+                }
+            }
+            d.acked = true;
+        }
+    }
+    task.abort();
+    Ok(())
+}

@@ -1,0 +1,408 @@
+//! The shared HTTP client for metadata services.
+//!
+//! It sets connect and total timeouts, caps every body (a hostile or broken endpoint cannot make
+//! nthd read gigabytes), never uses a proxy (IMDS is link-local; an `http_proxy` in the
+//! environment must not capture it), keeps one connection alive, and provides the backoff used
+//! between failed reads.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode};
+
+/// Settings for the client, from the command line.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub connect_timeout: Duration,
+    /// Total time for one ordinary request, body included.
+    pub request_timeout: Duration,
+    /// The largest body nthd reads; anything longer is an error and is not read to the end.
+    pub max_body: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(2),
+            max_body: 256 * 1024,
+        }
+    }
+}
+
+/// Why a metadata request failed. Every message names the URL and what the user can do.
+#[derive(Debug, thiserror::Error)]
+pub enum ImdsError {
+    #[error(
+        "cannot reach {url}: {reason}. Check that the metadata service is enabled for this \
+         instance and reachable from the host (link-local route, firewall, the unit's \
+         IPAddressAllow=), or set NTHD_IMDS_ENDPOINT"
+    )]
+    Connect { url: String, reason: String },
+    #[error(
+        "no answer from {url} within {}; the metadata service is slow or throttling \
+         (IMDS limits packets per second per interface); nthd keeps retrying",
+        crate::timefmt::format_duration(*timeout)
+    )]
+    Timeout { url: String, timeout: Duration },
+    #[error("{url} answered HTTP {status}{}", hint_suffix(hint))]
+    Status {
+        url: String,
+        status: u16,
+        hint: &'static str,
+    },
+    #[error(
+        "the answer from {url} is larger than {limit} bytes; nthd refuses to read it \
+         (is something other than the metadata service answering on that address?)"
+    )]
+    TooLarge { url: String, limit: usize },
+    #[error("the answer from {url} is not what nthd expects: {reason} (body starts {snippet:?})")]
+    Malformed {
+        url: String,
+        reason: String,
+        snippet: String,
+    },
+    #[error(
+        "IMDSv2 token request PUT {url} was refused with HTTP {status}. nthd needs IMDSv2: \
+         enable it (aws ec2 modify-instance-metadata-options --http-endpoint enabled), raise \
+         the hop limit if nthd runs in a container, or set NTHD_AWS_IMDSV1=true to allow \
+         IMDSv1 on old setups"
+    )]
+    TokenRefused { url: String, status: u16 },
+    #[error("invalid metadata endpoint {url:?}: {reason}; set NTHD_IMDS_ENDPOINT to e.g. http://169.254.169.254")]
+    BadEndpoint { url: String, reason: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+fn hint_suffix(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!("; {hint}")
+    }
+}
+
+impl ImdsError {
+    /// A short label for metrics and STATUS=.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ImdsError::Connect { .. } => "unreachable",
+            ImdsError::Timeout { .. } => "timeout",
+            ImdsError::Status { .. } => "http_error",
+            ImdsError::TooLarge { .. } => "too_large",
+            ImdsError::Malformed { .. } => "malformed",
+            ImdsError::TokenRefused { .. } => "token_refused",
+            ImdsError::BadEndpoint { .. } | ImdsError::Client(_) => "config",
+        }
+    }
+
+    pub fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
+        let mut end = body.len().min(80);
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        ImdsError::Malformed {
+            url: url.to_string(),
+            reason: reason.into(),
+            snippet: body[..end].to_string(),
+        }
+    }
+}
+
+/// A complete, size-checked answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+    pub etag: Option<String>,
+}
+
+impl Reply {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// One HTTP client bound to one metadata base URL.
+#[derive(Clone, Debug)]
+pub struct ImdsClient {
+    http: reqwest::Client,
+    base: String,
+    opts: ClientOptions,
+}
+
+impl ImdsClient {
+    /// `base` is e.g. `http://169.254.169.254` or `http://[fd00:ec2::254]`.
+    pub fn new(base: &str, opts: ClientOptions) -> Result<ImdsClient, ImdsError> {
+        let base = normalize_base(base)?;
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(opts.connect_timeout)
+            .timeout(opts.request_timeout)
+            .pool_max_idle_per_host(2)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("nthd/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ImdsError::Client(e.to_string()))?;
+        Ok(ImdsClient { http, base, opts })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.opts
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// Sends one request and reads the body up to the cap. Non-2xx answers are returned as
+    /// replies, not errors; callers decide what a 404 means.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&'static str, &str)],
+        body: Option<String>,
+        timeout: Option<Duration>,
+    ) -> Result<Reply, ImdsError> {
+        let url = self.url(path);
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            let value = HeaderValue::from_str(v).map_err(|_| {
+                ImdsError::Client(format!("header {k} has a value that cannot be sent"))
+            })?;
+            map.insert(HeaderName::from_static(k), value);
+        }
+        let timeout = timeout.unwrap_or(self.opts.request_timeout);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .headers(map)
+            .timeout(timeout);
+        if let Some(b) = body {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(b);
+        }
+        let mut resp = req.send().await.map_err(|e| classify(&url, timeout, e))?;
+        let status = resp.status();
+        let etag = resp
+            .headers()
+            .get(reqwest::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        if let Some(len) = resp.content_length() {
+            if len > self.opts.max_body as u64 {
+                return Err(ImdsError::TooLarge {
+                    url,
+                    limit: self.opts.max_body,
+                });
+            }
+        }
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&url, timeout, e))? {
+            if buf.len() + chunk.len() > self.opts.max_body {
+                return Err(ImdsError::TooLarge {
+                    url,
+                    limit: self.opts.max_body,
+                });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        let body = String::from_utf8(buf).map_err(|e| {
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            ImdsError::malformed(&url, "the body is not UTF-8", &lossy)
+        })?;
+        Ok(Reply {
+            status: status.as_u16(),
+            body,
+            etag,
+        })
+    }
+
+    pub async fn get(
+        &self,
+        path: &str,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Reply, ImdsError> {
+        self.send(Method::GET, path, headers, None, None).await
+    }
+}
+
+fn normalize_base(base: &str) -> Result<String, ImdsError> {
+    let trimmed = base.trim().trim_end_matches('/');
+    let bad = |reason: &str| ImdsError::BadEndpoint {
+        url: base.to_string(),
+        reason: reason.to_string(),
+    };
+    let rest = trimmed
+        .strip_prefix("http://")
+        .ok_or_else(|| bad("only http:// is supported (metadata services do not speak TLS)"))?;
+    if rest.is_empty() {
+        return Err(bad("no host"));
+    }
+    if rest.contains('/') || rest.contains('?') || rest.contains('#') {
+        return Err(bad("give only scheme, host and port, without a path"));
+    }
+    reqwest::Url::parse(trimmed).map_err(|e| bad(&e.to_string()))?;
+    Ok(trimmed.to_string())
+}
+
+fn classify(url: &str, timeout: Duration, e: reqwest::Error) -> ImdsError {
+    if e.is_timeout() {
+        return ImdsError::Timeout {
+            url: url.to_string(),
+            timeout,
+        };
+    }
+    let mut reason = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        reason = format!("{reason}: {s}");
+        src = s.source();
+    }
+    ImdsError::Connect {
+        url: url.to_string(),
+        reason,
+    }
+}
+
+/// The hint attached to an unexpected HTTP status.
+pub fn status_error(url: String, status: u16) -> ImdsError {
+    let hint = match StatusCode::from_u16(status).ok() {
+        Some(StatusCode::UNAUTHORIZED) => "the token was rejected; nthd fetches a new one",
+        Some(StatusCode::FORBIDDEN) => {
+            "access denied; the metadata service may be disabled for this instance, or a \
+             required header is missing"
+        }
+        Some(StatusCode::TOO_MANY_REQUESTS) => {
+            "throttled; lower the poll rate (NTHD_POLL_INTERVAL) if this persists"
+        }
+        Some(s) if s.is_server_error() => "the metadata service is having trouble; nthd retries",
+        _ => "",
+    };
+    ImdsError::Status { url, status, hint }
+}
+
+/// Exponential backoff with jitter between failed reads of one source. The first retry comes
+/// after the source's normal interval; the delay doubles up to `max`, which stays short so a
+/// notice that appears while the service is flaky is still seen promptly.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempt: u32,
+    seed: u64,
+}
+
+impl Backoff {
+    pub fn new(base: Duration) -> Backoff {
+        let max = (base * 5).clamp(Duration::from_secs(5), Duration::from_secs(60));
+        Backoff::with_max(base, max)
+    }
+
+    pub fn with_max(base: Duration, max: Duration) -> Backoff {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(1)
+            | 1;
+        Backoff {
+            base,
+            max: max.max(base),
+            attempt: 0,
+            seed,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The delay before the next try, with up to 20% jitter so a fleet does not retry in step.
+    pub fn next_delay(&mut self) -> Duration {
+        let factor = 1u32.checked_shl(self.attempt.min(16)).unwrap_or(u32::MAX);
+        self.attempt = self.attempt.saturating_add(1);
+        let raw = self.base.saturating_mul(factor).min(self.max);
+        // xorshift64
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let jitter = (self.seed % 1000) as f64 / 1000.0 * 0.2;
+        raw.mul_f64(1.0 - jitter).max(Duration::from_millis(50))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls() {
+        assert_eq!(
+            normalize_base("http://169.254.169.254/").unwrap(),
+            "http://169.254.169.254"
+        );
+        assert_eq!(
+            normalize_base("http://[fd00:ec2::254]").unwrap(),
+            "http://[fd00:ec2::254]"
+        );
+        assert_eq!(
+            normalize_base("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        for bad in [
+            "https://169.254.169.254",
+            "169.254.169.254",
+            "http://",
+            "http://host/latest",
+            "http://a b",
+        ] {
+            let e = normalize_base(bad).unwrap_err().to_string();
+            assert!(e.contains("NTHD_IMDS_ENDPOINT"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_caps_and_resets() {
+        let mut b = Backoff::with_max(Duration::from_secs(1), Duration::from_secs(5));
+        let d: Vec<_> = (0..6).map(|_| b.next_delay()).collect();
+        for (i, want) in [1u64, 2, 4, 5, 5, 5].iter().enumerate() {
+            let lo = Duration::from_secs(*want).mul_f64(0.8);
+            assert!(
+                d[i] >= lo && d[i] <= Duration::from_secs(*want),
+                "{i}: {:?}",
+                d[i]
+            );
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_secs(1));
+        // Never overflows, however many failures.
+        for _ in 0..10_000 {
+            assert!(b.next_delay() <= Duration::from_secs(5));
+        }
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = ImdsError::TokenRefused {
+            url: "http://x/latest/api/token".into(),
+            status: 403,
+        };
+        let s = e.to_string();
+        assert!(s.contains("http://x/latest/api/token") && s.contains("NTHD_AWS_IMDSV1"));
+        let s = status_error("http://x/y".into(), 503).to_string();
+        assert!(s.contains("http://x/y") && s.contains("503") && s.contains("retries"));
+    }
+}

@@ -1,0 +1,41 @@
+//! nthd, the node termination handler daemon.
+//!
+//! It watches the cloud's instance metadata service for interruption notices and asks
+//! systemd-logind over D-Bus to power off (or reboot), so kubelet's Graceful Node Shutdown, which
+//! holds a logind delay inhibitor lock, drains the node before the machine goes down.
+
+pub mod config;
+pub mod daemon;
+pub mod imds;
+pub mod logging;
+pub mod logind;
+pub mod metrics;
+pub mod once;
+pub mod policy;
+pub mod provider;
+pub mod state;
+pub mod timefmt;
+
+use std::process::ExitCode;
+
+use config::{Cli, Command};
+
+/// Runs the command the CLI asked for.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match cli.command.clone().unwrap_or(Command::Run) {
+        Command::Run => {
+            rt.block_on(daemon::run(cli.opts))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Once { json } => rt.block_on(once::once(&cli.opts, json)),
+        Command::GenerateAssets { out } => {
+            anyhow::bail!(
+                "generate-assets is not available yet (wanted {})",
+                out.display()
+            )
+        }
+    }
+}

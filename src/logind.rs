@@ -1,0 +1,408 @@
+//! systemd-logind over the system D-Bus.
+//!
+//! nthd only ever asks logind to power off or reboot with `interactive=false`, so kubelet's
+//! delay inhibitor lock is honoured and polkit decides from the rule installed for user `nthd`.
+//! It never runs `shutdown` or `poweroff`, which bypass inhibitors on some systemd versions.
+
+use std::time::Duration;
+
+use zbus::DBusError;
+
+use crate::policy::Action;
+
+/// `org.freedesktop.login1.Manager`, the part nthd uses.
+#[zbus::proxy(
+    interface = "org.freedesktop.login1.Manager",
+    default_service = "org.freedesktop.login1",
+    default_path = "/org/freedesktop/login1"
+)]
+pub trait Manager {
+    fn power_off(&self, interactive: bool) -> zbus::Result<()>;
+    fn reboot(&self, interactive: bool) -> zbus::Result<()>;
+    fn can_power_off(&self) -> zbus::Result<String>;
+    fn can_reboot(&self) -> zbus::Result<String>;
+    /// (what, who, why, mode, uid, pid)
+    fn list_inhibitors(&self) -> zbus::Result<Vec<(String, String, String, String, u32, u32)>>;
+
+    #[zbus(property, name = "InhibitDelayMaxUSec")]
+    fn inhibit_delay_max_usec(&self) -> zbus::Result<u64>;
+    #[zbus(property)]
+    fn preparing_for_shutdown(&self) -> zbus::Result<bool>;
+    #[zbus(property)]
+    fn handle_power_key(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn power_key_ignore_inhibited(&self) -> zbus::Result<bool>;
+}
+
+/// `org.freedesktop.DBus.Peer`-free version query: systemd's manager exposes `Version`.
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Manager",
+    default_service = "org.freedesktop.systemd1",
+    default_path = "/org/freedesktop/systemd1"
+)]
+pub trait Systemd {
+    #[zbus(property)]
+    fn version(&self) -> zbus::Result<String>;
+}
+
+/// Why a logind call failed, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum LogindError {
+    #[error(
+        "cannot connect to the system D-Bus ({address}): {reason}. Is dbus running \
+         (systemctl status dbus)? Is /run/dbus/system_bus_socket reachable from nthd's sandbox?"
+    )]
+    NoBus { address: String, reason: String },
+    #[error(
+        "org.freedesktop.login1 is not on the system bus ({method}): {reason}. Is \
+         systemd-logind running (systemctl status systemd-logind)?"
+    )]
+    NoLogind {
+        method: &'static str,
+        reason: String,
+    },
+    #[error(
+        "logind refused {method} for {user}: polkit did not grant {action} ({reason}). Install \
+         the rule /usr/share/polkit-1/rules.d/50-nthd.rules (polkit >= 0.106) or \
+         /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla (polkit 0.105), make sure nthd \
+         runs as user nthd, and check with: sudo -u nthd nthd check"
+    )]
+    Denied {
+        method: &'static str,
+        user: String,
+        action: &'static str,
+        reason: String,
+    },
+    #[error("logind {method} failed: {reason}")]
+    Call {
+        method: &'static str,
+        reason: String,
+    },
+}
+
+impl LogindError {
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            LogindError::NoBus { .. } => "no_bus",
+            LogindError::NoLogind { .. } => "no_logind",
+            LogindError::Denied { .. } => "denied",
+            LogindError::Call { .. } => "failed",
+        }
+    }
+}
+
+/// The D-Bus error name of a zbus error, if it is a D-Bus error reply.
+pub fn error_name(e: &zbus::Error) -> Option<String> {
+    match e {
+        zbus::Error::FDO(f) => Some(f.name().as_str().to_string()),
+        zbus::Error::MethodError(name, _, _) => Some(name.as_str().to_string()),
+        _ => None,
+    }
+}
+
+/// The polkit action a method needs in the usual case.
+pub fn polkit_action(action: Action) -> &'static str {
+    match action {
+        Action::Reboot => "org.freedesktop.login1.reboot (or reboot-multiple-sessions)",
+        _ => "org.freedesktop.login1.power-off (or power-off-multiple-sessions)",
+    }
+}
+
+fn current_user() -> String {
+    // SAFETY-free: read the effective uid from /proc, then the name from /etc/passwd.
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+        })
+        .unwrap_or_else(|| "?".into());
+    let name = std::fs::read_to_string("/etc/passwd").ok().and_then(|p| {
+        p.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == uid).then(|| f[0].to_string())
+        })
+    });
+    match name {
+        Some(n) => format!("user {n} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+fn classify(method: &'static str, action: Action, e: zbus::Error) -> LogindError {
+    let reason = e.to_string();
+    match error_name(&e).as_deref() {
+        Some(
+            "org.freedesktop.DBus.Error.AccessDenied"
+            | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
+            | "org.freedesktop.DBus.Error.AuthFailed",
+        ) => LogindError::Denied {
+            method,
+            user: current_user(),
+            action: polkit_action(action),
+            reason,
+        },
+        Some(
+            "org.freedesktop.DBus.Error.ServiceUnknown"
+            | "org.freedesktop.DBus.Error.NameHasNoOwner"
+            | "org.freedesktop.DBus.Error.NoReply"
+            | "org.freedesktop.DBus.Error.UnknownObject"
+            | "org.freedesktop.DBus.Error.UnknownMethod"
+            | "org.freedesktop.DBus.Error.Timeout",
+        ) => LogindError::NoLogind { method, reason },
+        _ => match e {
+            zbus::Error::InputOutput(_) | zbus::Error::Handshake(_) | zbus::Error::Address(_) => {
+                LogindError::NoBus {
+                    address: bus_address(),
+                    reason,
+                }
+            }
+            _ => LogindError::Call { method, reason },
+        },
+    }
+}
+
+/// The system bus address in use.
+pub fn bus_address() -> String {
+    std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
+        .unwrap_or_else(|_| "unix:path=/run/dbus/system_bus_socket".into())
+}
+
+/// A lazily (re)connected logind client. Any transport error drops the connection, so the next
+/// call reconnects: a restarted dbus or logind is picked up without restarting nthd.
+#[derive(Default)]
+pub struct Logind {
+    conn: Option<zbus::Connection>,
+}
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(25);
+
+impl Logind {
+    pub fn new() -> Logind {
+        Logind { conn: None }
+    }
+
+    async fn manager(&mut self) -> Result<ManagerProxy<'static>, LogindError> {
+        if let Some(c) = &self.conn {
+            if !c.is_closed() {
+                return ManagerProxy::new(c).await.map_err(|e| LogindError::Call {
+                    method: "proxy",
+                    reason: e.to_string(),
+                });
+            }
+            self.conn = None;
+        }
+        let conn = tokio::time::timeout(
+            Duration::from_secs(5),
+            zbus::connection::Builder::system()
+                .method_timeout(CALL_TIMEOUT)
+                .build(),
+        )
+        .await
+        .map_err(|_| LogindError::NoBus {
+            address: bus_address(),
+            reason: "timed out connecting".into(),
+        })?
+        .map_err(|e| LogindError::NoBus {
+            address: bus_address(),
+            reason: e.to_string(),
+        })?;
+        let proxy = ManagerProxy::builder(&conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .map_err(|e| LogindError::Call {
+                method: "proxy",
+                reason: e.to_string(),
+            })?;
+        self.conn = Some(conn);
+        Ok(proxy)
+    }
+
+    fn on_error(&mut self, e: &LogindError) {
+        if matches!(e, LogindError::NoBus { .. } | LogindError::NoLogind { .. }) {
+            self.conn = None;
+        }
+    }
+
+    /// Carries out a power action through logind.
+    pub async fn act(&mut self, action: Action) -> Result<(), LogindError> {
+        let m = self.manager().await?;
+        let r = match action {
+            Action::Reboot => m
+                .reboot(false)
+                .await
+                .map_err(|e| classify("Reboot", action, e)),
+            _ => m
+                .power_off(false)
+                .await
+                .map_err(|e| classify("PowerOff", action, e)),
+        };
+        if let Err(e) = &r {
+            self.on_error(e);
+        }
+        r
+    }
+
+    /// logind's `InhibitDelayMaxUSec`: how long delay inhibitors (kubelet) may hold shutdown.
+    pub async fn inhibit_delay_max(&mut self) -> Result<Duration, LogindError> {
+        let m = self.manager().await?;
+        let r = m
+            .inhibit_delay_max_usec()
+            .await
+            .map(Duration::from_micros)
+            .map_err(|e| classify("Get InhibitDelayMaxUSec", Action::PowerOff, e));
+        if let Err(e) = &r {
+            self.on_error(e);
+        }
+        r
+    }
+
+    pub async fn preparing_for_shutdown(&mut self) -> Result<bool, LogindError> {
+        let m = self.manager().await?;
+        let r = m
+            .preparing_for_shutdown()
+            .await
+            .map_err(|e| classify("Get PreparingForShutdown", Action::PowerOff, e));
+        if let Err(e) = &r {
+            self.on_error(e);
+        }
+        r
+    }
+
+    pub async fn can(&mut self, action: Action) -> Result<String, LogindError> {
+        let m = self.manager().await?;
+        let r = match action {
+            Action::Reboot => m
+                .can_reboot()
+                .await
+                .map_err(|e| classify("CanReboot", action, e)),
+            _ => m
+                .can_power_off()
+                .await
+                .map_err(|e| classify("CanPowerOff", action, e)),
+        };
+        if let Err(e) = &r {
+            self.on_error(e);
+        }
+        r
+    }
+
+    pub async fn list_inhibitors(&mut self) -> Result<Vec<Inhibitor>, LogindError> {
+        let m = self.manager().await?;
+        let r = m
+            .list_inhibitors()
+            .await
+            .map(|v| {
+                v.into_iter()
+                    .map(|(what, who, why, mode, uid, pid)| Inhibitor {
+                        what,
+                        who,
+                        why,
+                        mode,
+                        uid,
+                        pid,
+                    })
+                    .collect()
+            })
+            .map_err(|e| classify("ListInhibitors", Action::PowerOff, e));
+        if let Err(e) = &r {
+            self.on_error(e);
+        }
+        r
+    }
+
+    /// logind's power-key settings: (`HandlePowerKey`, `PowerKeyIgnoreInhibited`).
+    pub async fn power_key(&mut self) -> Result<(String, bool), LogindError> {
+        let m = self.manager().await?;
+        let h = m
+            .handle_power_key()
+            .await
+            .map_err(|e| classify("Get HandlePowerKey", Action::PowerOff, e))?;
+        let i = m
+            .power_key_ignore_inhibited()
+            .await
+            .map_err(|e| classify("Get PowerKeyIgnoreInhibited", Action::PowerOff, e))?;
+        Ok((h, i))
+    }
+
+    /// systemd's version string (e.g. `252.38-1~deb12u1`), from PID 1 over the bus.
+    pub async fn systemd_version(&mut self) -> Result<String, LogindError> {
+        self.manager().await?;
+        let conn = self.conn.as_ref().expect("connected above");
+        let p = SystemdProxy::new(conn)
+            .await
+            .map_err(|e| LogindError::Call {
+                method: "proxy",
+                reason: e.to_string(),
+            })?;
+        p.version().await.map_err(|e| LogindError::Call {
+            method: "Get org.freedesktop.systemd1.Manager.Version",
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// One entry of `ListInhibitors`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inhibitor {
+    pub what: String,
+    pub who: String,
+    pub why: String,
+    pub mode: String,
+    pub uid: u32,
+    pub pid: u32,
+}
+
+impl Inhibitor {
+    /// Whether this is a delay lock on shutdown, as kubelet takes.
+    pub fn delays_shutdown(&self) -> bool {
+        self.mode == "delay" && self.what.split(':').any(|w| w == "shutdown")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denial_message_names_the_polkit_action_and_the_fix() {
+        let e = LogindError::Denied {
+            method: "PowerOff",
+            user: "user nthd (uid 999)".into(),
+            action: polkit_action(Action::PowerOff),
+            reason: "Interactive authentication required.".into(),
+        };
+        let s = e.to_string();
+        assert!(s.contains("org.freedesktop.login1.power-off"), "{s}");
+        assert!(
+            s.contains("50-nthd.rules") && s.contains("nthd.pkla"),
+            "{s}"
+        );
+        assert!(polkit_action(Action::Reboot).contains("login1.reboot"));
+    }
+
+    #[test]
+    fn inhibitor_kinds() {
+        let i = Inhibitor {
+            what: "sleep:shutdown".into(),
+            who: "kubelet".into(),
+            why: "".into(),
+            mode: "delay".into(),
+            uid: 0,
+            pid: 1,
+        };
+        assert!(i.delays_shutdown());
+        let b = Inhibitor {
+            mode: "block".into(),
+            ..i.clone()
+        };
+        assert!(!b.delays_shutdown());
+        let s = Inhibitor {
+            what: "sleep".into(),
+            ..i
+        };
+        assert!(!s.delays_shutdown());
+    }
+}

@@ -1,0 +1,860 @@
+//! From notices to decisions. Pure code: no I/O, no clock reads; `now` is always passed in.
+//!
+//! [`decide`] says what one notice calls for and when. [`Planner`] keeps the state across polls:
+//! it announces each notice once, carries out each power action once, defers actions to the
+//! last safe moment, cancels deferred actions the platform withdraws, and retries failed ones.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use crate::provider::{Notice, NoticeKind, NoticeStatus, KINDS};
+
+/// What to do about a notice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Action {
+    /// Nothing, not even a log line above debug level.
+    Ignore,
+    /// Log it (and show it in STATUS= and metrics), nothing else.
+    Log,
+    /// Ask logind to power off, which lets kubelet drain the node first.
+    PowerOff,
+    /// Ask logind to reboot.
+    Reboot,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::Ignore,
+        Action::Log,
+        Action::PowerOff,
+        Action::Reboot,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Ignore => "ignore",
+            Action::Log => "log",
+            Action::PowerOff => "poweroff",
+            Action::Reboot => "reboot",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Action> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "ignore" | "none" => Some(Action::Ignore),
+            "log" => Some(Action::Log),
+            "poweroff" | "power-off" | "shutdown" => Some(Action::PowerOff),
+            "reboot" => Some(Action::Reboot),
+            _ => None,
+        }
+    }
+
+    pub fn is_power(self) -> bool {
+        matches!(self, Action::PowerOff | Action::Reboot)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The policy settings.
+#[derive(Clone, Debug)]
+pub struct PolicyConfig {
+    actions: HashMap<NoticeKind, Action>,
+    at_deadline: HashSet<NoticeKind>,
+    /// Extra time kept between the end of the drain and the platform's deadline.
+    pub margin: Duration,
+    /// The drain budget assumed when logind's `InhibitDelayMaxUSec` cannot be read.
+    pub fallback_budget: Duration,
+    /// How long to wait before retrying a failed power action.
+    pub retry_delay: Duration,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            actions: KINDS.iter().map(|k| (k.kind, k.default_action)).collect(),
+            at_deadline: KINDS
+                .iter()
+                .filter(|k| k.at_deadline)
+                .map(|k| k.kind)
+                .collect(),
+            margin: Duration::from_secs(120),
+            fallback_budget: Duration::from_secs(300),
+            retry_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+impl PolicyConfig {
+    pub fn action(&self, kind: NoticeKind) -> Action {
+        self.actions.get(&kind).copied().unwrap_or(Action::Log)
+    }
+
+    pub fn set_action(&mut self, kind: NoticeKind, action: Action) {
+        self.actions.insert(kind, action);
+    }
+
+    pub fn at_deadline(&self, kind: NoticeKind) -> bool {
+        self.at_deadline.contains(&kind)
+    }
+
+    pub fn set_at_deadline(&mut self, kinds: impl IntoIterator<Item = NoticeKind>) {
+        self.at_deadline = kinds.into_iter().collect();
+    }
+
+    pub fn deadline_kinds(&self) -> Vec<NoticeKind> {
+        let mut v: Vec<_> = self.at_deadline.iter().copied().collect();
+        v.sort();
+        v
+    }
+
+    /// Whether any kind is set to reboot (the polkit reboot grant is then needed).
+    pub fn wants_reboot(&self) -> bool {
+        self.actions.values().any(|a| *a == Action::Reboot)
+    }
+}
+
+/// When to carry out a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Now,
+    At(SystemTime),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub action: Action,
+    pub when: When,
+    pub reason: String,
+}
+
+/// What one notice calls for, given the drain budget (logind's `InhibitDelayMaxUSec`; `None`
+/// when unknown). Deferred actions fire at `deadline - budget - margin`, or now if that moment
+/// has passed. Arithmetic saturates: no input makes it overflow or panic.
+pub fn decide(
+    cfg: &PolicyConfig,
+    n: &Notice,
+    now: SystemTime,
+    budget: Option<Duration>,
+) -> Decision {
+    match n.status {
+        NoticeStatus::Canceled => return ignore("the platform canceled this event"),
+        NoticeStatus::Completed => return ignore("the platform completed this event"),
+        NoticeStatus::Active => {}
+    }
+    let action = cfg.action(n.kind);
+    let setting = n.kind.info().flag;
+    if !action.is_power() {
+        return Decision {
+            action,
+            when: When::Now,
+            reason: format!("--{setting} is {action}"),
+        };
+    }
+    if !cfg.at_deadline(n.kind) {
+        return Decision {
+            action,
+            when: When::Now,
+            reason: format!("--{setting} is {action}, carried out at once"),
+        };
+    }
+    let Some(deadline) = n.deadline else {
+        return Decision {
+            action,
+            when: When::Now,
+            reason: format!("--{setting} is {action}; the notice has no deadline, so at once"),
+        };
+    };
+    let (budget, source) = match budget {
+        Some(b) => (b, "logind InhibitDelayMaxUSec"),
+        None => (cfg.fallback_budget, "fallback drain budget"),
+    };
+    let lead = budget.saturating_add(cfg.margin);
+    let at = deadline.checked_sub(lead);
+    match at {
+        Some(at) if at > now => Decision {
+            action,
+            when: When::At(at),
+            reason: format!(
+                "--{setting} is {action} at the last safe moment: deadline {} minus drain \
+                 budget {} ({source}) minus margin {}",
+                crate::timefmt::format_rfc3339(deadline),
+                crate::timefmt::format_duration(budget),
+                crate::timefmt::format_duration(cfg.margin),
+            ),
+        },
+        _ => Decision {
+            action,
+            when: When::Now,
+            reason: format!(
+                "--{setting} is {action}; the deadline {} leaves less than the drain budget {} \
+                 plus margin {}, so at once",
+                crate::timefmt::format_rfc3339(deadline),
+                crate::timefmt::format_duration(budget),
+                crate::timefmt::format_duration(cfg.margin),
+            ),
+        },
+    }
+}
+
+fn ignore(reason: &str) -> Decision {
+    Decision {
+        action: Action::Ignore,
+        when: When::Now,
+        reason: reason.to_string(),
+    }
+}
+
+/// What the planner asks the daemon to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// A notice seen for the first time, or changed: log it with its decision.
+    Announce {
+        notice: Notice,
+        decision: Decision,
+        /// Already acted on (this boot, or an event remembered across reboots).
+        already_done: bool,
+    },
+    /// A notice is no longer listed by its source.
+    Gone { notice: Notice },
+    /// A power action is deferred to `at`.
+    Scheduled {
+        notice: Notice,
+        action: Action,
+        at: SystemTime,
+    },
+    /// A deferred or pending action will not happen.
+    Canceled { notice: Notice, reason: String },
+    /// Carry this out now, then report with [`Planner::record_result`].
+    Execute { notice: Notice, action: Action },
+}
+
+#[derive(Clone, Debug)]
+struct Want {
+    notice: Notice,
+    action: Action,
+    /// Deferred until then; `None` means as soon as possible.
+    at: Option<SystemTime>,
+    /// Earliest retry after a failure.
+    retry_at: Option<SystemTime>,
+    in_flight: bool,
+    attempts: u32,
+}
+
+/// The state kept between polls.
+#[derive(Debug)]
+pub struct Planner {
+    cfg: PolicyConfig,
+    /// Every notice currently listed, by fingerprint.
+    known: HashMap<String, Notice>,
+    /// Power actions wanted and not yet carried out, by fingerprint.
+    wants: BTreeMap<String, Want>,
+    /// Fingerprints acted on successfully.
+    done: HashSet<String>,
+    /// Set once a power action succeeded: the machine is going down.
+    shutting_down: Option<(String, Action)>,
+}
+
+impl Planner {
+    pub fn new(cfg: PolicyConfig) -> Planner {
+        Planner {
+            cfg,
+            known: HashMap::new(),
+            wants: BTreeMap::new(),
+            done: HashSet::new(),
+            shutting_down: None,
+        }
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    /// Marks fingerprints as already acted on (from the persisted state).
+    pub fn mark_done(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.done.extend(ids);
+    }
+
+    pub fn is_done(&self, id: &str) -> bool {
+        self.done.contains(id)
+    }
+
+    pub fn shutting_down(&self) -> Option<&(String, Action)> {
+        self.shutting_down.as_ref()
+    }
+
+    /// Notices currently listed, sorted by fingerprint.
+    pub fn current(&self) -> Vec<&Notice> {
+        let mut v: Vec<_> = self.known.values().collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// Deferred actions: (notice, action, when).
+    pub fn scheduled(&self) -> Vec<(&Notice, Action, SystemTime)> {
+        self.wants
+            .values()
+            .filter_map(|w| w.at.map(|at| (&w.notice, w.action, at)))
+            .collect()
+    }
+
+    /// Feeds one observation. `fresh` lists the sources read successfully this time: a
+    /// notice of such a source that is no longer listed is gone.
+    pub fn observe(
+        &mut self,
+        notices: &[Notice],
+        fresh: &[&str],
+        now: SystemTime,
+        budget: Option<Duration>,
+    ) -> Vec<Command> {
+        let mut out = Vec::new();
+        let listed: HashSet<&str> = notices.iter().map(|n| n.id.as_str()).collect();
+
+        // Gone: known notices of fresh sources that are no longer listed.
+        let gone: Vec<String> = self
+            .known
+            .iter()
+            .filter(|(id, n)| fresh.contains(&n.source) && !listed.contains(id.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            let notice = self.known.remove(&id).expect("listed above");
+            if let Some(w) = self.wants.get(&id) {
+                // A deferred action for an event the platform no longer lists is withdrawn.
+                // An action wanted at once is kept until it succeeds: the notice was real.
+                if w.at.is_some() && !w.in_flight {
+                    self.wants.remove(&id);
+                    out.push(Command::Canceled {
+                        notice: notice.clone(),
+                        reason: "the platform no longer lists this event".into(),
+                    });
+                }
+            }
+            out.push(Command::Gone { notice });
+        }
+
+        for n in notices {
+            let changed = match self.known.get(&n.id) {
+                None => true,
+                Some(old) => {
+                    old.kind != n.kind || old.status != n.status || old.deadline != n.deadline
+                }
+            };
+            let decision = decide(&self.cfg, n, now, budget);
+            if changed {
+                self.known.insert(n.id.clone(), n.clone());
+                out.push(Command::Announce {
+                    notice: n.clone(),
+                    decision: decision.clone(),
+                    already_done: self.done.contains(&n.id),
+                });
+            }
+            if n.status != NoticeStatus::Active {
+                if let Some(w) = self.wants.get(&n.id) {
+                    if !w.in_flight {
+                        self.wants.remove(&n.id);
+                        out.push(Command::Canceled {
+                            notice: n.clone(),
+                            reason: decision.reason.clone(),
+                        });
+                    }
+                }
+                continue;
+            }
+            if !decision.action.is_power() || self.done.contains(&n.id) {
+                continue;
+            }
+            let at = match decision.when {
+                When::Now => None,
+                When::At(t) => Some(t),
+            };
+            match self.wants.get_mut(&n.id) {
+                Some(w) => {
+                    w.notice = n.clone();
+                    if w.at != at && !w.in_flight {
+                        w.at = at;
+                        w.action = decision.action;
+                        if let Some(t) = at {
+                            out.push(Command::Scheduled {
+                                notice: n.clone(),
+                                action: decision.action,
+                                at: t,
+                            });
+                        }
+                    }
+                }
+                None => {
+                    self.wants.insert(
+                        n.id.clone(),
+                        Want {
+                            notice: n.clone(),
+                            action: decision.action,
+                            at,
+                            retry_at: None,
+                            in_flight: false,
+                            attempts: 0,
+                        },
+                    );
+                    if let Some(t) = at {
+                        out.push(Command::Scheduled {
+                            notice: n.clone(),
+                            action: decision.action,
+                            at: t,
+                        });
+                    }
+                }
+            }
+        }
+        out.extend(self.tick(now));
+        out
+    }
+
+    /// Returns the actions due at `now`. Power-offs go before reboots; once one power action
+    /// has succeeded, nothing more is executed.
+    pub fn tick(&mut self, now: SystemTime) -> Vec<Command> {
+        if self.shutting_down.is_some() || self.wants.values().any(|w| w.in_flight) {
+            return Vec::new();
+        }
+        let due = |w: &Want| w.at.is_none_or(|t| t <= now) && w.retry_at.is_none_or(|t| t <= now);
+        let pick = self
+            .wants
+            .iter()
+            .filter(|(_, w)| due(w))
+            .min_by_key(|(id, w)| (w.action != Action::PowerOff, (*id).clone()))
+            .map(|(id, _)| id.clone());
+        let Some(id) = pick else {
+            return Vec::new();
+        };
+        let w = self.wants.get_mut(&id).expect("picked above");
+        w.in_flight = true;
+        w.attempts += 1;
+        vec![Command::Execute {
+            notice: w.notice.clone(),
+            action: w.action,
+        }]
+    }
+
+    /// Reports how an `Execute` went.
+    pub fn record_result(&mut self, id: &str, ok: bool, now: SystemTime) {
+        let Some(w) = self.wants.get_mut(id) else {
+            return;
+        };
+        w.in_flight = false;
+        if ok {
+            let action = w.action;
+            self.wants.remove(id);
+            self.done.insert(id.to_string());
+            self.shutting_down = Some((id.to_string(), action));
+        } else {
+            w.retry_at = now.checked_add(self.cfg.retry_delay);
+        }
+    }
+
+    /// Attempts made for a wanted action (0 if none is wanted).
+    pub fn attempts(&self, id: &str) -> u32 {
+        self.wants.get(id).map_or(0, |w| w.attempts)
+    }
+
+    /// When `tick` may next return something: the earliest deferred time or retry.
+    pub fn next_wakeup(&self) -> Option<SystemTime> {
+        if self.shutting_down.is_some() {
+            return None;
+        }
+        self.wants
+            .values()
+            .filter(|w| !w.in_flight)
+            .filter_map(|w| match (w.at, w.retry_at) {
+                (Some(a), Some(r)) => Some(a.max(r)),
+                (a, r) => a.or(r),
+            })
+            .min()
+    }
+
+    /// Whether an action is wanted and waiting (now or later).
+    pub fn has_wants(&self) -> bool {
+        !self.wants.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn t(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    const NOW: u64 = 1_000_000;
+
+    fn notice(kind: NoticeKind, id: &str, deadline: Option<u64>) -> Notice {
+        Notice {
+            kind,
+            source: "test/source",
+            id: id.into(),
+            event_id: None,
+            deadline: deadline.map(t),
+            status: NoticeStatus::Active,
+            detail: String::new(),
+            raw: String::new(),
+        }
+    }
+
+    fn cfg_all(action: Action) -> PolicyConfig {
+        let mut c = PolicyConfig::default();
+        for k in KINDS {
+            c.set_action(k.kind, action);
+        }
+        c
+    }
+
+    /// Every kind × every setting × deadline case, against the rules written out by hand.
+    #[test]
+    fn decide_table() {
+        let budget = Some(Duration::from_secs(90));
+        let margin = 120u64;
+        // (deadline, expected time when deferred)
+        let cases: [(Option<u64>, Option<u64>); 6] = [
+            (None, None),                                       // no deadline: at once
+            (Some(NOW - 3600), None),                           // already past
+            (Some(NOW), None),                                  // right now
+            (Some(NOW + 60), None),                             // inside the drain budget
+            (Some(NOW + 210), None),                            // exactly budget + margin: at once
+            (Some(NOW + 3600), Some(NOW + 3600 - 90 - margin)), // far: last safe moment
+        ];
+        for info in KINDS {
+            for action in Action::ALL {
+                for at_deadline in [false, true] {
+                    let mut cfg = cfg_all(Action::Log);
+                    cfg.set_action(info.kind, action);
+                    cfg.set_at_deadline(if at_deadline { vec![info.kind] } else { vec![] });
+                    for (deadline, deferred) in cases {
+                        let n = notice(info.kind, "x", deadline);
+                        let d = decide(&cfg, &n, t(NOW), budget);
+                        assert_eq!(d.action, action, "{} {action}", info.name);
+                        let want = match (action.is_power(), at_deadline, deferred) {
+                            (true, true, Some(at)) => When::At(t(at)),
+                            _ => When::Now,
+                        };
+                        assert_eq!(
+                            d.when, want,
+                            "{} {action} at_deadline={at_deadline} {deadline:?}",
+                            info.name
+                        );
+                        assert!(d.reason.contains(info.flag), "{}", d.reason);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn canceled_and_completed_are_ignored_whatever_the_setting() {
+        let cfg = cfg_all(Action::PowerOff);
+        for status in [NoticeStatus::Canceled, NoticeStatus::Completed] {
+            let mut n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 10));
+            n.status = status;
+            assert_eq!(decide(&cfg, &n, t(NOW), None).action, Action::Ignore);
+        }
+    }
+
+    #[test]
+    fn unknown_budget_uses_fallback_and_extremes_do_not_overflow() {
+        let cfg = PolicyConfig::default();
+        let n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 10_000));
+        let d = decide(&cfg, &n, t(NOW), None);
+        assert_eq!(d.when, When::At(t(NOW + 10_000 - 300 - 120)));
+        assert!(d.reason.contains("fallback"));
+        // Huge budget, deadline near the epoch, far future: no panic, sane answers.
+        let d = decide(&cfg, &n, t(NOW), Some(Duration::MAX));
+        assert_eq!(d.when, When::Now);
+        let n = notice(NoticeKind::ScheduledStop, "e", Some(0));
+        assert_eq!(
+            decide(&cfg, &n, t(NOW), Some(Duration::from_secs(5))).when,
+            When::Now
+        );
+        let n = notice(NoticeKind::ScheduledStop, "e", Some(u64::MAX / 4));
+        assert!(matches!(
+            decide(&cfg, &n, t(NOW), Some(Duration::ZERO)).when,
+            When::At(_)
+        ));
+    }
+
+    #[test]
+    fn defaults_match_the_documented_policy() {
+        let cfg = PolicyConfig::default();
+        let at = |k| {
+            decide(
+                &cfg,
+                &notice(k, "x", Some(NOW + 100_000)),
+                t(NOW),
+                Some(Duration::from_secs(60)),
+            )
+        };
+        for k in [
+            NoticeKind::SpotTerminate,
+            NoticeKind::SpotStop,
+            NoticeKind::AsgTerminate,
+            NoticeKind::GcpPreempt,
+            NoticeKind::GcpTerminateMaintenance,
+            NoticeKind::AzurePreempt,
+            NoticeKind::AzureTerminate,
+            NoticeKind::AlibabaSpot,
+        ] {
+            assert_eq!(
+                at(k),
+                Decision {
+                    action: Action::PowerOff,
+                    when: When::Now,
+                    reason: at(k).reason
+                },
+                "{k}"
+            );
+        }
+        assert_eq!(at(NoticeKind::ScheduledStop).action, Action::PowerOff);
+        assert!(matches!(at(NoticeKind::ScheduledStop).when, When::At(_)));
+        for k in [
+            NoticeKind::SpotHibernate,
+            NoticeKind::Rebalance,
+            NoticeKind::ScheduledReboot,
+            NoticeKind::ScheduledMaintenance,
+            NoticeKind::AzureFreeze,
+            NoticeKind::AzureReboot,
+            NoticeKind::AzureRedeploy,
+            NoticeKind::GcpMigrate,
+            NoticeKind::AsgOther,
+            NoticeKind::Unknown,
+        ] {
+            assert_eq!(at(k).action, Action::Log, "{k}");
+        }
+    }
+
+    fn executes(cmds: &[Command]) -> Vec<(String, Action)> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::Execute { notice, action } => Some((notice.id.clone(), *action)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_notice_seen_on_every_poll_is_announced_and_acted_on_once() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(
+            NoticeKind::SpotTerminate,
+            "aws/spot/terminate",
+            Some(NOW + 120),
+        );
+        let first = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
+        assert_eq!(
+            executes(&first),
+            vec![("aws/spot/terminate".into(), Action::PowerOff)]
+        );
+        assert_eq!(
+            first
+                .iter()
+                .filter(|c| matches!(c, Command::Announce { .. }))
+                .count(),
+            1
+        );
+        // In flight: the next polls do not execute again.
+        assert!(p
+            .observe(std::slice::from_ref(&n), &["test/source"], t(NOW + 1), None)
+            .is_empty());
+        p.record_result(&n.id, true, t(NOW + 1));
+        for i in 2..50 {
+            let mut again = n.clone();
+            again.deadline = Some(t(NOW + 120 + i)); // a mock recomputing `time`
+            let cmds = p.observe(&[again], &["test/source"], t(NOW + i), None);
+            assert!(executes(&cmds).is_empty(), "poll {i}: {cmds:?}");
+        }
+        assert!(p.shutting_down().is_some());
+    }
+
+    #[test]
+    fn flapping_notice_is_acted_on_once() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(NoticeKind::SpotTerminate, "aws/spot/terminate", None);
+        let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
+        assert_eq!(executes(&c).len(), 1);
+        p.record_result(&n.id, true, t(NOW));
+        let c = p.observe(&[], &["test/source"], t(NOW + 1), None);
+        assert!(matches!(c.as_slice(), [Command::Gone { .. }]));
+        let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW + 2), None);
+        assert!(executes(&c).is_empty());
+        assert!(matches!(
+            c.as_slice(),
+            [Command::Announce {
+                already_done: true,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn failure_is_retried_after_the_delay_even_if_the_notice_vanishes() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(NoticeKind::SpotTerminate, "s", None);
+        assert_eq!(
+            executes(&p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None)).len(),
+            1
+        );
+        p.record_result("s", false, t(NOW));
+        assert!(executes(&p.tick(t(NOW + 4))).is_empty());
+        assert_eq!(p.next_wakeup(), Some(t(NOW + 5)));
+        // The notice vanishes; the action wanted at once is kept.
+        p.observe(&[], &["test/source"], t(NOW + 4), None);
+        assert_eq!(executes(&p.tick(t(NOW + 5))).len(), 1);
+        assert_eq!(p.attempts("s"), 2);
+        p.record_result("s", true, t(NOW + 5));
+        assert!(p.next_wakeup().is_none());
+        assert!(!p.has_wants());
+    }
+
+    #[test]
+    fn deferred_action_fires_at_the_computed_time_and_can_be_canceled() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let budget = Some(Duration::from_secs(60));
+        let mut n = notice(
+            NoticeKind::ScheduledStop,
+            "aws/scheduled/e1",
+            Some(NOW + 1000),
+        );
+        let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), budget);
+        let at = t(NOW + 1000 - 60 - 120);
+        assert!(c
+            .iter()
+            .any(|c| matches!(c, Command::Scheduled { at: a, .. } if *a == at)));
+        assert!(executes(&c).is_empty());
+        assert_eq!(p.next_wakeup(), Some(at));
+        assert!(executes(&p.tick(at - Duration::from_secs(1))).is_empty());
+        // Rescheduled by the platform: the deferred time follows.
+        n.deadline = Some(t(NOW + 2000));
+        let c = p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW + 10),
+            budget,
+        );
+        let at2 = t(NOW + 2000 - 180);
+        assert!(c
+            .iter()
+            .any(|c| matches!(c, Command::Scheduled { at: a, .. } if *a == at2)));
+        assert!(executes(&p.tick(at)).is_empty());
+        // Canceled: nothing fires.
+        n.status = NoticeStatus::Canceled;
+        let c = p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW + 20),
+            budget,
+        );
+        assert!(c.iter().any(|c| matches!(c, Command::Canceled { .. })));
+        assert!(executes(&p.tick(at2)).is_empty());
+        assert!(p.next_wakeup().is_none());
+    }
+
+    #[test]
+    fn deferred_action_fires_when_due() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 1000));
+        p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW),
+            Some(Duration::ZERO),
+        );
+        let at = t(NOW + 1000 - 120);
+        assert_eq!(executes(&p.tick(at)), vec![("e".into(), Action::PowerOff)]);
+    }
+
+    #[test]
+    fn deferred_action_for_an_event_that_disappears_is_canceled_only_on_a_fresh_read() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 1000));
+        p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
+        // The source failed this time (not fresh): nothing is canceled.
+        let c = p.observe(&[], &[], t(NOW + 1), None);
+        assert!(c.is_empty());
+        assert!(p.has_wants());
+        let c = p.observe(&[], &["test/source"], t(NOW + 2), None);
+        assert!(c.iter().any(|c| matches!(c, Command::Canceled { .. })));
+        assert!(!p.has_wants());
+    }
+
+    #[test]
+    fn poweroff_goes_before_reboot_and_nothing_runs_after_success() {
+        let mut cfg = PolicyConfig::default();
+        cfg.set_action(NoticeKind::ScheduledReboot, Action::Reboot);
+        cfg.set_at_deadline(vec![]);
+        let mut p = Planner::new(cfg);
+        let r = notice(NoticeKind::ScheduledReboot, "a-reboot", None);
+        let s = notice(NoticeKind::SpotTerminate, "z-spot", None);
+        let c = p.observe(&[r.clone(), s.clone()], &["test/source"], t(NOW), None);
+        assert_eq!(executes(&c), vec![("z-spot".into(), Action::PowerOff)]);
+        p.record_result("z-spot", true, t(NOW));
+        assert!(executes(&p.tick(t(NOW + 100))).is_empty());
+        assert!(executes(&p.observe(&[r, s], &["test/source"], t(NOW + 101), None)).is_empty());
+    }
+
+    #[test]
+    fn remembered_ids_are_not_acted_on_again() {
+        let mut cfg = PolicyConfig::default();
+        cfg.set_action(NoticeKind::ScheduledReboot, Action::Reboot);
+        let mut p = Planner::new(cfg);
+        p.mark_done(["aws/scheduled/e9".to_string()]);
+        let n = notice(
+            NoticeKind::ScheduledReboot,
+            "aws/scheduled/e9",
+            Some(NOW - 10),
+        );
+        let c = p.observe(&[n], &["test/source"], t(NOW), None);
+        assert!(executes(&c).is_empty());
+        assert!(matches!(
+            c.as_slice(),
+            [Command::Announce {
+                already_done: true,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn hibernate_and_freeze_never_act_by_default() {
+        let mut p = Planner::new(PolicyConfig::default());
+        for (i, k) in [
+            NoticeKind::SpotHibernate,
+            NoticeKind::AzureFreeze,
+            NoticeKind::Rebalance,
+        ]
+        .iter()
+        .enumerate()
+        {
+            let n = notice(*k, &format!("n{i}"), Some(NOW + 5));
+            for s in 0..5 {
+                assert!(executes(&p.observe(
+                    std::slice::from_ref(&n),
+                    &["test/source"],
+                    t(NOW + s),
+                    None
+                ))
+                .is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn action_names_round_trip() {
+        for a in Action::ALL {
+            assert_eq!(Action::parse(a.name()), Some(a));
+        }
+        assert_eq!(Action::parse("PowerOff"), Some(Action::PowerOff));
+        assert_eq!(Action::parse("explode"), None);
+    }
+}

@@ -1,0 +1,604 @@
+//! AWS EC2 instance metadata (IMDSv2).
+//!
+//! Four sources, each polled at a rate that fits its lead time:
+//! - `spot/instance-action` (2 minutes ahead, best effort): every poll interval;
+//! - `autoscaling/target-lifecycle-state`: every 3 poll intervals;
+//! - `events/recommendations/rebalance` (10–20 minutes ahead) and
+//!   `events/maintenance/scheduled` (days ahead): every slow poll interval.
+//!
+//! The session token is cached and refreshed before it expires; a 401 drops it and the read is
+//! retried once with a new one. nthd never falls back to IMDSv1 on its own.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde::Deserialize;
+
+use super::{
+    cap_raw, earliest, gather, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider,
+    SourceState,
+};
+use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
+use crate::timefmt;
+
+pub const TOKEN_PATH: &str = "/latest/api/token";
+pub const SPOT_PATH: &str = "/latest/meta-data/spot/instance-action";
+pub const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
+pub const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
+pub const ASG_PATH: &str = "/latest/meta-data/autoscaling/target-lifecycle-state";
+
+const SRC_SPOT: &str = "aws/spot/instance-action";
+const SRC_REBALANCE: &str = "aws/events/recommendations/rebalance";
+const SRC_SCHEDULED: &str = "aws/events/maintenance/scheduled";
+const SRC_ASG: &str = "aws/autoscaling/target-lifecycle-state";
+
+/// The IPv6 endpoint, for IPv6-only subnets.
+pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
+
+/// How nthd talks to AWS IMDS.
+#[derive(Clone, Debug)]
+pub struct AwsOptions {
+    pub poll_interval: Duration,
+    pub slow_poll_interval: Duration,
+    /// Allow plain IMDSv1 reads when the token PUT is refused.
+    pub allow_imdsv1: bool,
+    /// Requested token lifetime (1..=21600 s).
+    pub token_ttl: Duration,
+}
+
+impl Default for AwsOptions {
+    fn default() -> Self {
+        AwsOptions {
+            poll_interval: Duration::from_secs(1),
+            slow_poll_interval: Duration::from_secs(20),
+            allow_imdsv1: false,
+            token_ttl: Duration::from_secs(21600),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Token {
+    value: String,
+    /// When nthd stops using it (well before the real expiry).
+    refresh_at: Instant,
+}
+
+pub struct Aws {
+    client: ImdsClient,
+    opts: AwsOptions,
+    token: Option<Token>,
+    /// Set once the token PUT was refused and IMDSv1 was allowed.
+    v1_mode: bool,
+    sources: Vec<SourceState>,
+    tokens_fetched: u64,
+}
+
+#[derive(Deserialize)]
+struct SpotAction {
+    action: String,
+    #[serde(default)]
+    time: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Rebalance {
+    #[serde(rename = "noticeTime", default)]
+    notice_time: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "PascalCase")]
+struct ScheduledEvent {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    event_id: Option<String>,
+    #[serde(default)]
+    not_before: Option<String>,
+    #[serde(default)]
+    not_after: Option<String>,
+    #[serde(default)]
+    not_before_deadline: Option<String>,
+    #[serde(default)]
+    state: String,
+}
+
+impl Aws {
+    pub fn new(client: ImdsClient, opts: AwsOptions) -> Aws {
+        let now = Instant::now();
+        let slow = opts.slow_poll_interval;
+        let sources = vec![
+            SourceState::new(SRC_SPOT, opts.poll_interval, now),
+            SourceState::new(SRC_ASG, opts.poll_interval * 3, now),
+            SourceState::new(SRC_REBALANCE, slow, now),
+            SourceState::new(SRC_SCHEDULED, slow, now),
+        ];
+        Aws {
+            client,
+            opts,
+            token: None,
+            v1_mode: false,
+            sources,
+            tokens_fetched: 0,
+        }
+    }
+
+    pub fn tokens_fetched(&self) -> u64 {
+        self.tokens_fetched
+    }
+
+    async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
+        if let Some(t) = &self.token {
+            if Instant::now() < t.refresh_at {
+                return Ok(Some(t.value.clone()));
+            }
+        }
+        self.token = None;
+        let ttl = self.opts.token_ttl.as_secs().clamp(1, 21600).to_string();
+        let reply = self
+            .client
+            .send(
+                Method::PUT,
+                TOKEN_PATH,
+                &[("x-aws-ec2-metadata-token-ttl-seconds", ttl.as_str())],
+                None,
+                None,
+            )
+            .await?;
+        let url = self.client.url(TOKEN_PATH);
+        match reply.status {
+            200 => {
+                let value = reply.body.trim().to_string();
+                if value.is_empty() || value.len() > 1024 || !value.is_ascii() {
+                    return Err(ImdsError::malformed(
+                        &url,
+                        "the token is empty or invalid",
+                        &reply.body,
+                    ));
+                }
+                let ttl = self.opts.token_ttl.max(Duration::from_secs(1));
+                // Refresh at 80% of the lifetime, or a minute early for long tokens.
+                let early = (ttl / 5).min(Duration::from_secs(60));
+                self.token = Some(Token {
+                    value: value.clone(),
+                    refresh_at: Instant::now() + ttl - early,
+                });
+                self.tokens_fetched += 1;
+                if self.v1_mode {
+                    tracing::info!("IMDSv2 token PUT {url} works again; leaving IMDSv1 mode");
+                    self.v1_mode = false;
+                }
+                Ok(Some(value))
+            }
+            // 403: IMDSv2 disabled / hop limit; 404/405: an IMDSv1-only endpoint.
+            400..=499 if reply.status != 429 => {
+                if self.opts.allow_imdsv1 {
+                    if !self.v1_mode {
+                        tracing::warn!(
+                            "IMDSv2 token PUT {url} answered HTTP {}; using IMDSv1 as \
+                             NTHD_AWS_IMDSV1 allows",
+                            reply.status
+                        );
+                        self.v1_mode = true;
+                    }
+                    Ok(None)
+                } else {
+                    Err(ImdsError::TokenRefused {
+                        url,
+                        status: reply.status,
+                    })
+                }
+            }
+            s => Err(status_error(url, s)),
+        }
+    }
+
+    /// GET with the token; on 401 the token is dropped and the read retried once.
+    async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
+        for attempt in 0..2 {
+            let token = self.fetch_token().await?;
+            let headers: Vec<(&'static str, &str)> = match &token {
+                Some(t) => vec![("x-aws-ec2-metadata-token", t.as_str())],
+                None => vec![],
+            };
+            let reply = self.client.get(path, &headers).await?;
+            if reply.status == 401 && attempt == 0 {
+                tracing::debug!(
+                    "{} answered 401; fetching a new IMDSv2 token",
+                    self.client.url(path)
+                );
+                self.token = None;
+                continue;
+            }
+            return Ok(reply);
+        }
+        unreachable!("the loop returns on its second pass")
+    }
+
+    async fn read_source(&mut self, name: &'static str) -> Result<Vec<Notice>, ImdsError> {
+        let path = match name {
+            SRC_SPOT => SPOT_PATH,
+            SRC_ASG => ASG_PATH,
+            SRC_REBALANCE => REBALANCE_PATH,
+            _ => SCHEDULED_PATH,
+        };
+        let reply = self.get(path).await?;
+        let url = self.client.url(path);
+        match reply.status {
+            404 => Ok(Vec::new()),
+            200 => match name {
+                SRC_SPOT => parse_spot(&url, &reply.body).map(|n| vec![n]),
+                SRC_ASG => Ok(parse_asg(&url, &reply.body)?.into_iter().collect()),
+                SRC_REBALANCE => parse_rebalance(&url, &reply.body).map(|n| vec![n]),
+                _ => parse_scheduled(&url, &reply.body),
+            },
+            s => Err(status_error(url, s)),
+        }
+    }
+}
+
+/// Parses `spot/instance-action`. Unknown actions become [`NoticeKind::Unknown`] (logged,
+/// never acted on by default). The fingerprint is the action, never the time: some endpoints
+/// recompute `time` on every request.
+pub fn parse_spot(url: &str, body: &str) -> Result<Notice, ImdsError> {
+    let v: SpotAction = serde_json::from_str(body).map_err(|e| {
+        ImdsError::malformed(url, format!("invalid spot instance-action JSON: {e}"), body)
+    })?;
+    let action = v.action.trim().to_ascii_lowercase();
+    let kind = match action.as_str() {
+        "terminate" => NoticeKind::SpotTerminate,
+        "stop" => NoticeKind::SpotStop,
+        "hibernate" => NoticeKind::SpotHibernate,
+        _ => {
+            tracing::warn!(
+                "unknown spot instance-action {:?} at {url}; treating it as unknown",
+                v.action
+            );
+            NoticeKind::Unknown
+        }
+    };
+    let deadline = v.time.as_deref().and_then(timefmt::parse_any);
+    if v.time.is_some() && deadline.is_none() {
+        tracing::warn!(
+            "spot instance-action time {:?} at {url} does not parse; acting as if it were now",
+            v.time
+        );
+    }
+    Ok(Notice {
+        kind,
+        source: SRC_SPOT,
+        id: format!("aws/spot/{}", sanitize(&action)),
+        event_id: None,
+        deadline,
+        status: NoticeStatus::Active,
+        detail: format!(
+            "spot instance-action {} at {}",
+            v.action,
+            v.time.as_deref().unwrap_or("(no time)")
+        ),
+        raw: cap_raw(body),
+    })
+}
+
+pub fn parse_rebalance(url: &str, body: &str) -> Result<Notice, ImdsError> {
+    let v: Rebalance = serde_json::from_str(body)
+        .map_err(|e| ImdsError::malformed(url, format!("invalid rebalance JSON: {e}"), body))?;
+    Ok(Notice {
+        kind: NoticeKind::Rebalance,
+        source: SRC_REBALANCE,
+        id: "aws/rebalance".into(),
+        event_id: None,
+        deadline: None,
+        status: NoticeStatus::Active,
+        detail: format!(
+            "rebalance recommendation issued {}",
+            v.notice_time.as_deref().unwrap_or("(no time)")
+        ),
+        raw: cap_raw(body),
+    })
+}
+
+/// Parses `autoscaling/target-lifecycle-state`. `InService` is no notice.
+pub fn parse_asg(url: &str, body: &str) -> Result<Option<Notice>, ImdsError> {
+    let state = body.trim();
+    if state.is_empty() || state.len() > 64 || !state.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ImdsError::malformed(
+            url,
+            "expected a lifecycle state such as InService",
+            body,
+        ));
+    }
+    let kind = match state {
+        "InService" => return Ok(None),
+        "Terminated" | "Warmed:Terminated" => NoticeKind::AsgTerminate,
+        _ => NoticeKind::AsgOther,
+    };
+    Ok(Some(Notice {
+        kind,
+        source: SRC_ASG,
+        id: format!("aws/asg/{}", sanitize(state)),
+        event_id: None,
+        deadline: None,
+        status: NoticeStatus::Active,
+        detail: format!("Auto Scaling target lifecycle state {state}"),
+        raw: cap_raw(body),
+    }))
+}
+
+/// Parses `events/maintenance/scheduled`: a JSON array, possibly empty.
+pub fn parse_scheduled(url: &str, body: &str) -> Result<Vec<Notice>, ImdsError> {
+    let events: Vec<ScheduledEvent> = serde_json::from_str(body).map_err(|e| {
+        ImdsError::malformed(url, format!("invalid scheduled-events JSON: {e}"), body)
+    })?;
+    let mut out = Vec::with_capacity(events.len());
+    for ev in events {
+        let code = ev.code.trim().to_ascii_lowercase();
+        let kind = match code.as_str() {
+            "instance-stop" | "instance-retirement" => NoticeKind::ScheduledStop,
+            "instance-reboot" | "system-reboot" => NoticeKind::ScheduledReboot,
+            "system-maintenance" => NoticeKind::ScheduledMaintenance,
+            _ => {
+                tracing::warn!(
+                    "unknown scheduled event code {:?} at {url}; treating it as unknown",
+                    ev.code
+                );
+                NoticeKind::Unknown
+            }
+        };
+        let status = match ev.state.trim().to_ascii_lowercase().as_str() {
+            "canceled" | "cancelled" => NoticeStatus::Canceled,
+            "completed" => NoticeStatus::Completed,
+            "active" | "" => NoticeStatus::Active,
+            other => {
+                tracing::warn!(
+                    "unknown scheduled event state {other:?} at {url}; treating it as active"
+                );
+                NoticeStatus::Active
+            }
+        };
+        let deadline = ev.not_before.as_deref().and_then(timefmt::parse_any);
+        if ev.not_before.is_some() && deadline.is_none() {
+            tracing::warn!(
+                "scheduled event NotBefore {:?} at {url} does not parse",
+                ev.not_before
+            );
+        }
+        let event_id = ev
+            .event_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let id = match &event_id {
+            Some(e) => format!("aws/scheduled/{}", sanitize(e)),
+            None => format!(
+                "aws/scheduled/{}/{}",
+                sanitize(&code),
+                sanitize(ev.not_before.as_deref().unwrap_or(""))
+            ),
+        };
+        let raw = serde_json::json!({
+            "Code": ev.code, "EventId": event_id, "NotBefore": ev.not_before,
+            "NotAfter": ev.not_after, "NotBeforeDeadline": ev.not_before_deadline,
+            "State": ev.state, "Description": ev.description,
+        });
+        out.push(Notice {
+            kind,
+            source: SRC_SCHEDULED,
+            id,
+            event_id,
+            deadline,
+            status,
+            detail: format!(
+                "scheduled event {} ({}) {} not before {}",
+                ev.code,
+                ev.state,
+                ev.event_id.as_deref().unwrap_or("(no id)"),
+                ev.not_before.as_deref().unwrap_or("(unset)")
+            ),
+            raw: cap_raw(&raw.to_string()),
+        });
+    }
+    Ok(out)
+}
+
+/// Keeps ids printable and bounded, whatever the service sends.
+pub(crate) fn sanitize(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(128)
+        .collect()
+}
+
+impl Provider for Aws {
+    fn cloud(&self) -> Cloud {
+        Cloud::Aws
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "AWS IMDS{} at {}: spot every {}, ASG every {}, rebalance and scheduled events every {}",
+            if self.v1_mode { "v1" } else { "v2" },
+            self.client.base(),
+            timefmt::format_duration(self.opts.poll_interval),
+            timefmt::format_duration(self.opts.poll_interval * 3),
+            timefmt::format_duration(self.opts.slow_poll_interval),
+        )
+    }
+
+    async fn observe(&mut self) -> Observation {
+        let mut obs = Observation::default();
+        for i in 0..self.sources.len() {
+            let now = Instant::now();
+            if !self.sources[i].due(now) {
+                continue;
+            }
+            let name = self.sources[i].name;
+            let result = self.read_source(name).await;
+            // A refused token makes every source fail the same way; report it once.
+            let token_refused = matches!(result, Err(ImdsError::TokenRefused { .. }));
+            self.sources[i].record(Instant::now(), result, &mut obs);
+            if token_refused {
+                let now = Instant::now();
+                for s in self.sources.iter_mut().filter(|s| s.due(now)) {
+                    s.next = now + s.backoff.next_delay();
+                }
+                break;
+            }
+        }
+        gather(&self.sources, &mut obs);
+        obs
+    }
+
+    fn next_due(&self) -> Instant {
+        earliest(&self.sources)
+    }
+}
+
+/// Convenience used by `nthd once` and tests: the endpoint for the options given.
+pub fn endpoint(explicit: Option<&str>, ipv6: bool) -> String {
+    match explicit {
+        Some(e) => e.to_string(),
+        None if ipv6 => IPV6_ENDPOINT.to_string(),
+        None => Cloud::Aws.default_endpoint().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    const U: &str = "http://imds/x";
+
+    #[test]
+    fn spot_actions() {
+        let n = parse_spot(U, r#"{"action":"terminate","time":"2017-09-18T08:22:00Z"}"#).unwrap();
+        assert_eq!(n.kind, NoticeKind::SpotTerminate);
+        assert_eq!(n.id, "aws/spot/terminate");
+        assert_eq!(
+            n.deadline
+                .unwrap()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            1_505_722_920
+        );
+        let n2 = parse_spot(U, r#"{"action":"terminate","time":"2017-09-18T08:23:00Z"}"#).unwrap();
+        assert_eq!(n.id, n2.id, "the fingerprint must not depend on time");
+        assert_eq!(
+            parse_spot(U, r#"{"action":"stop","time":"2017-09-18T08:22:00Z"}"#)
+                .unwrap()
+                .kind,
+            NoticeKind::SpotStop
+        );
+        assert_eq!(
+            parse_spot(U, r#"{"action":"hibernate","time":"x"}"#)
+                .unwrap()
+                .kind,
+            NoticeKind::SpotHibernate
+        );
+        let u = parse_spot(
+            U,
+            r#"{"action":"evaporate","time":"2017-09-18T08:22:00Z","extra":1}"#,
+        )
+        .unwrap();
+        assert_eq!(u.kind, NoticeKind::Unknown);
+        assert!(parse_spot(U, "{}").is_err());
+        assert!(parse_spot(U, "terminate").is_err());
+        assert!(parse_spot(U, r#"{"action":5}"#).is_err());
+        let bad_time = parse_spot(U, r#"{"action":"terminate","time":"soon"}"#).unwrap();
+        assert_eq!(bad_time.kind, NoticeKind::SpotTerminate);
+        assert!(bad_time.deadline.is_none());
+    }
+
+    #[test]
+    fn asg_states() {
+        assert!(parse_asg(U, "InService").unwrap().is_none());
+        assert!(parse_asg(U, "InService\n").unwrap().is_none());
+        assert_eq!(
+            parse_asg(U, "Terminated").unwrap().unwrap().kind,
+            NoticeKind::AsgTerminate
+        );
+        assert_eq!(
+            parse_asg(U, "Warmed:Terminated").unwrap().unwrap().kind,
+            NoticeKind::AsgTerminate
+        );
+        for s in [
+            "Standby",
+            "Detached",
+            "Warmed:Hibernated",
+            "Warmed:Running",
+            "Warmed:Stopped",
+            "Pending",
+        ] {
+            assert_eq!(
+                parse_asg(U, s).unwrap().unwrap().kind,
+                NoticeKind::AsgOther,
+                "{s}"
+            );
+        }
+        assert!(parse_asg(U, "").is_err());
+        assert!(parse_asg(U, "two words").is_err());
+        assert!(parse_asg(U, &"x".repeat(100)).is_err());
+    }
+
+    #[test]
+    fn scheduled_events() {
+        let body = r#"[
+          {"NotBefore":"21 Jan 2019 09:00:43 GMT","Code":"system-reboot","Description":"scheduled reboot","EventId":"instance-event-0d59937288b749b32","NotAfter":"21 Jan 2019 09:17:23 GMT","State":"active"},
+          {"NotBefore":"22 Jan 2019 09:00:43 GMT","Code":"instance-stop","EventId":"instance-event-1","State":"active","NotBeforeDeadline":"25 Jan 2019 09:00:43 GMT"},
+          {"NotBefore":"22 Jan 2019 09:00:43 GMT","Code":"instance-retirement","EventId":"instance-event-2","State":"canceled"},
+          {"NotBefore":"22 Jan 2019 09:00:43 GMT","Code":"system-maintenance","EventId":"instance-event-3","State":"completed"},
+          {"NotBefore":"22 Jan 2019 09:00:43 GMT","Code":"instance-reboot","EventId":"instance-event-4","State":"active"},
+          {"NotBefore":"garbage","Code":"volcano","State":"active","Surprise":true}
+        ]"#;
+        let n = parse_scheduled(U, body).unwrap();
+        assert_eq!(n.len(), 6);
+        assert_eq!(n[0].kind, NoticeKind::ScheduledReboot);
+        assert_eq!(
+            n[0].event_id.as_deref(),
+            Some("instance-event-0d59937288b749b32")
+        );
+        assert_eq!(n[0].id, "aws/scheduled/instance-event-0d59937288b749b32");
+        assert_eq!(
+            n[0].deadline
+                .unwrap()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            1_548_061_243
+        );
+        assert_eq!(n[1].kind, NoticeKind::ScheduledStop);
+        assert_eq!(n[2].kind, NoticeKind::ScheduledStop);
+        assert_eq!(n[2].status, NoticeStatus::Canceled);
+        assert_eq!(n[3].kind, NoticeKind::ScheduledMaintenance);
+        assert_eq!(n[3].status, NoticeStatus::Completed);
+        assert_eq!(n[4].kind, NoticeKind::ScheduledReboot);
+        assert_eq!(n[5].kind, NoticeKind::Unknown);
+        assert!(n[5].deadline.is_none());
+        assert!(n[5].event_id.is_none());
+        assert!(parse_scheduled(U, "[]").unwrap().is_empty());
+        assert!(parse_scheduled(U, "{}").is_err());
+        assert!(parse_scheduled(U, "[").is_err());
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(endpoint(None, false), "http://169.254.169.254");
+        assert_eq!(endpoint(None, true), "http://[fd00:ec2::254]");
+        assert_eq!(
+            endpoint(Some("http://127.0.0.1:1"), true),
+            "http://127.0.0.1:1"
+        );
+    }
+
+    #[test]
+    fn sanitize_bounds_ids() {
+        assert_eq!(sanitize("a b\nc"), "abc");
+        assert_eq!(sanitize(&"x".repeat(500)).len(), 128);
+    }
+}

@@ -1,0 +1,291 @@
+//! Which cloud is this? First DMI (`/sys/class/dmi/id`), then a short parallel probe of the
+//! metadata services, each with its own header or token (containers usually show no DMI).
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::Method;
+
+use super::Cloud;
+use crate::imds::{ClientOptions, ImdsClient};
+
+/// The Azure chassis asset tag.
+pub const AZURE_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detection {
+    pub cloud: Cloud,
+    /// How it was found, for logs and `nthd once`.
+    pub how: String,
+}
+
+/// What detection tried, for the error message.
+#[derive(Debug, Clone, Default)]
+pub struct DetectError {
+    pub tried: Vec<String>,
+}
+
+impl fmt::Display for DetectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot tell which cloud this is; tried: {}. Set NTHD_PROVIDER=aws|gcp|azure|alibaba \
+             (and NTHD_IMDS_ENDPOINT if the metadata service is elsewhere)",
+            self.tried.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for DetectError {}
+
+fn read(root: &Path, name: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(name))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The DMI strings detection looks at, readable from a fixture directory in tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Dmi {
+    pub sys_vendor: Option<String>,
+    pub product_name: Option<String>,
+    pub board_vendor: Option<String>,
+    pub chassis_asset_tag: Option<String>,
+    /// `/sys/hypervisor/uuid` (old Xen-based EC2 instances).
+    pub hypervisor_uuid: Option<String>,
+}
+
+impl Dmi {
+    /// Reads from `dmi_dir` (normally `/sys/class/dmi/id`) and `hypervisor_uuid`
+    /// (normally `/sys/hypervisor/uuid`).
+    pub fn read(dmi_dir: &Path, hypervisor_uuid: &Path) -> Dmi {
+        Dmi {
+            sys_vendor: read(dmi_dir, "sys_vendor"),
+            product_name: read(dmi_dir, "product_name"),
+            board_vendor: read(dmi_dir, "board_vendor"),
+            chassis_asset_tag: read(dmi_dir, "chassis_asset_tag"),
+            hypervisor_uuid: std::fs::read_to_string(hypervisor_uuid)
+                .ok()
+                .map(|s| s.trim().to_string()),
+        }
+    }
+
+    pub fn system() -> Dmi {
+        Dmi::read(
+            Path::new("/sys/class/dmi/id"),
+            Path::new("/sys/hypervisor/uuid"),
+        )
+    }
+
+    /// Recognises a cloud from DMI alone.
+    pub fn cloud(&self) -> Option<Detection> {
+        let eq = |v: &Option<String>, want: &str| {
+            v.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(want))
+        };
+        let found = |cloud, how: String| Some(Detection { cloud, how });
+        if eq(&self.sys_vendor, "Amazon EC2") || eq(&self.board_vendor, "Amazon EC2") {
+            return found(
+                Cloud::Aws,
+                "DMI sys_vendor/board_vendor is \"Amazon EC2\"".into(),
+            );
+        }
+        if self
+            .hypervisor_uuid
+            .as_deref()
+            .is_some_and(|u| u.to_ascii_lowercase().starts_with("ec2"))
+        {
+            return found(
+                Cloud::Aws,
+                "/sys/hypervisor/uuid starts with ec2 (Xen EC2)".into(),
+            );
+        }
+        if eq(&self.product_name, "Google Compute Engine") || eq(&self.sys_vendor, "Google") {
+            return found(
+                Cloud::Gcp,
+                "DMI product_name is \"Google Compute Engine\"".into(),
+            );
+        }
+        if eq(&self.chassis_asset_tag, AZURE_ASSET_TAG) {
+            return found(
+                Cloud::Azure,
+                format!("DMI chassis_asset_tag is the Azure tag {AZURE_ASSET_TAG}"),
+            );
+        }
+        if eq(&self.sys_vendor, "Alibaba Cloud") || eq(&self.board_vendor, "Alibaba Cloud") {
+            return found(Cloud::Alibaba, "DMI sys_vendor is \"Alibaba Cloud\"".into());
+        }
+        None
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "DMI (sys_vendor={:?}, product_name={:?}, chassis_asset_tag={:?}): no cloud recognised",
+            self.sys_vendor.as_deref().unwrap_or("-"),
+            self.product_name.as_deref().unwrap_or("-"),
+            self.chassis_asset_tag.as_deref().unwrap_or("-"),
+        )
+    }
+}
+
+/// Probes one cloud's metadata service. `Ok(how)` when it answers as that cloud would.
+async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, String> {
+    let client = ImdsClient::new(base, opts.clone()).map_err(|e| e.to_string())?;
+    let (method, path, headers): (Method, &str, Vec<(&'static str, &str)>) = match cloud {
+        Cloud::Aws => (
+            Method::PUT,
+            super::aws::TOKEN_PATH,
+            vec![("x-aws-ec2-metadata-token-ttl-seconds", "60")],
+        ),
+        Cloud::Gcp => (
+            Method::GET,
+            "/computeMetadata/v1/instance/id",
+            vec![("metadata-flavor", "Google")],
+        ),
+        Cloud::Azure => (
+            Method::GET,
+            "/metadata/instance/compute/vmId?api-version=2021-02-01&format=text",
+            vec![("metadata", "true")],
+        ),
+        Cloud::Alibaba => (Method::GET, "/latest/meta-data/instance-id", vec![]),
+    };
+    let url = client.url(path);
+    let reply = client
+        .send(method, path, &headers, None, None)
+        .await
+        .map_err(|e| format!("{cloud}: {e}"))?;
+    if reply.is_success() {
+        Ok(format!("{url} answered HTTP {}", reply.status))
+    } else {
+        Err(format!("{cloud}: {url} answered HTTP {}", reply.status))
+    }
+}
+
+/// Detects the cloud: DMI first, then the probes in parallel. With `endpoint` set, every probe
+/// goes there instead of each cloud's default address.
+pub async fn detect(
+    dmi: &Dmi,
+    endpoint: Option<&str>,
+    timeout: Duration,
+) -> Result<Detection, DetectError> {
+    if let Some(d) = dmi.cloud() {
+        return Ok(d);
+    }
+    let mut err = DetectError {
+        tried: vec![dmi.summary()],
+    };
+    let opts = ClientOptions {
+        connect_timeout: timeout,
+        request_timeout: timeout,
+        max_body: 64 * 1024,
+    };
+    let base = |c: Cloud| endpoint.unwrap_or(c.default_endpoint());
+    let (aws, gcp, azure, alibaba) = tokio::join!(
+        probe(Cloud::Aws, base(Cloud::Aws), &opts),
+        probe(Cloud::Gcp, base(Cloud::Gcp), &opts),
+        probe(Cloud::Azure, base(Cloud::Azure), &opts),
+        probe(Cloud::Alibaba, base(Cloud::Alibaba), &opts),
+    );
+    // GCP and Azure demand their own headers, so they are the most specific answers; AWS's
+    // token PUT is next; Alibaba's plain GET is the least specific.
+    for (cloud, r) in [
+        (Cloud::Gcp, gcp),
+        (Cloud::Azure, azure),
+        (Cloud::Aws, aws),
+        (Cloud::Alibaba, alibaba),
+    ] {
+        match r {
+            Ok(how) => {
+                return Ok(Detection {
+                    cloud,
+                    how: format!("probe: {how}"),
+                })
+            }
+            Err(e) => err.tried.push(e),
+        }
+    }
+    Err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dmi(vendor: &str, product: &str, tag: &str) -> Dmi {
+        let s = |v: &str| (!v.is_empty()).then(|| v.to_string());
+        Dmi {
+            sys_vendor: s(vendor),
+            product_name: s(product),
+            board_vendor: None,
+            chassis_asset_tag: s(tag),
+            hypervisor_uuid: None,
+        }
+    }
+
+    #[test]
+    fn dmi_recognises_each_cloud() {
+        assert_eq!(
+            dmi("Amazon EC2", "m5.large", "").cloud().unwrap().cloud,
+            Cloud::Aws
+        );
+        assert_eq!(
+            dmi("Google", "Google Compute Engine", "")
+                .cloud()
+                .unwrap()
+                .cloud,
+            Cloud::Gcp
+        );
+        assert_eq!(
+            dmi("Microsoft Corporation", "Virtual Machine", AZURE_ASSET_TAG)
+                .cloud()
+                .unwrap()
+                .cloud,
+            Cloud::Azure
+        );
+        assert_eq!(
+            dmi("Alibaba Cloud", "Alibaba Cloud ECS", "")
+                .cloud()
+                .unwrap()
+                .cloud,
+            Cloud::Alibaba
+        );
+        // Hyper-V on premises is not Azure.
+        assert!(dmi("Microsoft Corporation", "Virtual Machine", "0000")
+            .cloud()
+            .is_none());
+        assert!(dmi("QEMU", "Standard PC", "").cloud().is_none());
+        assert!(Dmi::default().cloud().is_none());
+        let xen = Dmi {
+            hypervisor_uuid: Some("ec2e1916-9099-7caf-fd21-012345abcdef".into()),
+            ..Dmi::default()
+        };
+        assert_eq!(xen.cloud().unwrap().cloud, Cloud::Aws);
+    }
+
+    #[test]
+    fn dmi_is_read_from_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("sys_vendor"), "Amazon EC2\n").unwrap();
+        let d = Dmi::read(dir.path(), &dir.path().join("missing"));
+        assert_eq!(d.sys_vendor.as_deref(), Some("Amazon EC2"));
+        assert!(d.product_name.is_none());
+        assert_eq!(d.cloud().unwrap().cloud, Cloud::Aws);
+    }
+
+    #[tokio::test]
+    async fn unknown_cloud_error_lists_what_was_tried() {
+        // Nothing listens on port 9 of loopback: every probe fails fast.
+        let e = detect(
+            &Dmi::default(),
+            Some("http://127.0.0.1:9"),
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+        let s = e.to_string();
+        for want in ["DMI", "aws:", "gcp:", "azure:", "alibaba:", "NTHD_PROVIDER"] {
+            assert!(s.contains(want), "{want} missing from {s}");
+        }
+    }
+}
