@@ -4,6 +4,7 @@
 //! systemd-logind over D-Bus to power off (or reboot), so kubelet's Graceful Node Shutdown, which
 //! holds a logind delay inhibitor lock, drains the node before the machine goes down.
 
+pub mod assets;
 pub mod config;
 pub mod daemon;
 pub mod imds;
@@ -32,10 +33,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Once { json } => rt.block_on(once::once(&cli.opts, json)),
         Command::GenerateAssets { out } => {
-            anyhow::bail!(
-                "generate-assets is not available yet (wanted {})",
-                out.display()
-            )
+            for p in assets::write_all(&out)? {
+                println!("{p}");
+            }
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -1,0 +1,213 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_nthd_global_optspecs
+    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= slow-poll-interval= gcp-wait= request-timeout= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-unknown= h/help V/version
+end
+
+function __fish_nthd_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_nthd_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_nthd_using_subcommand
+    set -l cmd (__fish_nthd_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c nthd -n "__fish_nthd_needs_command" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t''
+gcp\t''
+azure\t''
+alibaba\t''"
+complete -c nthd -n "__fish_nthd_needs_command" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t''
+stderr\t''"
+complete -c nthd -n "__fish_nthd_needs_command" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_needs_command" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_needs_command" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_needs_command" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_needs_command" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_needs_command" -s V -l version -d 'Print version'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "run" -d 'Run the daemon (the default)'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t''
+gcp\t''
+azure\t''
+alibaba\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t''
+stderr\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t''
+gcp\t''
+azure\t''
+alibaba\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t''
+stderr\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l json -d 'Print JSON instead of text'
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_using_subcommand once" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l out -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t''
+gcp\t''
+azure\t''
+alibaba\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t''
+stderr\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "run" -d 'Run the daemon (the default)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,42 @@
+//! The man page and completions shipped in the packages (packaging/assets/) must match what the
+//! clap definition generates. Regenerate with:
+//! `cargo run -- generate-assets --out packaging/assets`.
+
+#[test]
+fn committed_assets_match_the_cli() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/assets");
+    let mut stale = Vec::new();
+    for (name, body) in nthd::assets::render().unwrap() {
+        let committed = std::fs::read(dir.join(name)).unwrap_or_default();
+        if committed != body {
+            stale.push(name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale generated assets {stale:?}; run: cargo run -- generate-assets --out packaging/assets"
+    );
+}
+
+#[test]
+fn man_page_documents_every_env_var() {
+    let man = nthd::assets::render()
+        .unwrap()
+        .into_iter()
+        .find(|(n, _)| *n == "nthd.8")
+        .unwrap()
+        .1;
+    let man = String::from_utf8(man)
+        .unwrap()
+        .replace("\\-", "-")
+        .replace("\\_", "_");
+    for v in [
+        "NTHD_PROVIDER",
+        "NTHD_IMDS_ENDPOINT",
+        "NTHD_DRY_RUN",
+        "NTHD_ACTION_SPOT_TERMINATE",
+        "NTHD_ACTION_AZURE_FREEZE",
+    ] {
+        assert!(man.contains(v), "man page lacks {v}");
+    }
+}
