@@ -41,6 +41,35 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check whether a graceful shutdown will really work on this node.
+    ///
+    /// Prints each check with the value found and, for every failure, the fix. Run it as the
+    /// daemon's user to test the real polkit grant: sudo -u nthd nthd check. Exits 0 only when
+    /// every required check passes.
+    Check {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Read system files below this directory instead of / (for tests).
+        #[arg(long, hide = true, default_value = "/")]
+        root: PathBuf,
+    },
+    /// Fire drill: inject a synthetic notice into the policy and action path.
+    ///
+    /// Without --yes it only narrates what would happen. With --yes it carries the action out
+    /// exactly as a real notice would, so kubelet's drain can be rehearsed (on a terminal it
+    /// also asks for the host name).
+    Simulate {
+        /// The notice kind, e.g. spot-terminate, rebalance, scheduled-stop, gcp-preempt.
+        #[arg(value_parser = notice_kind)]
+        kind: NoticeKind,
+        /// Really carry out the action.
+        #[arg(long)]
+        yes: bool,
+        /// When the simulated platform would act (default: the kind's usual lead time).
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        deadline_in: Option<Duration>,
+    },
     /// Write the man page and shell completions into a directory (used by packaging).
     #[command(hide = true)]
     GenerateAssets {
@@ -91,6 +120,13 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("`{s}` is too short; use at least 100ms"));
     }
     Ok(d)
+}
+
+fn notice_kind(s: &str) -> Result<NoticeKind, String> {
+    kind_list(s).and_then(|l| match l.0.as_slice() {
+        [k] => Ok(*k),
+        _ => Err("give exactly one notice kind".into()),
+    })
 }
 
 /// A comma-separated list of notice kinds.

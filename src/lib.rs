@@ -5,6 +5,7 @@
 //! holds a logind delay inhibitor lock, drains the node before the machine goes down.
 
 pub mod assets;
+pub mod check;
 pub mod config;
 pub mod daemon;
 pub mod imds;
@@ -14,6 +15,7 @@ pub mod metrics;
 pub mod once;
 pub mod policy;
 pub mod provider;
+pub mod simulate;
 pub mod state;
 pub mod timefmt;
 
@@ -32,6 +34,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Once { json } => rt.block_on(once::once(&cli.opts, json)),
+        Command::Check { json, root } => rt.block_on(check::check_command(&cli.opts, json, &root)),
+        Command::Simulate {
+            kind,
+            yes,
+            deadline_in,
+        } => rt.block_on(simulate::simulate(&cli.opts, kind, yes, deadline_in)),
         Command::GenerateAssets { out } => {
             for p in assets::write_all(&out)? {
                 println!("{p}");

@@ -43,6 +43,17 @@ pub trait Manager {
 pub trait Systemd {
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
+    fn get_unit(&self, name: &str) -> zbus::Result<zbus::OwnedObjectPath>;
+}
+
+/// One unit's state.
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Unit",
+    default_service = "org.freedesktop.systemd1"
+)]
+pub trait Unit {
+    #[zbus(property)]
+    fn active_state(&self) -> zbus::Result<String>;
 }
 
 /// Why a logind call failed, with what to do about it.
@@ -341,6 +352,37 @@ impl Logind {
             method: "Get org.freedesktop.systemd1.Manager.Version",
             reason: e.to_string(),
         })
+    }
+}
+
+impl Logind {
+    /// The `ActiveState` of a unit (`active`, `inactive`, ...), or `not-loaded`.
+    pub async fn unit_state(&mut self, unit: &str) -> Result<String, LogindError> {
+        self.manager().await?;
+        let conn = self.conn.as_ref().expect("connected above");
+        let call_err = |method: &'static str, e: zbus::Error| LogindError::Call {
+            method,
+            reason: e.to_string(),
+        };
+        let sd = SystemdProxy::new(conn)
+            .await
+            .map_err(|e| call_err("proxy", e))?;
+        let path = match sd.get_unit(unit).await {
+            Ok(p) => p,
+            Err(e) if error_name(&e).as_deref() == Some("org.freedesktop.systemd1.NoSuchUnit") => {
+                return Ok("not-loaded".into())
+            }
+            Err(e) => return Err(call_err("org.freedesktop.systemd1.Manager.GetUnit", e)),
+        };
+        let u = UnitProxy::builder(conn)
+            .path(path)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .map_err(|e| call_err("proxy", e))?;
+        u.active_state()
+            .await
+            .map_err(|e| call_err("Get org.freedesktop.systemd1.Unit.ActiveState", e))
     }
 }
 

@@ -71,6 +71,8 @@ complete -c nthd -n "__fish_nthd_needs_command" -s h -l help -d 'Print help (see
 complete -c nthd -n "__fish_nthd_needs_command" -s V -l version -d 'Print version'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "run" -d 'Run the daemon (the default)'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "check" -d 'Check whether a graceful shutdown will really work on this node'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "simulate" -d 'Fire drill: inject a synthetic notice into the policy and action path'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
@@ -162,6 +164,98 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-ipv6 -d 'AWS: use
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand once" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l root -d 'Read system files below this directory instead of / (for tests)' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t''
+gcp\t''
+azure\t''
+alibaba\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t''
+stderr\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l json -d 'Print JSON instead of text'
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l deadline-in -d 'When the simulated platform would act (default: the kind\'s usual lead time)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t''
+gcp\t''
+azure\t''
+alibaba\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t''
+stderr\t''"
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l yes -d 'Really carry out the action'
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l out -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
 aws\t''
@@ -207,7 +301,9 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-ipv6 -
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "run" -d 'Run the daemon (the default)'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once generate-assets help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "run" -d 'Run the daemon (the default)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "check" -d 'Check whether a graceful shutdown will really work on this node'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "simulate" -d 'Fire drill: inject a synthetic notice into the policy and action path'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
