@@ -1,0 +1,371 @@
+//! `nthd check`: every check made to pass and to fail, with the real binary against a fake
+//! logind and a fake systemd1 on a private bus, the mock IMDS, and fixture files for DMI,
+//! /etc/passwd and logind drop-ins.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{login1_proxy, FakeLogind, PrivateBus};
+use serde_json::Value;
+
+/// A fake `org.freedesktop.systemd1` with a version and one unit state.
+#[derive(Clone)]
+struct FakeSystemd {
+    version: Arc<Mutex<String>>,
+    nthd_state: Arc<Mutex<String>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl FakeSystemd {
+    #[zbus(property)]
+    fn version(&self) -> String {
+        self.version.lock().unwrap().clone()
+    }
+    fn get_unit(&self, name: &str) -> zbus::fdo::Result<zbus::OwnedObjectPath> {
+        if name == "nthd.service" {
+            Ok(
+                zbus::ObjectPath::try_from("/org/freedesktop/systemd1/unit/nthd_2eservice")
+                    .unwrap()
+                    .into(),
+            )
+        } else {
+            Err(zbus::fdo::Error::Failed("no such unit".into()))
+        }
+    }
+}
+
+struct FakeUnit {
+    state: Arc<Mutex<String>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Unit")]
+impl FakeUnit {
+    #[zbus(property)]
+    fn active_state(&self) -> String {
+        self.state.lock().unwrap().clone()
+    }
+}
+
+struct Env {
+    bus: PrivateBus,
+    logind: FakeLogind,
+    imds: MockImds,
+    systemd: FakeSystemd,
+    _sd_conn: zbus::Connection,
+    root: tempfile::TempDir,
+}
+
+async fn env() -> Env {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_inhibit_delay_max(Duration::from_secs(90));
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let systemd = FakeSystemd {
+        version: Arc::new(Mutex::new("252.38-1~deb12u1".into())),
+        nthd_state: Arc::new(Mutex::new("active".into())),
+    };
+    let sd_conn = zbus::connection::Builder::address(bus.address())
+        .name("org.freedesktop.systemd1")
+        .serve_at("/org/freedesktop/systemd1", systemd.clone())
+        .serve_at(
+            "/org/freedesktop/systemd1/unit/nthd_2eservice",
+            FakeUnit {
+                state: systemd.nthd_state.clone(),
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "etc/passwd", &format!(
+        "root:x:0:0:root:/root:/bin/bash\nnthd:x:998:998:nthd:/var/lib/nthd:/usr/sbin/nologin\nme:x:{}:100::/:/bin/sh\n",
+        current_uid()
+    ));
+    write(
+        root.path(),
+        "etc/systemd/logind.conf.d/99-kubelet.conf",
+        "[Login]\nInhibitDelayMaxSec=90\n",
+    );
+    Env {
+        bus,
+        logind,
+        imds,
+        systemd,
+        _sd_conn: sd_conn,
+        root,
+    }
+}
+
+fn current_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn write(root: &Path, rel: &str, body: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+async fn run(e: &Env, extra: &[(&str, &str)]) -> (bool, Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
+    cmd.args(["check", "--json", "--root"])
+        .arg(e.root.path())
+        .env_clear()
+        .env("DBUS_SYSTEM_BUS_ADDRESS", e.bus.address())
+        .env("NTHD_PROVIDER", "aws")
+        .env("NTHD_IMDS_ENDPOINT", e.imds.url())
+        .env("NTHD_LOG_LEVEL", "error");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        out.status.success(),
+        v["ok"].as_bool().unwrap(),
+        "exit code follows ok"
+    );
+    (out.status.success(), v)
+}
+
+fn get<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {v:#}"))
+}
+
+fn status(v: &Value, name: &str) -> String {
+    get(v, name)["status"].as_str().unwrap().to_string()
+}
+
+async fn take_kubelet_lock(e: &Env) -> zbus::OwnedFd {
+    let conn = e.bus.connect().await.unwrap();
+    let p = login1_proxy(&conn).await.unwrap();
+    let fd = p
+        .inhibit(
+            "shutdown",
+            "kubelet",
+            "Kubelet needs time to handle node shutdown",
+            "delay",
+        )
+        .await
+        .unwrap();
+    // Keep the connection alive with the fd.
+    std::mem::forget(conn);
+    fd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_in_place_passes() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    let (ok, v) = run(&e, &[]).await;
+    assert!(ok, "{v:#}");
+    for name in [
+        "cloud",
+        "metadata service",
+        "system bus and logind",
+        "logind permits power-off",
+        "systemd version",
+        "kubelet inhibitor lock",
+        "drain budget",
+        "power key honours inhibitors",
+        "user nthd",
+        "nthd.service",
+    ] {
+        assert_eq!(status(&v, name), "pass", "{name}: {:#}", get(&v, name));
+    }
+    assert!(get(&v, "kubelet inhibitor lock")["value"]
+        .as_str()
+        .unwrap()
+        .contains("PID"));
+    assert_eq!(status(&v, "current notices"), "info");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_failure_is_reported_with_its_fix() {
+    let e = env().await;
+    // No kubelet lock, CanPowerOff challenge, old systemd, unit inactive, no nthd user,
+    // short drain budget, power key ignoring inhibitors, a notice listed.
+    e.logind.set_can_power_off("challenge");
+    e.logind.set_inhibit_delay_max(Duration::from_secs(5));
+    e.logind.set_power_key_ignore_inhibited(true);
+    *e.systemd.version.lock().unwrap() = "219".into();
+    *e.systemd.nthd_state.lock().unwrap() = "inactive".into();
+    write(e.root.path(), "etc/passwd", "root:x:0:0::/:/bin/sh\n");
+    e.imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:00:00Z"}"#,
+        ),
+    );
+    let (ok, v) = run(&e, &[]).await;
+    assert!(!ok);
+    for (name, st, fix) in [
+        (
+            "logind permits power-off",
+            "fail",
+            "sudo -u nthd nthd check",
+        ),
+        ("systemd version", "fail", "kubernetes#101553"),
+        ("kubelet inhibitor lock", "fail", "shutdownGracePeriod"),
+        ("nthd.service", "fail", "systemctl enable --now nthd"),
+        ("user nthd", "fail", "systemd-sysusers"),
+        ("drain budget", "warn", "shutdownGracePeriod"),
+        (
+            "power key honours inhibitors",
+            "warn",
+            "PowerKeyIgnoreInhibited=no",
+        ),
+    ] {
+        let c = get(&v, name);
+        assert_eq!(c["status"], st, "{name}: {c:#}");
+        assert!(
+            c["fix"].as_str().unwrap_or("").contains(fix),
+            "{name}: {c:#}"
+        );
+    }
+    assert_eq!(status(&v, "current notices"), "warn");
+    assert!(get(&v, "current notices")["value"]
+        .as_str()
+        .unwrap()
+        .contains("poweroff"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_key_not_handled_and_kubelet_dropin_overridden_warn() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    e.logind.set_handle_power_key("ignore");
+    write(
+        e.root.path(),
+        "etc/systemd/logind.conf.d/99-zz-vendor.conf",
+        "[Login]\nInhibitDelayMaxSec=10\n",
+    );
+    let (ok, v) = run(&e, &[]).await;
+    assert!(ok, "warnings do not fail the check: {v:#}");
+    let pk = get(&v, "power key honours inhibitors");
+    assert_eq!(pk["status"], "warn");
+    assert!(pk["fix"]
+        .as_str()
+        .unwrap()
+        .contains("HandlePowerKey=poweroff"));
+    let db = get(&v, "drain budget");
+    assert_eq!(db["status"], "warn");
+    assert!(
+        db["fix"].as_str().unwrap().contains("kubernetes#102818"),
+        "{db:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_budget_longer_than_the_notice_warns() {
+    let e = env().await;
+    e.logind.set_inhibit_delay_max(Duration::from_secs(600));
+    let (_, v) = run(&e, &[]).await;
+    let db = get(&v, "drain budget");
+    assert_eq!(db["status"], "warn");
+    assert!(
+        db["fix"]
+            .as_str()
+            .unwrap()
+            .contains("lower shutdownGracePeriod"),
+        "{db:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_metadata_and_missing_logind_fail() {
+    let e = env().await;
+    e.logind.stop().await.unwrap();
+    let (ok, v) = run(&e, &[("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9")]).await;
+    assert!(!ok);
+    assert_eq!(status(&v, "metadata service"), "fail");
+    assert!(get(&v, "metadata service")["value"]
+        .as_str()
+        .unwrap()
+        .contains("127.0.0.1:9"));
+    assert_eq!(status(&v, "system bus and logind"), "fail");
+    assert!(get(&v, "system bus and logind")["fix"]
+        .as_str()
+        .unwrap()
+        .contains("systemd-logind"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_detection_from_dmi_and_unknown_cloud() {
+    let e = env().await;
+    write(e.root.path(), "sys/class/dmi/id/sys_vendor", "Amazon EC2\n");
+    let (_, v) = run(&e, &[("NTHD_PROVIDER", "auto")]).await;
+    assert_eq!(status(&v, "cloud"), "pass");
+    assert!(
+        get(&v, "cloud")["value"].as_str().unwrap().contains("DMI"),
+        "{v:#}"
+    );
+    std::fs::remove_file(e.root.path().join("sys/class/dmi/id/sys_vendor")).unwrap();
+    let (ok, v) = run(
+        &e,
+        &[
+            ("NTHD_PROVIDER", "auto"),
+            ("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9"),
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(status(&v, "cloud"), "fail");
+    assert!(get(&v, "cloud")["fix"]
+        .as_str()
+        .unwrap()
+        .contains("NTHD_PROVIDER"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reboot_policy_also_needs_the_reboot_grant() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    e.logind.set_can_reboot("challenge");
+    let (ok, v) = run(&e, &[("NTHD_ACTION_SCHEDULED_REBOOT", "reboot")]).await;
+    assert!(!ok);
+    let r = get(&v, "logind permits reboot");
+    assert_eq!(r["status"], "fail");
+    let (ok, _) = run(&e, &[]).await;
+    assert!(ok, "without a reboot policy the reboot grant is not needed");
+}
+
+#[test]
+fn text_output_uses_marks_and_prints_fixes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .args(["check", "--root", "/nonexistent"])
+        .env_clear()
+        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .env("NTHD_PROVIDER", "aws")
+        .env("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9")
+        .env("NTHD_LOG_LEVEL", "error")
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        s.contains("✘ system bus and logind") && s.contains("fix:"),
+        "{s}"
+    );
+    assert!(s.contains("required check(s) failed"), "{s}");
+}

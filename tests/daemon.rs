@@ -1,0 +1,444 @@
+//! The real `nthd` binary against the mock IMDS and a fake logind on a private dbus-daemon
+//! (`DBUS_SYSTEM_BUS_ADDRESS`): what it calls, how often, when, and what it tells systemd.
+
+use std::io::Read;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+
+const DENIED: (&str, &str) = (
+    "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
+    "Interactive authentication required.",
+);
+
+struct Nthd {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Nthd {
+    fn start(bus: &str, imds: &str, state_dir: &Path, env: &[(&str, &str)]) -> Nthd {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stderr.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
+        cmd.arg("run")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+            .env("NTHD_PROVIDER", "aws")
+            .env("NTHD_IMDS_ENDPOINT", imds)
+            .env("NTHD_POLL_INTERVAL", "200ms")
+            .env("NTHD_RETRY_DELAY", "300ms")
+            .env("NTHD_LOG_TARGET", "stderr")
+            .env("NTHD_STATE_DIR", state_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Nthd {
+            child: cmd.spawn().unwrap(),
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        let mut s = String::new();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if self.log().contains(needle) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    async fn stop(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < end,
+                "nthd did not stop on SIGTERM:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Nthd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn setup() -> (PrivateBus, FakeLogind, MockImds, tempfile::TempDir) {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    (bus, logind, imds, tempfile::tempdir().unwrap())
+}
+
+fn spot(action: &str) -> Response {
+    Response::json(
+        200,
+        format!(r#"{{"action":"{action}","time":"2030-01-01T00:02:00Z"}}"#),
+    )
+}
+
+fn successes(l: &FakeLogind, method: &str) -> usize {
+    l.calls_of(method)
+        .iter()
+        .filter(|c| c.error.is_none())
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_terminate_powers_off_exactly_once_non_interactively() {
+    let (bus, logind, imds, state) = setup().await;
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        n.wait_log("cloud: aws", Duration::from_secs(5)).await,
+        "{}",
+        n.log()
+    );
+    assert!(
+        imds.wait_for_count(aws::SPOT_PATH, 2, Duration::from_secs(5))
+            .await
+    );
+    assert_eq!(logind.power_off_count(), 0, "no notice yet");
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    let call = &logind.calls_of("PowerOff")[0];
+    assert_eq!(
+        call.args,
+        serde_json::json!([false]),
+        "interactive must be false"
+    );
+    // The notice stays listed on every poll; PowerOff is not called again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(logind.power_off_count(), 1);
+    assert_eq!(logind.reboot_count(), 0);
+    assert!(n.running());
+    let log = n.log();
+    assert!(
+        log.contains(
+            "called org.freedesktop.login1.Manager.PowerOff(false) for aws/spot/terminate"
+        ),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("notice spot-terminate").count(),
+        1,
+        "announced once:\n{log}"
+    );
+    assert!(n.stop().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hibernate_and_rebalance_never_power_off_by_default() {
+    let (bus, logind, imds, state) = setup().await;
+    imds.set(aws::SPOT_PATH, spot("hibernate"));
+    imds.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#),
+    );
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        n.wait_log("notice rebalance", Duration::from_secs(5)).await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(logind.power_off_count(), 0);
+    assert_eq!(logind.reboot_count(), 0);
+    let log = n.log();
+    assert!(
+        log.contains("notice spot-hibernate") && log.contains("decision: log"),
+        "{log}"
+    );
+    assert!(n.stop().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_stop_fires_at_the_last_safe_moment() {
+    let (bus, logind, imds, state) = setup().await;
+    logind.set_inhibit_delay_max(Duration::from_secs(2));
+    // Whole seconds: the AWS date format has no fraction.
+    let now = SystemTime::now();
+    let deadline = now + Duration::from_secs(8);
+    let body = format!(
+        r#"[{{"NotBefore":"{}","Code":"instance-stop","EventId":"instance-event-7","State":"active"}}]"#,
+        nthd::timefmt::format_aws(deadline)
+    );
+    imds.set(aws::SCHEDULED_PATH, Response::json(200, body));
+    let started = Instant::now();
+    let n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[("NTHD_SAFETY_MARGIN", "1s")],
+    );
+    // Fires at NotBefore - 2 s (InhibitDelayMaxUSec) - 1 s (margin): about 5 s (4 to 5 with
+    // the sub-second truncation of NotBefore).
+    assert!(
+        n.wait_log("scheduled at", Duration::from_secs(5)).await,
+        "{}",
+        n.log()
+    );
+    assert_eq!(logind.power_off_count(), 0, "not before the computed time");
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(8))
+            .await,
+        "{}",
+        n.log()
+    );
+    let fired = started.elapsed();
+    assert!(
+        fired >= Duration::from_millis(3800) && fired <= Duration::from_millis(6500),
+        "fired after {fired:?}:\n{}",
+        n.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polkit_denial_is_explained_retried_and_then_succeeds_once() {
+    let (bus, logind, imds, state) = setup().await;
+    logind.set_power_off_error(Some(DENIED));
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 2, Duration::from_secs(5))
+            .await,
+        "retried:\n{}",
+        n.log()
+    );
+    let log = n.log();
+    assert!(
+        log.contains("org.freedesktop.login1.power-off"),
+        "names the polkit action:\n{log}"
+    );
+    assert!(log.contains("50-nthd.rules"), "says how to fix it:\n{log}");
+    assert!(n.running());
+    logind.set_power_off_error(None);
+    let end = Instant::now() + Duration::from_secs(5);
+    while successes(&logind, "PowerOff") == 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(successes(&logind, "PowerOff"), 1, "{}", n.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logind_appearing_late_still_gets_the_call() {
+    let bus = PrivateBus::start().unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        n.wait_log(
+            "org.freedesktop.login1 is not on the system bus",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(n.running());
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_bus_is_reported_and_the_daemon_keeps_watching() {
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    let mut n = Nthd::start("unix:path=/nonexistent/bus", &imds.url(), state.path(), &[]);
+    assert!(
+        n.wait_log("cannot connect to the system D-Bus", Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    let reads = imds.count(aws::SPOT_PATH);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(n.running(), "{}", n.log());
+    assert!(imds.count(aws::SPOT_PATH) > reads, "still polling");
+    assert!(n.stop().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_narrates_and_never_calls_logind() {
+    let (bus, logind, imds, state) = setup().await;
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    let n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[("NTHD_DRY_RUN", "true")],
+    );
+    assert!(
+        n.wait_log(
+            "dry run: would call org.freedesktop.login1.Manager.PowerOff(false)",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(logind.power_off_count(), 0);
+    assert_eq!(n.log().matches("dry run: would call").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_does_not_power_off_twice() {
+    let (bus, logind, imds, state) = setup().await;
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await
+    );
+    assert!(n.stop().await.success());
+    // A crash-restart during the same boot, with logind (as a fake) no longer preparing.
+    logind.set_preparing(false);
+    let n2 = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        n2.wait_log("already acted on", Duration::from_secs(5))
+            .await,
+        "{}",
+        n2.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(logind.power_off_count(), 1, "{}", n2.log());
+    let saved = std::fs::read_to_string(state.path().join("state.json")).unwrap();
+    assert!(
+        saved.contains("aws/spot/terminate") && saved.contains("\"done\""),
+        "{saved}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reboot_policy_calls_reboot_not_poweroff() {
+    let (bus, logind, imds, state) = setup().await;
+    imds.set(
+        aws::SCHEDULED_PATH,
+        Response::json(200, r#"[{"NotBefore":"21 Jan 2019 09:00:43 GMT","Code":"system-reboot","EventId":"instance-event-9","State":"active"}]"#),
+    );
+    let n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[("NTHD_ACTION_SCHEDULED_REBOOT", "reboot")],
+    );
+    assert!(
+        logind
+            .wait_for_method("Reboot", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(logind.reboot_count(), 1);
+    assert_eq!(logind.power_off_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tells_systemd_ready_status_watchdog_and_stopping() {
+    let (bus, logind, imds, state) = setup().await;
+    let sockdir = tempfile::tempdir().unwrap();
+    let sock_path = sockdir.path().join("notify");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "600000"),
+        ],
+    );
+    let mut msgs = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        if let Ok(len) = sock.recv(&mut buf) {
+            msgs.push(String::from_utf8_lossy(&buf[..len]).into_owned());
+        }
+    }
+    let joined = msgs.join("\n");
+    assert!(joined.contains("READY=1"), "{joined}");
+    assert!(joined.contains("STATUS=AWS IMDSv2 at"), "{joined}");
+    assert!(joined.contains("no notices"), "{joined}");
+    let pings = msgs.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+    assert!(
+        pings >= 5,
+        "watchdog every 200 ms for 3 s, got {pings}: {joined}"
+    );
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await
+    );
+    let status = n.stop().await;
+    assert!(status.success());
+    let mut rest = String::new();
+    while let Ok(len) = sock.recv(&mut buf) {
+        rest.push_str(&String::from_utf8_lossy(&buf[..len]));
+        rest.push('\n');
+    }
+    assert!(
+        rest.contains("STATUS=poweroff requested for aws/spot/terminate"),
+        "{rest}"
+    );
+    assert!(rest.contains("STOPPING=1"), "{rest}");
+}

@@ -1,0 +1,251 @@
+//! `nthd simulate` and the Prometheus metrics, with the real binary.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+
+fn nthd(bus: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nthd"));
+    c.args(args)
+        .env_clear()
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+        .env("NTHD_LOG_TARGET", "stderr")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_narrates_without_yes_and_acts_with_it() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let addr = bus.address().to_string();
+
+    let a = addr.clone();
+    let out = tokio::task::spawn_blocking(move || nthd(&a, &["simulate", "spot-terminate"], &[]))
+        .await
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    assert!(
+        s.contains("decision: poweroff") && s.contains("dry run: nthd would call"),
+        "{s}"
+    );
+    assert_eq!(logind.power_off_count(), 0, "never without --yes");
+
+    let a = addr.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        nthd(&a, &["simulate", "spot-hibernate", "--yes"], &[])
+    })
+    .await
+    .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("nothing to carry out"), "{s}");
+    assert_eq!(
+        logind.power_off_count(),
+        0,
+        "hibernate is logged, never acted on"
+    );
+
+    let a = addr.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        nthd(
+            &a,
+            &["simulate", "spot-terminate", "--yes", "--dry-run"],
+            &[],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("dry run"));
+    assert_eq!(logind.power_off_count(), 0, "--dry-run wins over --yes");
+
+    let a = addr.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        nthd(&a, &["simulate", "spot-terminate", "--yes"], &[])
+    })
+    .await
+    .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    assert!(s.contains("done: logind accepted PowerOff"), "{s}");
+    assert_eq!(logind.power_off_count(), 1);
+    assert_eq!(
+        logind.calls_of("PowerOff")[0].args,
+        serde_json::json!([false])
+    );
+
+    // A denial is reported, with a failing exit code.
+    logind.set_power_off_error(Some(("org.freedesktop.DBus.Error.AccessDenied", "denied")));
+    let a = addr.clone();
+    let out =
+        tokio::task::spawn_blocking(move || nthd(&a, &["simulate", "gcp-preempt", "--yes"], &[]))
+            .await
+            .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("org.freedesktop.login1.power-off"));
+
+    let out = nthd(&addr, &["simulate", "volcano"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown notice kind `volcano`"));
+}
+
+/// A strict-enough parser of the Prometheus text exposition format: every sample belongs to a
+/// metric with HELP and TYPE, names and labels are well formed, values are numbers.
+fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
+    let mut typed = std::collections::HashSet::new();
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut it = rest.split(' ');
+            let name = it.next().unwrap();
+            let ty = it.next().unwrap();
+            assert!(["gauge", "counter"].contains(&ty), "{line}");
+            typed.insert(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad line {line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        assert!(typed.contains(name), "sample before TYPE: {line}");
+        if let Some(labels) = series.strip_prefix(name) {
+            if !labels.is_empty() {
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                for kv in labels[1..labels.len() - 1].split(',') {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    assert!(
+                        k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                        "{line}"
+                    );
+                    assert!(v.starts_with('"') && v.ends_with('"'), "{line}");
+                }
+            }
+        }
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line}"));
+        assert!(
+            out.insert(series.to_string(), v).is_none(),
+            "duplicate series {series}"
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_textfile_and_endpoint_follow_the_notice() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nthd.prom");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .arg("run")
+        .env_clear()
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
+        .env("NTHD_PROVIDER", "aws")
+        .env("NTHD_IMDS_ENDPOINT", imds.url())
+        .env("NTHD_POLL_INTERVAL", "200ms")
+        .env("NTHD_STATE_DIR", dir.path())
+        .env("NTHD_METRICS_TEXTFILE", &file)
+        .env("NTHD_METRICS_LISTEN", &listen)
+        .env("NTHD_LOG_TARGET", "stderr")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let read = |f: &std::path::Path| std::fs::read_to_string(f).unwrap_or_default();
+    let end = Instant::now() + Duration::from_secs(5);
+    while !read(&file).contains("nthd_last_successful_poll_timestamp_seconds")
+        && Instant::now() < end
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let m = parse_exposition(&read(&file));
+    assert_eq!(
+        m["nthd_notice{provider=\"aws\",kind=\"spot-terminate\"}"],
+        0.0
+    );
+    assert_eq!(m["nthd_termination_imminent{provider=\"aws\"}"], 0.0);
+    assert_eq!(m["nthd_info{provider=\"aws\",version=\"0.1.0\"}"], 1.0);
+
+    imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#,
+        ),
+    );
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let m = parse_exposition(&read(&file));
+    assert_eq!(
+        m["nthd_notice{provider=\"aws\",kind=\"spot-terminate\"}"],
+        1.0
+    );
+    assert_eq!(m["nthd_termination_imminent{provider=\"aws\"}"], 1.0);
+    assert!(m["nthd_termination_in_seconds{provider=\"aws\"}"] > 3600.0);
+    assert!(
+        m.contains_key("nthd_notice_deadline_seconds{provider=\"aws\",kind=\"spot-terminate\"}")
+    );
+    assert_eq!(
+        m["nthd_actions_total{kind=\"spot-terminate\",action=\"poweroff\",result=\"ok\"}"],
+        1.0
+    );
+    assert!(m["nthd_imds_reads_total{source=\"aws/spot/instance-action\",outcome=\"ok\"}"] >= 2.0);
+    assert!(m["nthd_last_successful_poll_timestamp_seconds"] > 1.7e9);
+    // No temporary files are left next to the textfile (written with rename).
+    assert_eq!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.'))
+            .count(),
+        0
+    );
+
+    // The same text over HTTP.
+    let mut s = std::net::TcpStream::connect(&listen).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
+    let body = resp.split_once("\r\n\r\n").unwrap().1;
+    let m2 = parse_exposition(body);
+    assert_eq!(m2["nthd_termination_imminent{provider=\"aws\"}"], 1.0);
+    let mut s = std::net::TcpStream::connect(&listen).unwrap();
+    s.write_all(b"GET /other HTTP/1.1\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 404"), "{resp}");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,0 +1,404 @@
+//! The AWS provider against the in-process mock IMDS: every source, token handling, faults.
+
+use std::time::{Duration, Instant};
+
+use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::provider::aws::{self, Aws, AwsOptions};
+use nthd::provider::{NoticeKind, NoticeStatus, Observation, Provider};
+use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
+
+fn provider(m: &MockImds, opts: AwsOptions) -> Aws {
+    let client = ImdsClient::new(
+        &m.url(),
+        ClientOptions {
+            request_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    Aws::new(client, opts)
+}
+
+fn kinds(o: &Observation) -> Vec<NoticeKind> {
+    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
+    k.sort();
+    k
+}
+
+const SPOT_TERMINATE: &str = r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#;
+
+#[tokio::test]
+async fn no_notices_means_404_everywhere_and_one_token() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(&m, AwsOptions::default());
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert!(o.notices.is_empty());
+    assert_eq!(
+        o.fresh.len(),
+        4,
+        "all four sources are read on the first observation"
+    );
+    for path in [
+        aws::SPOT_PATH,
+        aws::REBALANCE_PATH,
+        aws::SCHEDULED_PATH,
+        aws::ASG_PATH,
+    ] {
+        assert_eq!(m.count(path), 1, "{path}");
+    }
+    assert_eq!(m.stats().aws_tokens_issued, 1);
+}
+
+#[tokio::test]
+async fn every_source_yields_typed_notices() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(aws::SPOT_PATH, Response::json(200, SPOT_TERMINATE));
+    m.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#),
+    );
+    m.set(aws::ASG_PATH, Response::text(200, "Terminated"));
+    m.set(
+        aws::SCHEDULED_PATH,
+        Response::json(
+            200,
+            r#"[{"NotBefore":"21 Jan 2030 09:00:43 GMT","Code":"instance-stop","Description":"d","EventId":"instance-event-1","NotAfter":"21 Jan 2030 09:17:23 GMT","State":"active"},
+                {"NotBefore":"21 Jan 2030 09:00:43 GMT","Code":"system-reboot","EventId":"instance-event-2","State":"canceled"}]"#,
+        ),
+    );
+    let mut p = provider(&m, AwsOptions::default());
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(
+        kinds(&o),
+        vec![
+            NoticeKind::SpotTerminate,
+            NoticeKind::Rebalance,
+            NoticeKind::AsgTerminate,
+            NoticeKind::ScheduledStop,
+            NoticeKind::ScheduledReboot
+        ]
+    );
+    let reboot = o
+        .notices
+        .iter()
+        .find(|n| n.kind == NoticeKind::ScheduledReboot)
+        .unwrap();
+    assert_eq!(reboot.status, NoticeStatus::Canceled);
+    assert_eq!(reboot.event_id.as_deref(), Some("instance-event-2"));
+    let spot = o
+        .notices
+        .iter()
+        .find(|n| n.kind == NoticeKind::SpotTerminate)
+        .unwrap();
+    assert!(spot.deadline.is_some());
+    assert!(spot.raw.contains("terminate"));
+}
+
+#[tokio::test]
+async fn spot_actions_and_asg_states() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(
+        &m,
+        AwsOptions {
+            poll_interval: Duration::from_millis(100),
+            ..AwsOptions::default()
+        },
+    );
+    for (body, want) in [
+        (
+            r#"{"action":"stop","time":"2030-01-01T00:02:00Z"}"#,
+            NoticeKind::SpotStop,
+        ),
+        (
+            r#"{"action":"hibernate","time":"2030-01-01T00:02:00Z"}"#,
+            NoticeKind::SpotHibernate,
+        ),
+        (
+            r#"{"action":"levitate","time":"2030-01-01T00:02:00Z"}"#,
+            NoticeKind::Unknown,
+        ),
+    ] {
+        m.set(aws::SPOT_PATH, Response::json(200, body));
+        tokio::time::sleep_until(p.next_due().into()).await;
+        let o = p.observe().await;
+        assert_eq!(kinds(&o), vec![want], "{body}");
+    }
+    m.clear(aws::SPOT_PATH);
+    for (state, want) in [
+        ("InService", vec![]),
+        ("Warmed:Hibernated", vec![NoticeKind::AsgOther]),
+    ] {
+        m.set(aws::ASG_PATH, Response::text(200, state));
+        // The ASG source is read every third interval.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let before = m.count(aws::ASG_PATH);
+        while m.count(aws::ASG_PATH) == before && Instant::now() < deadline {
+            tokio::time::sleep_until(p.next_due().into()).await;
+            p.observe().await;
+        }
+        tokio::time::sleep_until(p.next_due().into()).await;
+        let o = p.observe().await;
+        assert_eq!(kinds(&o), want, "{state}");
+    }
+}
+
+#[tokio::test]
+async fn rejected_token_is_replaced_once_then_reported() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(aws::SPOT_PATH, Response::json(200, SPOT_TERMINATE));
+    let mut p = provider(&m, AwsOptions::default());
+    assert!(p.observe().await.ok());
+    assert_eq!(m.stats().aws_tokens_issued, 1);
+    m.config(|c| c.token_always_401 = true);
+    tokio::time::sleep_until(p.next_due().into()).await;
+    let gets_before = m.count(aws::SPOT_PATH);
+    let o = p.observe().await;
+    // One 401, a fresh token, one more try, then the error; the last known notice is kept.
+    assert_eq!(m.count(aws::SPOT_PATH) - gets_before, 2);
+    assert_eq!(m.stats().aws_tokens_issued, 2);
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Status { status: 401, .. }),
+        "{:?}",
+        o.errors
+    );
+    assert_eq!(
+        kinds(&o),
+        vec![NoticeKind::SpotTerminate],
+        "the last known notice is kept"
+    );
+    m.config(|c| c.token_always_401 = false);
+    tokio::time::sleep_until(p.next_due().into()).await;
+    assert!(p.observe().await.ok());
+}
+
+#[tokio::test]
+async fn token_is_refreshed_before_it_expires() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(
+        &m,
+        AwsOptions {
+            token_ttl: Duration::from_secs(1),
+            poll_interval: Duration::from_millis(200),
+            ..AwsOptions::default()
+        },
+    );
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(2500) {
+        tokio::time::sleep_until(p.next_due().into()).await;
+        let o = p.observe().await;
+        assert!(
+            o.ok(),
+            "no read may fail on an expired token: {:?}",
+            o.errors
+        );
+    }
+    let issued = m.stats().aws_tokens_issued;
+    assert!(
+        (3..=5).contains(&issued),
+        "a 1 s token refreshed at 80%: {issued} tokens in 2.5 s"
+    );
+    assert_eq!(p.tokens_fetched(), issued);
+}
+
+#[tokio::test]
+async fn imdsv1_only_endpoint_is_refused_unless_allowed() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.config(|c| {
+        c.aws_token = TokenMode::Refused;
+        c.token_put_status = 405;
+    });
+    m.set(aws::SPOT_PATH, Response::json(200, SPOT_TERMINATE));
+    let mut p = provider(&m, AwsOptions::default());
+    let o = p.observe().await;
+    assert!(o.notices.is_empty());
+    assert_eq!(
+        o.errors.len(),
+        1,
+        "a refused token is reported once, not per source"
+    );
+    let e = o.errors[0].error.to_string();
+    assert!(
+        e.contains("/latest/api/token") && e.contains("405") && e.contains("NTHD_AWS_IMDSV1"),
+        "{e}"
+    );
+    assert_eq!(
+        m.count(aws::SPOT_PATH),
+        0,
+        "never falls back to IMDSv1 silently"
+    );
+
+    let mut p = provider(
+        &m,
+        AwsOptions {
+            allow_imdsv1: true,
+            ..AwsOptions::default()
+        },
+    );
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::SpotTerminate]);
+    assert!(p.describe().contains("IMDSv1"));
+}
+
+#[tokio::test]
+async fn server_errors_back_off_and_recover() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(
+        aws::SPOT_PATH,
+        Response::sequence(vec![
+            Response::status(503),
+            Response::status(500),
+            Response::json(200, SPOT_TERMINATE),
+        ]),
+    );
+    let mut p = provider(
+        &m,
+        AwsOptions {
+            poll_interval: Duration::from_millis(50),
+            ..AwsOptions::default()
+        },
+    );
+    let mut errors = 0;
+    let start = Instant::now();
+    loop {
+        tokio::time::sleep_until(p.next_due().into()).await;
+        let o = p.observe().await;
+        if o.notices
+            .iter()
+            .any(|n| n.kind == NoticeKind::SpotTerminate)
+        {
+            break;
+        }
+        errors += o
+            .errors
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.error,
+                    ImdsError::Status {
+                        status: 500..=599,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert!(start.elapsed() < Duration::from_secs(5), "never recovered");
+    }
+    assert_eq!(errors, 2);
+}
+
+#[tokio::test]
+async fn hang_times_out_without_stalling_the_provider() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(aws::SPOT_PATH, Response::fault(Fault::Hang));
+    let mut p = provider(&m, AwsOptions::default());
+    let t = Instant::now();
+    let o = p.observe().await;
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let e = o
+        .errors
+        .iter()
+        .find(|e| e.source == "aws/spot/instance-action")
+        .unwrap();
+    assert!(
+        matches!(e.error, ImdsError::Timeout { .. }),
+        "{:?}",
+        e.error
+    );
+    assert!(e.error.to_string().contains(aws::SPOT_PATH));
+    assert_eq!(o.fresh.len(), 3, "the other sources are still read");
+}
+
+#[tokio::test]
+async fn malformed_truncated_and_oversized_bodies_are_errors() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(
+        aws::SPOT_PATH,
+        Response::json(200, r#"{"action": "terminate", "#),
+    );
+    m.set(aws::SCHEDULED_PATH, Response::huge(1 << 30));
+    m.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, "{}").with_fault(Fault::Truncate),
+    );
+    m.set(aws::ASG_PATH, Response::fault(Fault::Garbage));
+    let mut p = provider(&m, AwsOptions::default());
+    let t = Instant::now();
+    let o = p.observe().await;
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "a 1 GiB body must not be read: {:?}",
+        t.elapsed()
+    );
+    assert!(o.notices.is_empty());
+    let err = |src: &str| {
+        o.errors
+            .iter()
+            .find(|e| e.source == src)
+            .map(|e| &e.error)
+            .unwrap_or_else(|| panic!("no error for {src}"))
+    };
+    assert!(matches!(
+        err("aws/spot/instance-action"),
+        ImdsError::Malformed { .. }
+    ));
+    assert!(matches!(
+        err("aws/events/maintenance/scheduled"),
+        ImdsError::TooLarge { .. }
+    ));
+    assert!(err("aws/events/recommendations/rebalance")
+        .to_string()
+        .contains(aws::REBALANCE_PATH));
+    assert!(err("aws/autoscaling/target-lifecycle-state")
+        .to_string()
+        .contains(aws::ASG_PATH));
+}
+
+#[tokio::test]
+async fn unreachable_endpoint_is_an_error_naming_the_url() {
+    let mut p = Aws::new(
+        ImdsClient::new("http://127.0.0.1:9", ClientOptions::default()).unwrap(),
+        AwsOptions::default(),
+    );
+    let o = p.observe().await;
+    assert!(o.fresh.is_empty());
+    let e = o.errors[0].error.to_string();
+    assert!(
+        e.contains("http://127.0.0.1:9/latest/api/token") && e.contains("NTHD_IMDS_ENDPOINT"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn sources_are_polled_at_rates_that_fit_their_lead_times() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(
+        &m,
+        AwsOptions {
+            poll_interval: Duration::from_millis(100),
+            slow_poll_interval: Duration::from_millis(1000),
+            ..AwsOptions::default()
+        },
+    );
+    let end = Instant::now() + Duration::from_millis(1950);
+    while p.next_due() < end {
+        tokio::time::sleep_until(p.next_due().into()).await;
+        p.observe().await;
+    }
+    let spot = m.count(aws::SPOT_PATH);
+    let asg = m.count(aws::ASG_PATH);
+    let slow = m.count(aws::SCHEDULED_PATH);
+    assert!((15..=21).contains(&spot), "spot every 100 ms: {spot}");
+    assert!((5..=8).contains(&asg), "ASG every 300 ms: {asg}");
+    assert_eq!(slow, 2, "slow sources at 0 s and 1 s");
+    assert_eq!(m.count(aws::REBALANCE_PATH), 2);
+    assert_eq!(m.stats().aws_tokens_issued, 1, "the token is cached");
+    assert!(
+        m.stats().connections <= 3,
+        "keep-alive: {} connections",
+        m.stats().connections
+    );
+}
