@@ -1,11 +1,12 @@
 //! The real `nthd` binary against the mock IMDS and a fake logind on a private dbus-daemon
 //! (`DBUS_SYSTEM_BUS_ADDRESS`): what it calls, how often, when, and what it tells systemd.
 
-use std::io::Read;
+mod common;
+
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+
+use common::Nthd;
 
 use nthd::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
@@ -15,89 +16,6 @@ const DENIED: (&str, &str) = (
     "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
     "Interactive authentication required.",
 );
-
-struct Nthd {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Nthd {
-    fn start(bus: &str, imds: &str, state_dir: &Path, env: &[(&str, &str)]) -> Nthd {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("stderr.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
-        cmd.arg("run")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
-            .env("NTHD_PROVIDER", "aws")
-            .env("NTHD_IMDS_ENDPOINT", imds)
-            .env("NTHD_POLL_INTERVAL", "200ms")
-            .env("NTHD_RETRY_DELAY", "300ms")
-            .env("NTHD_LOG_TARGET", "stderr")
-            .env("NTHD_STATE_DIR", state_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Nthd {
-            child: cmd.spawn().unwrap(),
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        let mut s = String::new();
-        std::fs::File::open(&self.log)
-            .unwrap()
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    }
-
-    fn running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
-        let end = Instant::now() + timeout;
-        while Instant::now() < end {
-            if self.log().contains(needle) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
-    }
-
-    async fn stop(&mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < end,
-                "nthd did not stop on SIGTERM:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Nthd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn setup() -> (PrivateBus, FakeLogind, MockImds, tempfile::TempDir) {
     let bus = PrivateBus::start().unwrap();

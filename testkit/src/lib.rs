@@ -1,0 +1,36 @@
+//! Test doubles for `nthd`.
+//!
+//! * [`imds`] — a scriptable, hand-written HTTP/1.1 server that emulates the instance-metadata
+//!   services of AWS, GCP, Azure and Alibaba Cloud at once, with byte-level fault injection.
+//!   Also shipped as the `nthd-mock-imds` binary.
+//! * [`logind`] — a private `dbus-daemon` ([`logind::PrivateBus`]) and a fake
+//!   `org.freedesktop.login1` ([`logind::FakeLogind`]). Also shipped as `nthd-fake-logind`.
+//! * [`kubelet`] — a stand-in for kubelet's Graceful Node Shutdown manager (delay inhibitor +
+//!   `PrepareForShutdown` handling), shipped as `nthd-fake-kubelet`.
+//!
+//! Everything here is test infrastructure: on misuse (an invalid scripted response, a poisoned
+//! state) it prefers a loud panic with a clear message over silently doing something else.
+
+pub mod imds;
+pub mod kubelet;
+pub mod logind;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch for `t` (0 for times before the epoch).
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    unix_ms(SystemTime::now())
+}
+
+/// Lock a mutex, ignoring poisoning: the state behind our mutexes stays consistent even if a
+/// holder panicked (every critical section is a handful of plain assignments).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,152 @@
+//! Shared harness: the real `nthd` binary as a child process, with its stderr captured and an
+//! optional sd_notify socket.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Nthd {
+    pub child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Nthd {
+    pub fn start(bus: &str, imds: &str, state_dir: &Path, env: &[(&str, &str)]) -> Nthd {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stderr.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
+        cmd.arg("run")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+            .env("NTHD_PROVIDER", "aws")
+            .env("NTHD_IMDS_ENDPOINT", imds)
+            .env("NTHD_POLL_INTERVAL", "200ms")
+            .env("NTHD_RETRY_DELAY", "300ms")
+            .env("NTHD_LOG_TARGET", "stderr")
+            .env("NTHD_STATE_DIR", state_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Nthd {
+            child: cmd.spawn().unwrap(),
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        let mut s = String::new();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if self.log().contains(needle) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    pub async fn stop(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < end,
+                "nthd did not stop on SIGTERM:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Nthd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Collects sd_notify messages sent to a socket in a temporary directory.
+pub struct Notify {
+    sock: UnixDatagram,
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+    pub msgs: Vec<(Instant, String)>,
+}
+
+impl Notify {
+    pub fn new() -> Notify {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let sock = UnixDatagram::bind(&path).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        Notify {
+            sock,
+            path,
+            _dir: dir,
+            msgs: Vec::new(),
+        }
+    }
+
+    pub fn drain(&mut self) {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.sock.recv(&mut buf) {
+            self.msgs.push((
+                Instant::now(),
+                String::from_utf8_lossy(&buf[..n]).into_owned(),
+            ));
+        }
+    }
+
+    /// The longest gap between watchdog pings from `since` to now.
+    pub fn longest_watchdog_gap(&mut self, since: Instant) -> Duration {
+        self.drain();
+        let mut last = since;
+        let mut gap = Duration::ZERO;
+        for (t, m) in &self.msgs {
+            if *t >= since && m.contains("WATCHDOG=1") {
+                gap = gap.max(t.duration_since(last));
+                last = *t;
+            }
+        }
+        gap.max(Instant::now().duration_since(last))
+    }
+
+    pub fn last_status(&mut self) -> String {
+        self.drain();
+        self.msgs
+            .iter()
+            .rev()
+            .find_map(|(_, m)| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("STATUS="))
+                    .map(str::to_string)
+            })
+            .unwrap_or_default()
+    }
+}
