@@ -226,9 +226,41 @@ struct Daemon {
     last_error: Option<String>,
     logind_error: Option<String>,
     acked: bool,
+    grant_checked: bool,
 }
 
 impl Daemon {
+    /// Once logind answers, asks whether this user may power off (and reboot, if a reboot
+    /// policy is set) and warns with the fix when polkit would say no. nthd still tries when
+    /// a notice comes: the answer can change when the rule is installed.
+    async fn check_grant(&mut self) {
+        if self.grant_checked || self.opts.dry_run {
+            return;
+        }
+        let mut actions = vec![Action::PowerOff];
+        if self.planner.config().wants_reboot() {
+            actions.push(Action::Reboot);
+        }
+        for action in actions {
+            let method = if action == Action::Reboot {
+                "CanReboot"
+            } else {
+                "CanPowerOff"
+            };
+            match self.logind.can(action).await {
+                Ok(v) if v == "yes" => {}
+                Ok(v) => tracing::warn!(
+                    "logind {method} answers {v:?} for this user: polkit will refuse {}. Install \
+                     /usr/share/polkit-1/rules.d/50-nthd.rules (or the .pkla on polkit 0.105), \
+                     run nthd as user nthd, and check with: sudo -u nthd nthd check",
+                    crate::logind::polkit_action(action)
+                ),
+                Err(_) => return,
+            }
+        }
+        self.grant_checked = true;
+    }
+
     async fn refresh_budget(&mut self) {
         if self
             .budget_read_at
@@ -247,6 +279,7 @@ impl Daemon {
                 }
                 self.budget = Some(b);
                 self.logind_error = None;
+                self.check_grant().await;
             }
             Err(e) => {
                 if self.logind_error.as_deref() != Some(&e.to_string()) {
@@ -473,6 +506,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         last_error: None,
         logind_error: None,
         acked: false,
+        grant_checked: false,
         opts: opts.clone(),
     };
     if d.opts.dry_run {

@@ -91,11 +91,12 @@ impl Drop for Nthd {
     }
 }
 
-/// Collects sd_notify messages sent to a socket in a temporary directory.
+/// Collects sd_notify messages sent to a socket in a temporary directory, time-stamped on
+/// arrival by a reader thread.
 pub struct Notify {
-    sock: UnixDatagram,
     pub path: PathBuf,
     _dir: tempfile::TempDir,
+    received: std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>,
     pub msgs: Vec<(Instant, String)>,
 }
 
@@ -104,23 +105,33 @@ impl Notify {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify");
         let sock = UnixDatagram::bind(&path).unwrap();
-        sock.set_nonblocking(true).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let weak = std::sync::Arc::downgrade(&received);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                let got = sock.recv(&mut buf);
+                let Some(r) = weak.upgrade() else { return };
+                if let Ok(n) = got {
+                    r.lock().unwrap().push((
+                        Instant::now(),
+                        String::from_utf8_lossy(&buf[..n]).into_owned(),
+                    ));
+                }
+            }
+        });
         Notify {
-            sock,
             path,
             _dir: dir,
+            received,
             msgs: Vec::new(),
         }
     }
 
     pub fn drain(&mut self) {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.sock.recv(&mut buf) {
-            self.msgs.push((
-                Instant::now(),
-                String::from_utf8_lossy(&buf[..n]).into_owned(),
-            ));
-        }
+        self.msgs = self.received.lock().unwrap().clone();
     }
 
     /// The longest gap between watchdog pings from `since` to now.

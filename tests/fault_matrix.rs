@@ -1,0 +1,452 @@
+//! The fault matrix: every fault we can think of, on the IMDS side and the D-Bus side, with the
+//! real binary. For every cell: the daemon stays up, the log says what is wrong, the watchdog
+//! keeps being fed while the loop runs, and the notice is acted on exactly once.
+//!
+//! IMDS cells run in two phases:
+//! - `before`: the fault is on while there is no notice; then it clears and a notice appears.
+//! - `during`: the notice is there but hidden behind the fault; the fault clears, the notice is
+//!   acted on, then the fault comes back and clears again without a second action.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Notify, Nthd};
+use nthd::provider::aws;
+use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+
+const NOTICE: &str = r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#;
+
+fn notice() -> Response {
+    Response::json(200, NOTICE)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    Before,
+    During,
+}
+
+type Apply = fn(&MockImds);
+
+fn start(bus: &str, imds: &str, state: &Path, notify: &Notify) -> Nthd {
+    Nthd::start(
+        bus,
+        imds,
+        state,
+        &[
+            ("NOTIFY_SOCKET", notify.path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "900000"),
+            ("NTHD_REQUEST_TIMEOUT", "500ms"),
+        ],
+    )
+}
+
+async fn assert_once(logind: &FakeLogind, n: &mut Nthd) {
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(8))
+            .await,
+        "no PowerOff:\n{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let ok = logind
+        .calls_of("PowerOff")
+        .iter()
+        .filter(|c| c.error.is_none())
+        .count();
+    assert_eq!(ok, 1, "{}", n.log());
+    assert!(n.running(), "{}", n.log());
+}
+
+/// Runs one IMDS cell. `fault` turns the fault on (for the spot source unless it is a
+/// server-wide knob); `clear` turns it off; `hint` must appear in the log while faulty.
+async fn imds_cell(phase: Phase, fault: Apply, clear: Apply, hint: &str) {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut notify = Notify::new();
+    if phase == Phase::During {
+        imds.set(aws::SPOT_PATH, notice());
+    }
+    fault(&imds);
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    let t0 = Instant::now();
+    assert!(
+        n.wait_log(hint, Duration::from_secs(6)).await,
+        "no `{hint}` in the log:\n{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(n.running(), "{}", n.log());
+    assert_eq!(
+        logind.power_off_count(),
+        0,
+        "nothing acted on while the notice is unreadable"
+    );
+    assert!(
+        !notify.last_status().is_empty(),
+        "STATUS= is sent while faulty"
+    );
+    clear(&imds);
+    imds.set(aws::SPOT_PATH, notice());
+    assert_once(&logind, &mut n).await;
+    if phase == Phase::During {
+        // The fault comes back and clears again: still one PowerOff.
+        fault(&imds);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        clear(&imds);
+        imds.set(aws::SPOT_PATH, notice());
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(logind.power_off_count(), 1, "{}", n.log());
+    }
+    let gap = notify.longest_watchdog_gap(t0 + Duration::from_millis(300));
+    assert!(
+        gap < Duration::from_millis(1500),
+        "watchdog starved for {gap:?}"
+    );
+    assert!(n.stop().await.success());
+}
+
+macro_rules! imds_cells {
+    ($($name:ident: $fault:expr, $clear:expr, $hint:expr;)*) => {
+        mod imds_before {
+            use super::*;
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { imds_cell(Phase::Before, $fault, $clear, $hint).await } )*
+        }
+        mod imds_during {
+            use super::*;
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { imds_cell(Phase::During, $fault, $clear, $hint).await } )*
+        }
+    };
+}
+
+fn clear_spot(m: &MockImds) {
+    m.clear(aws::SPOT_PATH);
+}
+
+imds_cells! {
+    hang: |m| m.set(aws::SPOT_PATH, Response::fault(Fault::Hang)), clear_spot, "no answer from";
+    connection_reset: |m| m.set(aws::SPOT_PATH, Response::fault(Fault::Reset)), clear_spot, "cannot reach";
+    server_error_burst: |m| m.set(aws::SPOT_PATH, Response::status(503)), clear_spot, "HTTP 503";
+    token_401_always: |m| m.config(|c| c.token_always_401 = true), |m| m.config(|c| c.token_always_401 = false), "HTTP 401";
+    token_put_403: |m| m.config(|c| { c.aws_token = TokenMode::Refused; c.token_put_status = 403; }),
+        |m| m.config(|c| c.aws_token = TokenMode::Required), "NTHD_AWS_IMDSV1";
+    token_put_405: |m| m.config(|c| { c.aws_token = TokenMode::Refused; c.token_put_status = 405; }),
+        |m| m.config(|c| c.aws_token = TokenMode::Required), "was refused with HTTP 405";
+    slow_body: |m| m.set(aws::SPOT_PATH, Response::json(200, NOTICE).with_fault(Fault::Slow)), clear_spot, "no answer from";
+    truncated_body: |m| m.set(aws::SPOT_PATH, Response::json(200, NOTICE).with_fault(Fault::Truncate)), clear_spot, "cannot reach";
+    garbage_json: |m| m.set(aws::SPOT_PATH, Response::json(200, r#"{"action": ter"#)), clear_spot, "invalid spot instance-action JSON";
+    not_http: |m| m.set(aws::SPOT_PATH, Response::fault(Fault::Garbage)), clear_spot, "cannot reach";
+    oversized_body: |m| m.set(aws::SPOT_PATH, Response::huge(1 << 30)), clear_spot, "refuses to read it";
+    html_error_page: |m| m.set(aws::SPOT_PATH, Response::text(200, "<html><body>Service Unavailable</body></html>").with_header("Content-Type", "text/html")), clear_spot, "is not what nthd expects";
+}
+
+/// The metadata service is not there at all when nthd starts (connection refused), and comes
+/// up minutes (here: seconds) later with a notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imds_unreachable_at_boot_then_appears() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let state = tempfile::tempdir().unwrap();
+    let mut notify = Notify::new();
+    let mut n = start(bus.address(), &url, state.path(), &notify);
+    let t0 = Instant::now();
+    assert!(
+        n.wait_log("cannot reach", Duration::from_secs(5)).await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    notify.drain();
+    assert!(
+        notify.msgs.iter().any(|(_, m)| m.contains("READY=1")),
+        "READY even though IMDS is down"
+    );
+    assert!(
+        notify.last_status().contains("metadata error"),
+        "{}",
+        notify.last_status()
+    );
+    let imds = MockImds::builder()
+        .listen(format!("127.0.0.1:{port}"))
+        .route(aws::SPOT_PATH, notice())
+        .start()
+        .await
+        .unwrap();
+    assert_once(&logind, &mut n).await;
+    assert!(imds.count(aws::SPOT_PATH) >= 1);
+    assert!(
+        notify.longest_watchdog_gap(t0 + Duration::from_millis(300)) < Duration::from_millis(1500)
+    );
+}
+
+/// Clock skew: the notice time is far in the past or far in the future. A spot notice is acted
+/// on at once either way, and exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_skew_notice_time_past_and_future() {
+    for time in ["1999-01-01T00:00:00Z", "2099-01-01T00:00:00Z"] {
+        let bus = PrivateBus::start().unwrap();
+        let logind = FakeLogind::serve(bus.address()).await.unwrap();
+        let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let notify = Notify::new();
+        imds.set(
+            aws::SPOT_PATH,
+            Response::json(200, format!(r#"{{"action":"terminate","time":"{time}"}}"#)),
+        );
+        let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+        assert_once(&logind, &mut n).await;
+    }
+}
+
+/// A notice that appears, disappears and appears again is acted on once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flapping_notice() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let notify = Notify::new();
+    imds.set(
+        aws::SPOT_PATH,
+        Response::sequence(vec![
+            notice(),
+            Response::status(404),
+            Response::status(404),
+            notice(),
+        ]),
+    );
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert_once(&logind, &mut n).await;
+    assert!(imds.count(aws::SPOT_PATH) >= 4, "read through the flap");
+    assert!(n.log().contains("is no longer listed"), "{}", n.log());
+}
+
+// --- D-Bus side ------------------------------------------------------------------------------
+
+fn link_to(link: &Path, bus: &PrivateBus) {
+    let _ = std::fs::remove_file(link);
+    std::os::unix::fs::symlink(bus.socket_path(), link).unwrap();
+}
+
+/// No system bus when nthd starts; it appears later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dbus_absent_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("system_bus_socket");
+    let addr = format!("unix:path={}", link.display());
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set(aws::SPOT_PATH, notice());
+    let mut notify = Notify::new();
+    let mut n = start(&addr, &imds.url(), dir.path(), &notify);
+    let t0 = Instant::now();
+    assert!(
+        n.wait_log("cannot connect to the system D-Bus", Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    assert!(
+        n.log().contains("Is dbus running"),
+        "the error says what to check"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        notify.last_status().contains("logind error"),
+        "{}",
+        notify.last_status()
+    );
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    link_to(&link, &bus);
+    assert_once(&logind, &mut n).await;
+    assert!(
+        notify.longest_watchdog_gap(t0 + Duration::from_millis(300)) < Duration::from_millis(1500)
+    );
+}
+
+/// dbus-daemon is restarted (a new bus behind the same socket path) while nthd runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dbus_restarted_while_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("system_bus_socket");
+    let addr = format!("unix:path={}", link.display());
+    let bus_a = PrivateBus::start().unwrap();
+    let logind_a = FakeLogind::serve(bus_a.address()).await.unwrap();
+    link_to(&link, &bus_a);
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let notify = Notify::new();
+    let mut n = start(&addr, &imds.url(), dir.path(), &notify);
+    assert!(
+        n.wait_log("InhibitDelayMaxUSec is", Duration::from_secs(5))
+            .await,
+        "connected first:\n{}",
+        n.log()
+    );
+    drop(logind_a);
+    drop(bus_a);
+    let bus_b = PrivateBus::start().unwrap();
+    let logind_b = FakeLogind::serve(bus_b.address()).await.unwrap();
+    link_to(&link, &bus_b);
+    imds.set(aws::SPOT_PATH, notice());
+    assert_once(&logind_b, &mut n).await;
+}
+
+/// logind is restarted (drops its bus name and takes it again) while nthd runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logind_restarted_while_running() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert!(
+        n.wait_log("InhibitDelayMaxUSec is", Duration::from_secs(5))
+            .await
+    );
+    logind.stop().await.unwrap();
+    imds.set(aws::SPOT_PATH, notice());
+    assert!(
+        n.wait_log("not on the system bus", Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    logind.start().await.unwrap();
+    assert_once(&logind, &mut n).await;
+}
+
+/// PowerOff fails (not a denial): logged, retried, then done once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poweroff_returns_an_error() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_power_off_error(Some((
+        "org.freedesktop.DBus.Error.Failed",
+        "Operation not supported",
+    )));
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set(aws::SPOT_PATH, notice());
+    let state = tempfile::tempdir().unwrap();
+    let mut notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 2, Duration::from_secs(5))
+            .await,
+        "retried"
+    );
+    assert!(
+        n.log().contains("logind PowerOff failed") && n.log().contains("retrying"),
+        "{}",
+        n.log()
+    );
+    assert!(
+        notify.last_status().contains("logind error"),
+        "{}",
+        notify.last_status()
+    );
+    logind.set_power_off_error(None);
+    let end = Instant::now() + Duration::from_secs(5);
+    while logind
+        .calls_of("PowerOff")
+        .iter()
+        .all(|c| c.error.is_some())
+        && Instant::now() < end
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        logind
+            .calls_of("PowerOff")
+            .iter()
+            .filter(|c| c.error.is_none())
+            .count(),
+        1
+    );
+    assert!(n.running());
+}
+
+/// polkit denies: the error names the polkit action and the fix; after the grant, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polkit_denies() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_power_off_error(Some((
+        "org.freedesktop.DBus.Error.AccessDenied",
+        "Permission denied",
+    )));
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set(aws::SPOT_PATH, notice());
+    let state = tempfile::tempdir().unwrap();
+    let notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 2, Duration::from_secs(5))
+            .await
+    );
+    let log = n.log();
+    assert!(
+        log.contains("polkit did not grant org.freedesktop.login1.power-off")
+            && log.contains("nthd.pkla"),
+        "{log}"
+    );
+    logind.set_power_off_error(None);
+    let end = Instant::now() + Duration::from_secs(5);
+    while logind
+        .calls_of("PowerOff")
+        .iter()
+        .all(|c| c.error.is_some())
+        && Instant::now() < end
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        logind
+            .calls_of("PowerOff")
+            .iter()
+            .filter(|c| c.error.is_none())
+            .count(),
+        1
+    );
+    assert!(n.running());
+}
+
+/// CanPowerOff answers `challenge`: nthd warns at start with the fix, and still acts when a
+/// notice comes (the grant may have been installed since).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn can_power_off_says_challenge() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_can_power_off("challenge");
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert!(
+        n.wait_log("CanPowerOff answers \"challenge\"", Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    assert!(n.log().contains("50-nthd.rules"));
+    imds.set(aws::SPOT_PATH, notice());
+    assert_once(&logind, &mut n).await;
+}
