@@ -1,0 +1,80 @@
+//! `nthd once`: the notice and the decision, printed, with the exit code telling whether the
+//! metadata service answered.
+
+use std::process::Command;
+
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+
+fn once(url: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .args(["once", "--provider", "aws", "--imds-endpoint", url])
+        .args(extra)
+        .env_clear()
+        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .env("NTHD_LOG_LEVEL", "error")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn prints_the_spot_notice_and_the_decision() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
+    m.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    m.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#),
+    );
+    let out = once(&m.url(), &[]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    assert!(s.contains("cloud: aws (set by --provider"), "{s}");
+    assert!(
+        s.contains(
+            "notice: spot-terminate — spot instance-action terminate at 2030-01-01T00:02:00Z"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("decision: poweroff now"), "{s}");
+    assert!(
+        s.contains("notice: rebalance") && s.contains("decision: log now"),
+        "{s}"
+    );
+    assert!(
+        s.contains("using the fallback drain budget"),
+        "logind is not reachable here: {s}"
+    );
+
+    let out = once(&m.url(), &["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["cloud"], "aws");
+    let spot = v["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "spot-terminate")
+        .unwrap();
+    assert_eq!(spot["action"], "poweroff");
+    assert_eq!(spot["when"], "now");
+    assert_eq!(spot["deadline"], "2030-01-01T00:02:00Z");
+}
+
+#[test]
+fn no_notice_and_unreachable() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
+    let out = once(&m.url(), &[]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("notices: none"));
+    let out = once("http://127.0.0.1:9", &[]);
+    assert!(
+        !out.status.success(),
+        "exit non-zero when the metadata service does not answer"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("error: aws/"));
+}
