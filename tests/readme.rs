@@ -4,12 +4,16 @@ use clap::CommandFactory;
 
 #[test]
 fn readme_documents_every_env_var_and_default() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let cmd = nthd::config::Cli::command();
     for a in cmd.get_arguments() {
         if let Some(env) = a.get_env() {
             let env = env.to_string_lossy();
-            assert!(readme.contains(&format!("`{env}`")), "README does not document {env}");
+            assert!(
+                readme.contains(&format!("`{env}`")),
+                "README does not document {env}"
+            );
         }
     }
     for k in nthd::provider::KINDS {
