@@ -1,31 +1,292 @@
-//! SKELETON — replaced by the real provider.
-use super::{Cloud, Observation, Provider};
-use crate::imds::ImdsClient;
-use std::time::Instant;
-#[derive(Clone, Debug, Default)]
+//! Alibaba Cloud ECS instance metadata (`http://100.100.100.200`).
+//!
+//! One source: `meta-data/instance/spot/termination-time`, polled every `poll_interval`. It
+//! answers 404 until a spot instance is about to be reclaimed, then a UTC time about 5 minutes
+//! ahead.
+//!
+//! Hardened mode (token required) is supported the way aws.rs does IMDSv2: a token from
+//! `PUT /latest/api/token` (`X-aliyun-ecs-metadata-token-ttl-seconds`) is cached and refreshed
+//! before it expires, sent as `X-aliyun-ecs-metadata-token`, and a 401/403 drops it and retries
+//! the read once with a new one. Unlike AWS, an instance in normal mode (the token `PUT`
+//! answered 403, 404 or 405) is read without a token: that is a supported configuration on
+//! Alibaba, not a downgrade. It is logged once at info; a later 401/403 on a read tries the
+//! token again, in case hardened mode was switched on.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+
+use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
+use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
+use crate::timefmt;
+
+pub const TOKEN_PATH: &str = "/latest/api/token";
+pub const SPOT_PATH: &str = "/latest/meta-data/instance/spot/termination-time";
+
+const SRC_SPOT: &str = "alibaba/spot/termination-time";
+
+/// Header names must be lowercase for `ImdsClient::send`.
+const TTL_HEADER: &str = "x-aliyun-ecs-metadata-token-ttl-seconds";
+const TOKEN_HEADER: &str = "x-aliyun-ecs-metadata-token";
+/// Requested token lifetime (the longest Alibaba allows).
+const TOKEN_TTL: Duration = Duration::from_secs(21600);
+
+/// How nthd polls Alibaba Cloud ECS metadata.
+#[derive(Clone, Debug)]
 pub struct AlibabaOptions {
-    pub poll_interval: std::time::Duration,
+    pub poll_interval: Duration,
 }
-pub struct Alibaba {
-    _c: ImdsClient,
-    _o: AlibabaOptions,
-}
-impl Alibaba {
-    pub fn new(c: ImdsClient, o: AlibabaOptions) -> Self {
-        Alibaba { _c: c, _o: o }
+
+impl Default for AlibabaOptions {
+    fn default() -> Self {
+        AlibabaOptions {
+            poll_interval: Duration::from_secs(1),
+        }
     }
 }
+
+#[derive(Debug)]
+struct Token {
+    value: String,
+    /// When nthd stops using it (well before the real expiry).
+    refresh_at: Instant,
+}
+
+/// The Alibaba provider.
+pub struct Alibaba {
+    client: ImdsClient,
+    opts: AlibabaOptions,
+    token: Option<Token>,
+    /// The token PUT was refused: read without a token.
+    plain_mode: bool,
+    told_plain_mode: bool,
+    source: SourceState,
+    tokens_fetched: u64,
+}
+
+impl Alibaba {
+    pub fn new(client: ImdsClient, opts: AlibabaOptions) -> Alibaba {
+        Alibaba {
+            source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
+            client,
+            opts,
+            token: None,
+            plain_mode: false,
+            told_plain_mode: false,
+            tokens_fetched: 0,
+        }
+    }
+
+    pub fn tokens_fetched(&self) -> u64 {
+        self.tokens_fetched
+    }
+
+    /// A valid token, `None` in normal (tokenless) mode.
+    async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
+        if self.plain_mode {
+            return Ok(None);
+        }
+        if let Some(t) = &self.token {
+            if Instant::now() < t.refresh_at {
+                return Ok(Some(t.value.clone()));
+            }
+        }
+        self.token = None;
+        let ttl = TOKEN_TTL.as_secs().to_string();
+        let reply = self
+            .client
+            .send(
+                Method::PUT,
+                TOKEN_PATH,
+                &[(TTL_HEADER, ttl.as_str())],
+                None,
+                None,
+            )
+            .await?;
+        let url = self.client.url(TOKEN_PATH);
+        match reply.status {
+            200 => {
+                let value = reply.body.trim().to_string();
+                if value.is_empty()
+                    || value.len() > 1024
+                    || !value.bytes().all(|b| b.is_ascii_graphic())
+                {
+                    return Err(ImdsError::malformed(
+                        &url,
+                        "the metadata token is empty or invalid",
+                        &reply.body,
+                    ));
+                }
+                // Refresh a minute early (at 80% for short lifetimes).
+                let early = (TOKEN_TTL / 5).min(Duration::from_secs(60));
+                self.token = Some(Token {
+                    value: value.clone(),
+                    refresh_at: Instant::now() + TOKEN_TTL - early,
+                });
+                self.tokens_fetched += 1;
+                Ok(Some(value))
+            }
+            // Forbidden, Not Found, Method Not Allowed: no hardened mode here.
+            403..=405 => {
+                if !self.told_plain_mode {
+                    tracing::info!(
+                        "metadata token PUT {url} answered HTTP {}: the instance is in normal \
+                         (not hardened) metadata mode; reading without a token",
+                        reply.status
+                    );
+                    self.told_plain_mode = true;
+                }
+                self.plain_mode = true;
+                Ok(None)
+            }
+            s => Err(status_error(url, s)),
+        }
+    }
+
+    /// GET with the token (if any); a 401/403 drops it and retries once with a new one.
+    async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
+        let mut reply = None;
+        for attempt in 0..2 {
+            let token = self.fetch_token().await?;
+            let headers: Vec<(&'static str, &str)> = match &token {
+                Some(t) => vec![(TOKEN_HEADER, t.as_str())],
+                None => vec![],
+            };
+            let r = self.client.get(path, &headers).await?;
+            if matches!(r.status, 401 | 403) && attempt == 0 {
+                tracing::debug!(
+                    "{} answered {}; fetching a new metadata token",
+                    self.client.url(path),
+                    r.status
+                );
+                self.token = None;
+                self.plain_mode = false;
+                continue;
+            }
+            reply = Some(r);
+            break;
+        }
+        Ok(reply.expect("the loop sets the reply on its last pass"))
+    }
+
+    async fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
+        let reply = self.get(SPOT_PATH).await?;
+        let url = self.client.url(SPOT_PATH);
+        match reply.status {
+            404 => Ok(Vec::new()),
+            200 => parse_termination_time(&url, &reply.body).map(|n| vec![n]),
+            s => Err(status_error(url, s)),
+        }
+    }
+}
+
+/// Parses a `spot/termination-time` answer. The endpoint exists only while a termination is
+/// scheduled, so any answer is a notice: a time that does not parse is logged and taken as
+/// "now". It never fails today; the `Result` keeps the parsers' signatures uniform.
+pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError> {
+    let text = body.trim();
+    let deadline = timefmt::parse_any(text);
+    let detail = match deadline {
+        Some(_) => format!("spot instance termination-time {text}"),
+        None => {
+            tracing::warn!(
+                "spot termination-time {:?} at {url} does not parse; acting as if it were now",
+                cap_raw(text)
+            );
+            format!(
+                "spot instance termination-time {:?} (unparseable, taken as now)",
+                text.chars().take(64).collect::<String>()
+            )
+        }
+    };
+    Ok(Notice {
+        kind: NoticeKind::AlibabaSpot,
+        source: SRC_SPOT,
+        id: "alibaba/spot/termination".into(),
+        event_id: None,
+        deadline,
+        status: NoticeStatus::Active,
+        detail,
+        raw: cap_raw(body),
+    })
+}
+
 impl Provider for Alibaba {
     fn cloud(&self) -> Cloud {
         Cloud::Alibaba
     }
+
     fn describe(&self) -> String {
-        String::new()
+        format!(
+            "Alibaba Cloud ECS metadata at {} ({}): spot termination-time every {}",
+            self.client.base(),
+            if self.plain_mode {
+                "normal mode, no token"
+            } else if self.token.is_some() {
+                "hardened-mode token"
+            } else {
+                "with a hardened-mode token unless the instance is in normal mode"
+            },
+            timefmt::format_duration(self.opts.poll_interval),
+        )
     }
+
     async fn observe(&mut self) -> Observation {
-        Observation::default()
+        let mut obs = Observation::default();
+        if self.source.due(Instant::now()) {
+            let result = self.read_spot().await;
+            self.source.record(Instant::now(), result, &mut obs);
+        }
+        obs.notices.extend(self.source.last.iter().cloned());
+        obs
     }
+
     fn next_due(&self) -> Instant {
-        Instant::now() + std::time::Duration::from_secs(1)
+        self.source.next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    const U: &str = "http://100.100.100.200/latest/meta-data/instance/spot/termination-time";
+
+    #[test]
+    fn termination_times() {
+        let n = parse_termination_time(U, "2015-01-05T18:02:00Z").unwrap();
+        assert_eq!(n.kind, NoticeKind::AlibabaSpot);
+        assert_eq!(n.id, "alibaba/spot/termination");
+        assert_eq!(n.source, SRC_SPOT);
+        assert_eq!(n.status, NoticeStatus::Active);
+        assert_eq!(
+            n.deadline
+                .unwrap()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            1_420_480_920
+        );
+        let n2 = parse_termination_time(U, "2015-01-05T18:03:00Z\n").unwrap();
+        assert_eq!(n.id, n2.id, "the fingerprint must not depend on the time");
+        assert!(n2.deadline.is_some());
+    }
+
+    #[test]
+    fn unparseable_times_are_still_notices() {
+        for body in [
+            "",
+            "soon",
+            "2015-13-05T18:02:00Z",
+            "<html>",
+            "é",
+            &"9".repeat(5000),
+        ] {
+            let n = parse_termination_time(U, body).unwrap();
+            assert_eq!(n.kind, NoticeKind::AlibabaSpot, "{body:?}");
+            assert!(n.deadline.is_none(), "{body:?}");
+            assert!(n.detail.len() < 200);
+        }
     }
 }

@@ -1,31 +1,834 @@
-//! SKELETON — replaced by the real provider.
-use super::{Cloud, Observation, Provider};
-use crate::imds::ImdsClient;
-use std::time::Instant;
-#[derive(Clone, Debug, Default)]
+//! Azure Scheduled Events (`/metadata/scheduledevents`, header `Metadata: true`).
+//!
+//! The document is polled every `poll_interval` (about once a second, as Azure recommends). It
+//! lists the events of every VM in the same availability set or scale set, so nthd acts only on
+//! events whose `Resources` name this VM, compared case-insensitively. The name comes from
+//! `/metadata/instance/compute/name` and is read once, then cached; until that read works it is
+//! retried with a backoff on every observation.
+//!
+//! # While the VM name is unknown
+//!
+//! Events are then attributed to no VM: nthd never acts on them, not even when an event lists
+//! exactly one resource, because a single-resource event is just as likely to be for a sibling
+//! VM (events of a scale set usually name one instance each). Each such event is logged once at
+//! warn, and it produces no notice (not even an `unknown` one: a user who set
+//! `--action-unknown=poweroff` must not power off for another VM). This loses no notice in
+//! practice: the name lives on the same service that just answered, the events stay in the
+//! document until they start, and the next observation after the name read succeeds
+//! re-evaluates them with their real kind (Preempt gives at least 30 s, the others minutes).
+//!
+//! # The first request
+//!
+//! The first Scheduled Events call can take up to two minutes while the platform enables the
+//! service for the VM. That request gets a long timeout ([`FIRST_REQUEST_TIMEOUT`]) until the
+//! service has answered once. It is kept in flight across observations: `observe()` returns
+//! after at most [`FIRST_REQUEST_PATIENCE`] with a timeout error (nothing is "fresh", so nothing
+//! is declared gone) and the next call keeps waiting on the same request. This keeps the
+//! daemon's watchdog fed, which a two-minute `observe()` would not.
+//!
+//! # Acknowledgement
+//!
+//! [`Provider::acknowledge`] POSTs `{"StartRequests":[{"EventId":...}]}` for the ids that are
+//! both asked for and listed for this VM in the last document nthd read. It never acknowledges
+//! an event it did not see for this VM: acknowledging lets the platform go ahead for every
+//! resource an event lists.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Map, Value};
+
+use super::aws::sanitize;
+use super::{
+    cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
+    SourceState,
+};
+use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::timefmt;
+
+/// Path (without the query) of the Scheduled Events document.
+pub const EVENTS_PATH: &str = "/metadata/scheduledevents";
+/// The Scheduled Events API version nthd speaks.
+pub const EVENTS_API_VERSION: &str = "2020-07-01";
+/// Path (without the query) of this VM's name.
+pub const NAME_PATH: &str = "/metadata/instance/compute/name";
+
+const SRC_EVENTS: &str = "azure/scheduledevents";
+const SRC_NAME: &str = "azure/instance/compute/name";
+
+/// Header names must be lowercase for `ImdsClient::send`.
+const METADATA: (&str, &str) = ("metadata", "true");
+
+/// Timeout of Scheduled Events requests until the service has answered once.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long one `observe()` waits for that slow first request before it returns (the request
+/// stays in flight).
+pub const FIRST_REQUEST_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The longest EventId kept as the platform's id (longer ones are only fingerprinted).
+const MAX_EVENT_ID: usize = 256;
+
+/// How nthd polls Azure Scheduled Events.
+#[derive(Clone, Debug)]
 pub struct AzureOptions {
-    pub poll_interval: std::time::Duration,
+    pub poll_interval: Duration,
 }
-pub struct Azure {
-    _c: ImdsClient,
-    _o: AzureOptions,
-}
-impl Azure {
-    pub fn new(c: ImdsClient, o: AzureOptions) -> Self {
-        Azure { _c: c, _o: o }
+
+impl Default for AzureOptions {
+    fn default() -> Self {
+        AzureOptions {
+            poll_interval: Duration::from_secs(1),
+        }
     }
 }
+
+/// One event of the document, leniently extracted (missing or mistyped fields are empty).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduledEvent {
+    /// `EventId`, if it is a usable string.
+    pub event_id: Option<String>,
+    pub event_type: String,
+    pub resource_type: String,
+    pub resources: Vec<String>,
+    pub event_status: String,
+    /// RFC 1123, empty once the event has started.
+    pub not_before: String,
+    pub description: String,
+    pub event_source: String,
+    pub duration_secs: Option<i64>,
+    /// The event's JSON, capped.
+    pub raw: String,
+}
+
+/// The Scheduled Events document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    pub incarnation: Option<i64>,
+    pub events: Vec<ScheduledEvent>,
+}
+
+/// Whom an event is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    ThisVm,
+    OtherVm,
+    /// This VM's name is not known yet and the event names resources.
+    Unknown,
+}
+
+fn str_field(o: &Map<String, Value>, key: &str) -> String {
+    o.get(key)
+        .and_then(Value::as_str)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Parses the Scheduled Events document. The top level must be an object with an `Events`
+/// array of objects; inside an event, unknown fields are ignored and missing or mistyped ones
+/// are left empty.
+pub fn parse_document(url: &str, body: &str) -> Result<Document, ImdsError> {
+    let v: Value = serde_json::from_str(body).map_err(|e| {
+        ImdsError::malformed(url, format!("invalid Scheduled Events JSON: {e}"), body)
+    })?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ImdsError::malformed(url, "expected a JSON object", body))?;
+    let events = obj
+        .get("Events")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ImdsError::malformed(url, "no \"Events\" array", body))?;
+    let incarnation = obj.get("DocumentIncarnation").and_then(Value::as_i64);
+    let mut out = Vec::with_capacity(events.len());
+    for (i, e) in events.iter().enumerate() {
+        let o = e.as_object().ok_or_else(|| {
+            ImdsError::malformed(url, format!("Events[{i}] is not an object"), body)
+        })?;
+        let event_id = o
+            .get("EventId")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| {
+                !s.is_empty() && s.len() <= MAX_EVENT_ID && s.bytes().all(|b| b.is_ascii_graphic())
+            })
+            .map(str::to_string);
+        if event_id.is_none() {
+            tracing::warn!("Scheduled Event {i} at {url} has no usable EventId: {e}");
+        }
+        let resources = match o.get("Resources") {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            Some(Value::String(s)) if !s.trim().is_empty() => vec![s.trim().to_string()],
+            _ => Vec::new(),
+        };
+        out.push(ScheduledEvent {
+            event_id,
+            event_type: str_field(o, "EventType"),
+            resource_type: str_field(o, "ResourceType"),
+            resources,
+            event_status: str_field(o, "EventStatus"),
+            not_before: str_field(o, "NotBefore"),
+            description: str_field(o, "Description"),
+            event_source: str_field(o, "EventSource"),
+            duration_secs: o.get("DurationInSeconds").and_then(Value::as_i64),
+            raw: cap_raw(&e.to_string()),
+        });
+    }
+    Ok(Document {
+        incarnation,
+        events: out,
+    })
+}
+
+/// Parses the plain-text answer of `/metadata/instance/compute/name`.
+pub fn parse_vm_name(url: &str, body: &str) -> Result<String, ImdsError> {
+    let name = body.trim();
+    if name.is_empty()
+        || name.len() > 256
+        || name.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err(ImdsError::malformed(url, "expected a VM name", body));
+    }
+    Ok(name.to_string())
+}
+
+/// Whether `ev` is for the VM called `vm` (`None`: not known yet).
+pub fn target(ev: &ScheduledEvent, vm: Option<&str>) -> Target {
+    match vm {
+        Some(vm) if ev.resources.iter().any(|r| r.eq_ignore_ascii_case(vm)) => Target::ThisVm,
+        Some(_) => Target::OtherVm,
+        None if ev.resources.is_empty() => Target::OtherVm,
+        None => Target::Unknown,
+    }
+}
+
+/// The notice for an event of this VM. Unknown event types become [`NoticeKind::Unknown`];
+/// unknown statuses are taken as active.
+pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
+    let kind = match ev.event_type.to_ascii_lowercase().as_str() {
+        "preempt" => NoticeKind::AzurePreempt,
+        "terminate" => NoticeKind::AzureTerminate,
+        "reboot" => NoticeKind::AzureReboot,
+        "redeploy" => NoticeKind::AzureRedeploy,
+        "freeze" => NoticeKind::AzureFreeze,
+        _ => {
+            tracing::warn!(
+                "unknown Scheduled Event type {:?} at {url}; treating it as unknown",
+                ev.event_type
+            );
+            NoticeKind::Unknown
+        }
+    };
+    match ev.event_status.to_ascii_lowercase().as_str() {
+        "scheduled" | "started" => {}
+        _ => tracing::warn!(
+            "unknown Scheduled Event status {:?} at {url}; treating it as active",
+            ev.event_status
+        ),
+    }
+    let deadline = if ev.not_before.is_empty() {
+        None
+    } else {
+        let d = timefmt::parse_any(&ev.not_before);
+        if d.is_none() {
+            tracing::warn!(
+                "Scheduled Event NotBefore {:?} at {url} does not parse; acting as if it were now",
+                ev.not_before
+            );
+        }
+        d
+    };
+    let id = match &ev.event_id {
+        Some(e) => format!("azure/{}", sanitize(e)),
+        None => format!(
+            "azure/noid/{}/{}",
+            sanitize(&ev.event_type),
+            sanitize(&ev.resources.join(","))
+        ),
+    };
+    let mut detail = format!(
+        "Scheduled Event {} {} ({}) for {} {}",
+        if ev.event_type.is_empty() {
+            "(no type)"
+        } else {
+            &ev.event_type
+        },
+        ev.event_id.as_deref().unwrap_or("(no id)"),
+        if ev.event_status.is_empty() {
+            "no status"
+        } else {
+            &ev.event_status
+        },
+        ev.resources.join(", "),
+        if ev.not_before.is_empty() {
+            "now".to_string()
+        } else {
+            format!("not before {}", ev.not_before)
+        }
+    );
+    if !ev.description.is_empty() {
+        detail.push_str(&format!(": {}", ev.description));
+    }
+    if !ev.event_source.is_empty() {
+        detail.push_str(&format!(" (source {})", ev.event_source));
+    }
+    if let Some(d) = ev.duration_secs.filter(|d| *d >= 0) {
+        detail.push_str(&format!(" (lasting {d}s)"));
+    }
+    Notice {
+        kind,
+        source: SRC_EVENTS,
+        id,
+        event_id: ev.event_id.clone(),
+        deadline,
+        status: NoticeStatus::Active,
+        detail,
+        raw: ev.raw.clone(),
+    }
+}
+
+/// The notices a Scheduled Events answer holds for the VM called `vm` (`None`: name not known,
+/// so no event is attributed to this VM). Pure: what the provider does on each read, minus the
+/// logging and the bookkeeping for [`Provider::acknowledge`].
+pub fn parse_events(url: &str, body: &str, vm: Option<&str>) -> Result<Vec<Notice>, ImdsError> {
+    let doc = parse_document(url, body)?;
+    Ok(doc
+        .events
+        .iter()
+        .filter(|ev| target(ev, vm) == Target::ThisVm)
+        .map(|ev| to_notice(url, ev))
+        .collect())
+}
+
+type Pending = Pin<Box<dyn Future<Output = Result<Reply, ImdsError>> + Send>>;
+
+/// The Azure provider.
+pub struct Azure {
+    client: ImdsClient,
+    opts: AzureOptions,
+    vm_name: Option<String>,
+    name_next: Instant,
+    name_backoff: Backoff,
+    events: SourceState,
+    /// The service has answered a Scheduled Events request once (any HTTP status).
+    answered: bool,
+    /// The Scheduled Events request being waited on, kept across observations.
+    inflight: Option<(Instant, Pending)>,
+    /// EventIds listed for this VM in the last document read.
+    seen: Vec<String>,
+    /// Events already warned about while the VM name was unknown.
+    warned_unattributed: HashSet<String>,
+    told_first_call: bool,
+}
+
+impl Azure {
+    pub fn new(client: ImdsClient, opts: AzureOptions) -> Azure {
+        let now = Instant::now();
+        Azure {
+            events: SourceState::new(SRC_EVENTS, opts.poll_interval, now),
+            name_backoff: Backoff::new(opts.poll_interval),
+            name_next: now,
+            client,
+            opts,
+            vm_name: None,
+            answered: false,
+            inflight: None,
+            seen: Vec::new(),
+            warned_unattributed: HashSet::new(),
+            told_first_call: false,
+        }
+    }
+
+    /// This VM's name, once read.
+    pub fn vm_name(&self) -> Option<&str> {
+        self.vm_name.as_deref()
+    }
+
+    fn events_path() -> String {
+        format!("{EVENTS_PATH}?api-version={EVENTS_API_VERSION}")
+    }
+
+    async fn read_name(&mut self) -> Result<(), ImdsError> {
+        let path = format!("{NAME_PATH}?api-version=2021-02-01&format=text");
+        let url = self.client.url(&path);
+        let reply = self.client.get(&path, &[METADATA]).await?;
+        match reply.status {
+            200 => {
+                let name = parse_vm_name(&url, &reply.body)?;
+                tracing::info!("this VM is {name:?}; acting only on Scheduled Events for it");
+                self.vm_name = Some(name);
+                Ok(())
+            }
+            s => Err(status_error(url, s)),
+        }
+    }
+
+    /// Turns the document into this VM's notices and remembers their EventIds.
+    fn select(&mut self, url: &str, doc: &Document) -> Vec<Notice> {
+        let mut notices = Vec::new();
+        let mut seen = Vec::new();
+        for ev in &doc.events {
+            let id = ev.event_id.as_deref().unwrap_or("(no id)");
+            match target(ev, self.vm_name.as_deref()) {
+                Target::ThisVm => {
+                    notices.push(to_notice(url, ev));
+                    if let Some(e) = &ev.event_id {
+                        seen.push(e.clone());
+                    }
+                }
+                Target::OtherVm => tracing::debug!(
+                    "Scheduled Event {} {id} is for {:?}, not this VM ({}); ignoring it",
+                    ev.event_type,
+                    ev.resources,
+                    self.vm_name.as_deref().unwrap_or("name unknown"),
+                ),
+                Target::Unknown => {
+                    let key = format!("{id}/{}", ev.resources.join(","));
+                    if self.warned_unattributed.len() < 1024 && self.warned_unattributed.insert(key)
+                    {
+                        tracing::warn!(
+                            "Scheduled Event {} {id} for {:?} is not acted on: this VM's name \
+                             is not known yet ({} cannot be read); nthd retries and \
+                             re-evaluates the event once it can",
+                            ev.event_type,
+                            ev.resources,
+                            self.client.url(NAME_PATH),
+                        );
+                    }
+                }
+            }
+        }
+        self.seen = seen;
+        notices
+    }
+
+    fn interpret(&mut self, reply: Reply) -> Result<Vec<Notice>, ImdsError> {
+        let url = self.client.url(&Self::events_path());
+        match reply.status {
+            200 => {
+                let doc = parse_document(&url, &reply.body)?;
+                Ok(self.select(&url, &doc))
+            }
+            s => Err(status_error(url, s)),
+        }
+    }
+}
+
 impl Provider for Azure {
     fn cloud(&self) -> Cloud {
         Cloud::Azure
     }
+
     fn describe(&self) -> String {
-        String::new()
+        // The daemon keeps the first description for STATUS=, so it says nothing that is only
+        // true before the first read.
+        format!(
+            "Azure Scheduled Events at {} every {}, acting only on events for this VM",
+            self.client.base(),
+            timefmt::format_duration(self.opts.poll_interval),
+        )
     }
+
     async fn observe(&mut self) -> Observation {
-        Observation::default()
+        let mut obs = Observation::default();
+        let now = Instant::now();
+        if self.vm_name.is_none() && self.name_next <= now {
+            match self.read_name().await {
+                Ok(()) => self.name_backoff.reset(),
+                Err(error) => {
+                    self.name_next = Instant::now() + self.name_backoff.next_delay();
+                    obs.errors.push(SourceError {
+                        source: SRC_NAME,
+                        error,
+                    });
+                }
+            }
+        }
+        if self.inflight.is_some() || self.events.due(Instant::now()) {
+            if self.inflight.is_none() {
+                let timeout = (!self.answered).then_some(FIRST_REQUEST_TIMEOUT);
+                let client = self.client.clone();
+                let fut = async move {
+                    client
+                        .send(
+                            Method::GET,
+                            &Self::events_path(),
+                            &[METADATA],
+                            None,
+                            timeout,
+                        )
+                        .await
+                };
+                self.inflight = Some((Instant::now(), Box::pin(fut)));
+            }
+            let answered = self.answered;
+            let result = match self.inflight.as_mut() {
+                Some((_, fut)) if answered => Some(fut.await),
+                Some((_, fut)) => tokio::time::timeout(FIRST_REQUEST_PATIENCE, fut).await.ok(),
+                None => None,
+            };
+            match result {
+                Some(r) => {
+                    self.inflight = None;
+                    if r.is_ok() {
+                        self.answered = true;
+                    }
+                    let r = r.and_then(|reply| self.interpret(reply));
+                    self.events.record(Instant::now(), r, &mut obs);
+                }
+                None => {
+                    let since = self.inflight.as_ref().map_or(now, |(t, _)| *t);
+                    if !self.told_first_call {
+                        tracing::info!(
+                            "the first Scheduled Events call can take up to 2 minutes while \
+                             Azure enables the service for this VM; still waiting"
+                        );
+                        self.told_first_call = true;
+                    }
+                    obs.errors.push(SourceError {
+                        source: SRC_EVENTS,
+                        error: ImdsError::Timeout {
+                            url: self.client.url(&Self::events_path()),
+                            timeout: since.elapsed(),
+                        },
+                    });
+                }
+            }
+        }
+        obs.notices.extend(self.events.last.iter().cloned());
+        obs
     }
+
     fn next_due(&self) -> Instant {
-        Instant::now() + std::time::Duration::from_secs(1)
+        if self.inflight.is_some() {
+            return Instant::now();
+        }
+        self.events.next
+    }
+
+    async fn acknowledge(&mut self, event_ids: &[String]) -> Result<usize, ImdsError> {
+        let mut ack: Vec<String> = Vec::new();
+        for id in event_ids {
+            if ack.contains(id) {
+                continue;
+            }
+            if self.seen.contains(id) {
+                ack.push(id.clone());
+            } else {
+                tracing::warn!(
+                    "not acknowledging Scheduled Event {id}: it is not listed for this VM in \
+                     the last document nthd read"
+                );
+            }
+        }
+        if ack.is_empty() {
+            return Ok(0);
+        }
+        let body = serde_json::json!({
+            "StartRequests": ack.iter().map(|id| serde_json::json!({ "EventId": id })).collect::<Vec<_>>(),
+        })
+        .to_string();
+        let path = Self::events_path();
+        let reply = self
+            .client
+            .send(Method::POST, &path, &[METADATA], Some(body), None)
+            .await?;
+        if !reply.is_success() {
+            return Err(status_error(self.client.url(&path), reply.status));
+        }
+        tracing::info!(
+            "acknowledged Scheduled Event(s) {} (StartRequests)",
+            ack.join(", ")
+        );
+        Ok(ack.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    const U: &str = "http://imds/metadata/scheduledevents";
+
+    fn doc_with(events: &str) -> String {
+        format!(r#"{{"DocumentIncarnation": 3, "Events": [{events}]}}"#)
+    }
+
+    fn event(id: &str, kind: &str, resources: &str, status: &str, nb: &str) -> String {
+        format!(
+            r#"{{"EventId":"{id}","EventType":"{kind}","ResourceType":"VirtualMachine","Resources":{resources},"EventStatus":"{status}","NotBefore":"{nb}","Description":"d","EventSource":"Platform","DurationInSeconds":-1}}"#
+        )
+    }
+
+    #[test]
+    fn documents() {
+        let body = doc_with(
+            &[
+                event(
+                    "A",
+                    "Preempt",
+                    r#"["vm1"]"#,
+                    "Scheduled",
+                    "Mon, 19 Sep 2016 18:29:47 GMT",
+                ),
+                event("B", "Reboot", r#"["vm2","vm3"]"#, "Started", ""),
+            ]
+            .join(","),
+        );
+        let d = parse_document(U, &body).unwrap();
+        assert_eq!(d.incarnation, Some(3));
+        assert_eq!(d.events.len(), 2);
+        assert_eq!(d.events[0].event_id.as_deref(), Some("A"));
+        assert_eq!(d.events[0].resources, vec!["vm1"]);
+        assert_eq!(d.events[1].resources, vec!["vm2", "vm3"]);
+        assert_eq!(d.events[0].duration_secs, Some(-1));
+        assert!(
+            parse_document(U, r#"{"DocumentIncarnation":0,"Events":[]}"#)
+                .unwrap()
+                .events
+                .is_empty()
+        );
+        // Unknown and mistyped fields are tolerated.
+        let odd = parse_document(
+            U,
+            r#"{"Events":[{"EventId":5,"EventType":"Freeze","Resources":"vm1","NotBefore":null,"Extra":{"a":1}}],"New":true}"#,
+        )
+        .unwrap();
+        assert_eq!(odd.incarnation, None);
+        assert_eq!(odd.events[0].event_id, None);
+        assert_eq!(odd.events[0].resources, vec!["vm1"]);
+        assert_eq!(odd.events[0].not_before, "");
+        for bad in [
+            "",
+            "[]",
+            "{}",
+            r#"{"Events":null}"#,
+            r#"{"Events":{}}"#,
+            r#"{"Events":[1]}"#,
+            "{\"Events\":[",
+            "<html>",
+        ] {
+            assert!(parse_document(U, bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn event_types_and_statuses() {
+        for (t, k) in [
+            ("Preempt", NoticeKind::AzurePreempt),
+            ("Terminate", NoticeKind::AzureTerminate),
+            ("Reboot", NoticeKind::AzureReboot),
+            ("Redeploy", NoticeKind::AzureRedeploy),
+            ("Freeze", NoticeKind::AzureFreeze),
+            ("freeze", NoticeKind::AzureFreeze),
+            ("LiveMigrate", NoticeKind::Unknown),
+            ("", NoticeKind::Unknown),
+        ] {
+            let d = parse_document(
+                U,
+                &doc_with(&event("E-1", t, r#"["vm1"]"#, "Scheduled", "")),
+            )
+            .unwrap();
+            let n = to_notice(U, &d.events[0]);
+            assert_eq!(n.kind, k, "{t}");
+            assert_eq!(n.id, "azure/E-1");
+            assert_eq!(n.event_id.as_deref(), Some("E-1"));
+            assert_eq!(n.status, NoticeStatus::Active);
+            assert_eq!(n.source, SRC_EVENTS);
+        }
+        for s in ["Scheduled", "Started", "Whatever"] {
+            let d =
+                parse_document(U, &doc_with(&event("E", "Preempt", r#"["vm1"]"#, s, ""))).unwrap();
+            let n = to_notice(U, &d.events[0]);
+            assert_eq!(n.status, NoticeStatus::Active);
+            assert!(n.detail.contains(s), "{}", n.detail);
+        }
+    }
+
+    #[test]
+    fn not_before() {
+        let d = parse_document(
+            U,
+            &doc_with(&event(
+                "E",
+                "Reboot",
+                r#"["vm1"]"#,
+                "Scheduled",
+                "Mon, 19 Sep 2016 18:29:47 GMT",
+            )),
+        )
+        .unwrap();
+        let n = to_notice(U, &d.events[0]);
+        assert_eq!(
+            n.deadline
+                .unwrap()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            1_474_309_787
+        );
+        // Started: empty NotBefore means now. The fingerprint stays the same.
+        let started = parse_document(
+            U,
+            &doc_with(&event("E", "Reboot", r#"["vm1"]"#, "Started", "")),
+        )
+        .unwrap();
+        let s = to_notice(U, &started.events[0]);
+        assert!(s.deadline.is_none());
+        assert_eq!(s.id, n.id);
+        let garbage = parse_document(
+            U,
+            &doc_with(&event("E", "Reboot", r#"["vm1"]"#, "Scheduled", "soon")),
+        )
+        .unwrap();
+        assert!(to_notice(U, &garbage.events[0]).deadline.is_none());
+    }
+
+    #[test]
+    fn targets() {
+        let d = parse_document(
+            U,
+            &doc_with(
+                &[
+                    event("A", "Preempt", r#"["VM1"]"#, "Scheduled", ""),
+                    event("B", "Preempt", r#"["vm2"]"#, "Scheduled", ""),
+                    event("C", "Preempt", r#"[]"#, "Scheduled", ""),
+                    event("D", "Preempt", r#"["vm2","vm1"]"#, "Scheduled", ""),
+                ]
+                .join(","),
+            ),
+        )
+        .unwrap();
+        let t: Vec<_> = d.events.iter().map(|e| target(e, Some("vm1"))).collect();
+        assert_eq!(
+            t,
+            [
+                Target::ThisVm,
+                Target::OtherVm,
+                Target::OtherVm,
+                Target::ThisVm
+            ]
+        );
+        let t: Vec<_> = d.events.iter().map(|e| target(e, None)).collect();
+        assert_eq!(
+            t,
+            [
+                Target::Unknown,
+                Target::Unknown,
+                Target::OtherVm,
+                Target::Unknown
+            ]
+        );
+        // A prefix or substring is not a match.
+        let t: Vec<_> = d.events.iter().map(|e| target(e, Some("vm"))).collect();
+        assert!(t.iter().all(|t| *t == Target::OtherVm));
+    }
+
+    #[test]
+    fn vm_names() {
+        assert_eq!(parse_vm_name(U, "vm1\n").unwrap(), "vm1");
+        assert_eq!(parse_vm_name(U, "myScaleSet_2").unwrap(), "myScaleSet_2");
+        for bad in ["", " \n", "a b", "a\u{0}", &"x".repeat(300)] {
+            assert!(parse_vm_name(U, bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ids_without_event_id_are_stable() {
+        let a = parse_document(U, r#"{"Events":[{"EventType":"Preempt","Resources":["vm1"],"NotBefore":"Mon, 19 Sep 2016 18:29:47 GMT"}]}"#).unwrap();
+        let b = parse_document(
+            U,
+            r#"{"Events":[{"EventType":"Preempt","Resources":["vm1"],"NotBefore":""}]}"#,
+        )
+        .unwrap();
+        let (na, nb) = (to_notice(U, &a.events[0]), to_notice(U, &b.events[0]));
+        assert_eq!(na.id, nb.id);
+        assert!(na.event_id.is_none());
+        assert_eq!(na.kind, NoticeKind::AzurePreempt);
+    }
+
+    #[test]
+    fn parse_events_filters_on_this_vm() {
+        let body = doc_with(
+            &[
+                event("A", "Preempt", r#"["vm1"]"#, "Scheduled", ""),
+                event("B", "Terminate", r#"["vm2"]"#, "Scheduled", ""),
+            ]
+            .join(","),
+        );
+        let n = parse_events(U, &body, Some("VM1")).unwrap();
+        assert_eq!(n.len(), 1);
+        assert_eq!(n[0].event_id.as_deref(), Some("A"));
+        assert!(parse_events(U, &body, None).unwrap().is_empty());
+        assert!(parse_events(U, &body, Some("vm3")).unwrap().is_empty());
+        assert!(parse_events(U, "{", Some("vm1")).is_err());
+    }
+
+    #[test]
+    fn mutated_documents_never_panic() {
+        let base = doc_with(
+            &[
+                event(
+                    "A",
+                    "Preempt",
+                    r#"["vm1"]"#,
+                    "Scheduled",
+                    "Mon, 19 Sep 2016 18:29:47 GMT",
+                ),
+                event("B", "Freeze", r#"["vm1","vm2"]"#, "Started", ""),
+            ]
+            .join(","),
+        )
+        .into_bytes();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..5000 {
+            let mut b = base.clone();
+            for _ in 0..(next() % 4 + 1) {
+                let i = (next() % b.len() as u64) as usize;
+                match next() % 3 {
+                    0 => b[i] = (next() % 256) as u8,
+                    1 => {
+                        b.remove(i);
+                    }
+                    _ => b.insert(i, br#"{}[]",:0\u0"#[(next() % 11) as usize]),
+                }
+            }
+            let s = String::from_utf8_lossy(&b);
+            let _ = parse_events(U, &s, Some("vm1"));
+            let _ = parse_events(U, &s, None);
+        }
+    }
+
+    #[test]
+    fn parsers_are_total() {
+        for body in [
+            "é",
+            "null",
+            "1",
+            "\"x\"",
+            "{\"Events\":[{}]}",
+            &"[".repeat(10_000),
+        ] {
+            if let Ok(d) = parse_document(U, body) {
+                for e in &d.events {
+                    let _ = to_notice(U, e);
+                    let _ = target(e, None);
+                }
+            }
+            let _ = parse_vm_name(U, body);
+        }
     }
 }

@@ -1,32 +1,613 @@
-//! SKELETON — replaced by the real provider.
-use super::{Cloud, Observation, Provider};
-use crate::imds::ImdsClient;
-use std::time::Instant;
-#[derive(Clone, Debug, Default)]
+//! Google Compute Engine metadata server (`/computeMetadata/v1/`, header `Metadata-Flavor: Google`).
+//!
+//! Two keys are watched:
+//! - `instance/preempted` (`TRUE`/`FALSE`): a Spot/preemptible VM is being reclaimed, about 30 s
+//!   before the ACPI soft-off;
+//! - `instance/maintenance-event` (`NONE`, `MIGRATE_ON_HOST_MAINTENANCE`,
+//!   `TERMINATE_ON_HOST_MAINTENANCE`): host maintenance, about 60 s ahead.
+//!
+//! # Long-poll structure
+//!
+//! The metadata server supports hanging GETs: `?wait_for_change=true&last_etag=E&timeout_sec=N`
+//! answers as soon as the value's ETag differs from `E` (at once if it already does), or after
+//! `N` seconds with the unchanged value. Each key has its own request slot, and both slots are
+//! in flight at the same time. [`Gcp::observe`] returns as soon as *either* request completes;
+//! the other request is **not** dropped: its future stays in its slot (it owns a clone of the
+//! client) and the next `observe()` keeps waiting on it. So a change on either key is reported
+//! within one round trip, and no request is thrown away (nor re-issued) because the other key
+//! changed. Even if an `observe()` is cancelled mid-way (the daemon does this when it stops),
+//! nothing is lost: every request carries the last ETag seen, so a change that happened while
+//! no request was pending is answered at once by the next one.
+//!
+//! Request sequence per key:
+//! 1. A plain GET first (on the very first `observe()`, which waits for both plain reads), so a
+//!    notice that was set before nthd started is seen at once.
+//! 2. Then long-polls with the ETag of the last answer. The per-request timeout is the wait
+//!    plus a few seconds (the client's request timeout plus one second, at least two).
+//! 3. Failures (timeouts, connection resets, 5xx, malformed bodies) re-arm the long-poll with the
+//!    last good ETag after an exponential backoff starting at `retry_interval`. The ETag is not
+//!    advanced on a malformed answer, so the same answer is read again (and reported) after the
+//!    backoff instead of being waited past.
+//! 4. An answer whose ETag equals the one sent (the server's timeout, or an ETag reset) is
+//!    followed by a plain re-read to pick up a fresh ETag. If that answer came back early (well
+//!    before `timeout_sec`), the server is not honouring `wait_for_change`: the re-read waits
+//!    for the backoff, which grows while this repeats, so nthd never busy-loops. Answers with a
+//!    *changed* ETag are re-armed at once, unless more than [`QUICK_LIMIT`] of them in a row came
+//!    back immediately (a server inventing ETags), which also backs off.
+//! 5. An answer without a usable ETag makes that key fall back to plain GETs every
+//!    `retry_interval` (logged once) until an answer carries an ETag again.
+//!
+//! A 404 on either key is treated as "no notice" (logged once): both keys exist on every GCE VM,
+//! so this only happens on look-alike metadata servers.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+
+use super::aws::sanitize;
+use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError};
+use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::timefmt;
+
+pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
+pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-event";
+
+const SRC_PREEMPTED: &str = "gcp/instance/preempted";
+const SRC_MAINTENANCE: &str = "gcp/instance/maintenance-event";
+
+/// Header names must be lowercase for `ImdsClient::send`.
+const FLAVOR: (&str, &str) = ("metadata-flavor", "Google");
+
+/// How many immediately-answered long-polls with a changed ETag in a row are taken at face value
+/// before nthd starts backing off.
+pub const QUICK_LIMIT: u32 = 3;
+
+/// The longest ETag nthd sends back; longer ones are treated as missing.
+const MAX_ETAG: usize = 256;
+
+/// How nthd watches the GCP metadata server.
+#[derive(Clone, Debug)]
 pub struct GcpOptions {
-    pub wait: std::time::Duration,
-    pub retry_interval: std::time::Duration,
+    /// `timeout_sec` of one long-poll (whole seconds, at least 1).
+    pub wait: Duration,
+    /// The first delay before a failed or misbehaving request is retried (it grows on repeated
+    /// failures), and the poll interval when the server sends no ETags.
+    pub retry_interval: Duration,
 }
-pub struct Gcp {
-    _c: ImdsClient,
-    _o: GcpOptions,
-}
-impl Gcp {
-    pub fn new(c: ImdsClient, o: GcpOptions) -> Self {
-        Gcp { _c: c, _o: o }
+
+impl Default for GcpOptions {
+    fn default() -> Self {
+        GcpOptions {
+            wait: Duration::from_secs(60),
+            retry_interval: Duration::from_secs(1),
+        }
     }
 }
+
+type Pending = Pin<Box<dyn Future<Output = Attempt> + Send>>;
+
+/// The outcome of one request, with the moment it was actually sent.
+struct Attempt {
+    issued: Instant,
+    result: Result<Reply, ImdsError>,
+}
+
+/// A request in a key's slot (possibly still waiting for its start time).
+struct InFlight {
+    long_poll: bool,
+    sent_etag: Option<String>,
+    fut: Pending,
+}
+
+type Parser = fn(&str, &str) -> Result<Option<Notice>, ImdsError>;
+
+/// One watched key.
+struct Key {
+    source: &'static str,
+    path: &'static str,
+    parse: Parser,
+    /// ETag of the last good answer.
+    etag: Option<String>,
+    /// Whether the next request long-polls (needs `etag`) or is a plain GET.
+    long_poll: bool,
+    /// The next request is not sent before this.
+    not_before: Instant,
+    backoff: Backoff,
+    /// Long-polls in a row that came back immediately.
+    quick: u32,
+    /// The last long-poll came back early with the same ETag: do not reset the backoff on the
+    /// plain re-read that follows, so a repeat keeps growing the delay.
+    suspect: bool,
+    last: Vec<Notice>,
+    inflight: Option<InFlight>,
+    warned_no_etag: bool,
+    warned_404: bool,
+}
+
+impl Key {
+    fn new(source: &'static str, path: &'static str, parse: Parser, opts: &GcpOptions) -> Key {
+        Key {
+            source,
+            path,
+            parse,
+            etag: None,
+            long_poll: false,
+            not_before: Instant::now(),
+            backoff: Backoff::new(opts.retry_interval),
+            quick: 0,
+            suspect: false,
+            last: Vec::new(),
+            inflight: None,
+            warned_no_etag: false,
+            warned_404: false,
+        }
+    }
+
+    /// Puts the next request in the slot. It waits for `not_before` itself.
+    fn arm(&mut self, client: &ImdsClient, wait_secs: u64, lp_timeout: Duration) {
+        let long_poll = self.long_poll && self.etag.is_some();
+        let (path, timeout, sent_etag) = match (&self.etag, long_poll) {
+            (Some(etag), true) => (
+                format!(
+                    "{}?wait_for_change=true&last_etag={}&timeout_sec={wait_secs}",
+                    self.path,
+                    percent_encode(etag)
+                ),
+                Some(lp_timeout),
+                Some(etag.clone()),
+            ),
+            _ => (self.path.to_string(), None, None),
+        };
+        let client = client.clone();
+        let not_before = self.not_before;
+        let fut = async move {
+            if not_before > Instant::now() {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(not_before)).await;
+            }
+            let issued = Instant::now();
+            let result = client
+                .send(Method::GET, &path, &[FLAVOR], None, timeout)
+                .await;
+            Attempt { issued, result }
+        };
+        self.inflight = Some(InFlight {
+            long_poll,
+            sent_etag,
+            fut: Box::pin(fut),
+        });
+    }
+
+    /// Turns a reply into this key's notices and the answer's usable ETag.
+    fn interpret(
+        &mut self,
+        url: &str,
+        reply: Reply,
+    ) -> Result<(Vec<Notice>, Option<String>), ImdsError> {
+        let etag = usable_etag(reply.etag.as_deref());
+        match reply.status {
+            200 => Ok(((self.parse)(url, &reply.body)?.into_iter().collect(), etag)),
+            404 => {
+                if !self.warned_404 {
+                    tracing::warn!(
+                        "{url} answered 404; every GCE VM has this key, so this may not be the \
+                         GCP metadata server. Treating it as no notice"
+                    );
+                    self.warned_404 = true;
+                }
+                Ok((Vec::new(), etag))
+            }
+            s => Err(status_error(url.to_string(), s)),
+        }
+    }
+}
+
+/// The GCP provider.
+pub struct Gcp {
+    client: ImdsClient,
+    opts: GcpOptions,
+    keys: [Key; 2],
+}
+
+impl Gcp {
+    pub fn new(client: ImdsClient, opts: GcpOptions) -> Gcp {
+        let keys = [
+            Key::new(SRC_PREEMPTED, PREEMPTED_PATH, parse_preempted, &opts),
+            Key::new(
+                SRC_MAINTENANCE,
+                MAINTENANCE_PATH,
+                parse_maintenance_event,
+                &opts,
+            ),
+        ];
+        Gcp { client, opts, keys }
+    }
+
+    /// `timeout_sec` for long-polls.
+    fn wait_secs(&self) -> u64 {
+        self.opts.wait.as_secs().clamp(1, 3600)
+    }
+
+    /// The client-side timeout of one long-poll: the wait plus a few seconds.
+    fn long_poll_timeout(&self) -> Duration {
+        let slack = (self.client.options().request_timeout + Duration::from_secs(1))
+            .clamp(Duration::from_secs(2), Duration::from_secs(10));
+        Duration::from_secs(self.wait_secs()) + slack
+    }
+
+    /// A long-poll answer that came back faster than this did not wait.
+    fn early_threshold(&self) -> Duration {
+        (Duration::from_secs(self.wait_secs()) / 2).min(Duration::from_secs(1))
+    }
+
+    /// Records one completed request of key `i` and schedules its next one.
+    fn finish(&mut self, i: usize, attempt: Attempt, obs: &mut Observation) {
+        let now = Instant::now();
+        let early_threshold = self.early_threshold();
+        let retry = self.opts.retry_interval;
+        let url = self.client.url(self.keys[i].path);
+        let k = &mut self.keys[i];
+        let Some(inflight) = k.inflight.take() else {
+            return;
+        };
+        let elapsed = now.saturating_duration_since(attempt.issued);
+        let outcome = attempt.result.and_then(|reply| k.interpret(&url, reply));
+        let (notices, etag) = match outcome {
+            Ok(x) => x,
+            Err(error) => {
+                // Re-armed (as a long-poll when an ETag is known) after the backoff.
+                let delay = k.backoff.next_delay();
+                tracing::debug!(
+                    "{url}: {error}; retrying in {}",
+                    timefmt::format_duration(delay)
+                );
+                k.not_before = now + delay;
+                obs.errors.push(SourceError {
+                    source: k.source,
+                    error,
+                });
+                return;
+            }
+        };
+        k.last = notices;
+        obs.fresh.push(k.source);
+        let Some(etag) = etag else {
+            if !k.warned_no_etag {
+                tracing::warn!(
+                    "{url} answered without a usable ETag; polling it every {} instead of \
+                     long-polling",
+                    timefmt::format_duration(retry)
+                );
+                k.warned_no_etag = true;
+            }
+            k.etag = None;
+            k.long_poll = false;
+            k.quick = 0;
+            k.backoff.reset();
+            k.not_before = now + retry;
+            return;
+        };
+        if k.warned_no_etag && k.etag.is_none() {
+            tracing::info!("{url} sends ETags again; long-polling it");
+            k.warned_no_etag = false;
+        }
+        let unchanged = inflight.sent_etag.as_deref() == Some(etag.as_str());
+        k.etag = Some(etag);
+        if !inflight.long_poll {
+            // A plain read: long-poll from here on.
+            if !k.suspect {
+                k.backoff.reset();
+            }
+            k.long_poll = true;
+            k.not_before = now;
+            return;
+        }
+        let early = elapsed < early_threshold;
+        if early {
+            k.quick = k.quick.saturating_add(1);
+        } else {
+            k.quick = 0;
+        }
+        if unchanged {
+            // The server's timeout, or an ETag reset: re-read the value plainly for a fresh
+            // ETag. If it did not wait at all, it ignores wait_for_change: back off.
+            k.long_poll = false;
+            if early {
+                let delay = k.backoff.next_delay();
+                tracing::debug!(
+                    "{url} answered a long-poll at once with the same ETag; re-reading in {}",
+                    timefmt::format_duration(delay)
+                );
+                k.suspect = true;
+                k.not_before = now + delay;
+            } else {
+                k.suspect = false;
+                k.backoff.reset();
+                k.not_before = now;
+            }
+        } else {
+            // A change: re-arm at once, unless the server keeps answering immediately.
+            k.long_poll = true;
+            if k.quick > QUICK_LIMIT {
+                let delay = k.backoff.next_delay();
+                tracing::debug!(
+                    "{url} answered {} long-polls in a row at once; next one in {}",
+                    k.quick,
+                    timefmt::format_duration(delay)
+                );
+                k.not_before = now + delay;
+            } else {
+                if !early {
+                    k.suspect = false;
+                    k.backoff.reset();
+                }
+                k.not_before = now;
+            }
+        }
+    }
+}
+
+/// Polls `f` once: its output if it is ready now, else `None` (it stays usable).
+async fn poll_once<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match Pin::new(&mut *f).poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await
+}
+
+/// An ETag nthd can send back in `last_etag`, if the answer carried one.
+fn usable_etag(e: Option<&str>) -> Option<String> {
+    let e = e?.trim();
+    if e.is_empty() || e.len() > MAX_ETAG || !e.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    Some(e.to_string())
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Checks that a plain-text value is one short printable token.
+fn token_value<'a>(url: &str, body: &'a str, what: &str) -> Result<&'a str, ImdsError> {
+    let v = body.trim();
+    if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ImdsError::malformed(url, format!("expected {what}"), body));
+    }
+    Ok(v)
+}
+
+/// Parses `instance/preempted`: `TRUE` is a notice, `FALSE` none. Anything else is malformed
+/// (neither acted on nor taken as "no notice": the last known state is kept).
+pub fn parse_preempted(url: &str, body: &str) -> Result<Option<Notice>, ImdsError> {
+    let v = token_value(url, body, "TRUE or FALSE")?;
+    if v.eq_ignore_ascii_case("FALSE") {
+        return Ok(None);
+    }
+    if !v.eq_ignore_ascii_case("TRUE") {
+        return Err(ImdsError::malformed(url, "expected TRUE or FALSE", body));
+    }
+    Ok(Some(Notice {
+        kind: NoticeKind::GcpPreempt,
+        source: SRC_PREEMPTED,
+        id: "gcp/preempted".into(),
+        event_id: None,
+        deadline: None,
+        status: NoticeStatus::Active,
+        detail: "instance/preempted is TRUE: the VM is being preempted (ACPI soft-off in about \
+                 30 seconds)"
+            .into(),
+        raw: cap_raw(body),
+    }))
+}
+
+/// Parses `instance/maintenance-event`. `NONE` is no notice; values nthd does not know become
+/// [`NoticeKind::Unknown`] (logged, never acted on by default).
+pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, ImdsError> {
+    let v = token_value(url, body, "a maintenance event such as NONE")?;
+    let kind = match v {
+        "NONE" => return Ok(None),
+        "TERMINATE_ON_HOST_MAINTENANCE" => NoticeKind::GcpTerminateMaintenance,
+        "MIGRATE_ON_HOST_MAINTENANCE" => NoticeKind::GcpMigrate,
+        other => {
+            tracing::warn!("unknown maintenance-event {other:?} at {url}; treating it as unknown");
+            NoticeKind::Unknown
+        }
+    };
+    Ok(Some(Notice {
+        kind,
+        source: SRC_MAINTENANCE,
+        id: format!("gcp/maintenance-event/{}", sanitize(v)),
+        event_id: None,
+        deadline: None,
+        status: NoticeStatus::Active,
+        detail: format!("instance/maintenance-event is {v} (host maintenance in about 60 seconds)"),
+        raw: cap_raw(body),
+    }))
+}
+
 impl Provider for Gcp {
     fn cloud(&self) -> Cloud {
         Cloud::Gcp
     }
+
     fn describe(&self) -> String {
-        String::new()
+        format!(
+            "GCP metadata server at {}: long-polling instance/preempted and \
+             instance/maintenance-event (wait {}, retry after {})",
+            self.client.base(),
+            timefmt::format_duration(Duration::from_secs(self.wait_secs())),
+            timefmt::format_duration(self.opts.retry_interval),
+        )
     }
+
     async fn observe(&mut self) -> Observation {
-        Observation::default()
+        let mut obs = Observation::default();
+        let wait_secs = self.wait_secs();
+        let lp_timeout = self.long_poll_timeout();
+        for k in self.keys.iter_mut() {
+            if k.inflight.is_none() {
+                k.arm(&self.client, wait_secs, lp_timeout);
+            }
+        }
+        // Whichever key answers first.
+        let (first, attempt) = {
+            let [a, b] = &mut self.keys;
+            match (a.inflight.as_mut(), b.inflight.as_mut()) {
+                (Some(a), Some(b)) => tokio::select! {
+                    r = &mut a.fut => (0, r),
+                    r = &mut b.fut => (1, r),
+                },
+                _ => unreachable!("both slots were armed above"),
+            }
+        };
+        self.finish(first, attempt, &mut obs);
+        // The other key: wait for a plain read that is due (the first observation reads both),
+        // pick up a long-poll only if it has already answered, else leave it in flight.
+        let other = 1 - first;
+        let now = Instant::now();
+        let k = &mut self.keys[other];
+        let due_plain = k.not_before <= now;
+        let attempt = match k.inflight.as_mut() {
+            Some(f) if !f.long_poll && due_plain => Some((&mut f.fut).await),
+            Some(f) => poll_once(&mut f.fut).await,
+            None => None,
+        };
+        if let Some(attempt) = attempt {
+            self.finish(other, attempt, &mut obs);
+        }
+        for k in &self.keys {
+            obs.notices.extend(k.last.iter().cloned());
+        }
+        obs
     }
+
     fn next_due(&self) -> Instant {
-        Instant::now() + std::time::Duration::from_secs(1)
+        // A long-polling key is always due (its not_before has passed); otherwise the earliest
+        // retry time.
+        self.keys
+            .iter()
+            .map(|k| k.not_before)
+            .min()
+            .unwrap_or_else(Instant::now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: &str = "http://metadata/x";
+
+    #[test]
+    fn preempted_values() {
+        let n = parse_preempted(U, "TRUE").unwrap().unwrap();
+        assert_eq!(n.kind, NoticeKind::GcpPreempt);
+        assert_eq!(n.id, "gcp/preempted");
+        assert_eq!(n.source, SRC_PREEMPTED);
+        assert!(n.deadline.is_none());
+        assert_eq!(n.status, NoticeStatus::Active);
+        assert_eq!(parse_preempted(U, "TRUE\n").unwrap().unwrap().id, n.id);
+        assert_eq!(parse_preempted(U, "true").unwrap().unwrap().id, n.id);
+        assert!(parse_preempted(U, "FALSE").unwrap().is_none());
+        assert!(parse_preempted(U, " FALSE\n").unwrap().is_none());
+        for bad in [
+            "",
+            "\n",
+            "YES",
+            "TRUE FALSE",
+            "<html>",
+            "1",
+            &"T".repeat(100),
+        ] {
+            assert!(parse_preempted(U, bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn maintenance_values() {
+        assert!(parse_maintenance_event(U, "NONE").unwrap().is_none());
+        assert!(parse_maintenance_event(U, "NONE\n").unwrap().is_none());
+        let t = parse_maintenance_event(U, "TERMINATE_ON_HOST_MAINTENANCE")
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.kind, NoticeKind::GcpTerminateMaintenance);
+        assert_eq!(t.id, "gcp/maintenance-event/TERMINATE_ON_HOST_MAINTENANCE");
+        assert_eq!(t.source, SRC_MAINTENANCE);
+        let m = parse_maintenance_event(U, "MIGRATE_ON_HOST_MAINTENANCE")
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.kind, NoticeKind::GcpMigrate);
+        assert_ne!(m.id, t.id);
+        let u = parse_maintenance_event(U, "SEVERE_WEATHER_ON_HOST")
+            .unwrap()
+            .unwrap();
+        assert_eq!(u.kind, NoticeKind::Unknown);
+        assert_eq!(u.id, "gcp/maintenance-event/SEVERE_WEATHER_ON_HOST");
+        // Values are case-sensitive: a lowercase variant is unknown, never a power action.
+        assert_eq!(
+            parse_maintenance_event(U, "terminate_on_host_maintenance")
+                .unwrap()
+                .unwrap()
+                .kind,
+            NoticeKind::Unknown
+        );
+        for bad in ["", "  ", "two words", "\u{0}", &"X".repeat(65)] {
+            assert!(parse_maintenance_event(U, bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn parsers_are_total() {
+        for body in ["é", "\u{feff}TRUE", "TRUE\r\n\r\n", "{}", "[", "\u{0}\u{1}"] {
+            let _ = parse_preempted(U, body);
+            let _ = parse_maintenance_event(U, body);
+        }
+    }
+
+    #[test]
+    fn etags() {
+        assert_eq!(usable_etag(Some("abc123")).as_deref(), Some("abc123"));
+        assert_eq!(usable_etag(Some(" \"q\" ")).as_deref(), Some("\"q\""));
+        assert!(usable_etag(None).is_none());
+        assert!(usable_etag(Some("")).is_none());
+        assert!(usable_etag(Some("a b")).is_none());
+        assert!(usable_etag(Some(&"e".repeat(MAX_ETAG + 1))).is_none());
+        assert_eq!(percent_encode("0aF-._~"), "0aF-._~");
+        assert_eq!(percent_encode("\"a&b=c\""), "%22a%26b%3Dc%22");
+    }
+
+    #[test]
+    fn timeouts_follow_the_wait() {
+        let client = ImdsClient::new("http://127.0.0.1:1", Default::default()).unwrap();
+        let g = Gcp::new(client.clone(), GcpOptions::default());
+        assert_eq!(g.wait_secs(), 60);
+        assert_eq!(g.long_poll_timeout(), Duration::from_secs(63));
+        assert_eq!(g.early_threshold(), Duration::from_secs(1));
+        let g = Gcp::new(
+            client,
+            GcpOptions {
+                wait: Duration::from_millis(10),
+                retry_interval: Duration::from_millis(10),
+            },
+        );
+        assert_eq!(g.wait_secs(), 1, "timeout_sec is at least 1");
+        assert_eq!(g.early_threshold(), Duration::from_millis(500));
+        assert!(
+            g.next_due() <= Instant::now(),
+            "the first read is due at once"
+        );
     }
 }

@@ -1,0 +1,278 @@
+//! The Alibaba Cloud provider against the in-process mock IMDS: spot termination-time, hardened
+//! (token) and normal mode, faults.
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::provider::alibaba::{Alibaba, AlibabaOptions, SPOT_PATH, TOKEN_PATH};
+use nthd::provider::{NoticeKind, Observation, Provider};
+use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
+
+const TOKEN_HEADER: &str = "X-aliyun-ecs-metadata-token";
+
+fn provider(m: &MockImds) -> Alibaba {
+    Alibaba::new(
+        ImdsClient::new(
+            &m.url(),
+            ClientOptions {
+                request_timeout: Duration::from_millis(500),
+                connect_timeout: Duration::from_millis(500),
+                ..ClientOptions::default()
+            },
+        )
+        .unwrap(),
+        AlibabaOptions {
+            poll_interval: Duration::from_millis(50),
+        },
+    )
+}
+
+fn config(alibaba_token: TokenMode) -> Config {
+    Config {
+        // No AWS token is ever sent: AWS enforcement must be off for /latest/ reads.
+        aws_token: TokenMode::Optional,
+        alibaba_token,
+        ..Config::default()
+    }
+}
+
+async fn mock(alibaba_token: TokenMode) -> MockImds {
+    MockImds::builder()
+        .listen("127.0.0.1:0")
+        .config(config(alibaba_token))
+        .start()
+        .await
+        .unwrap()
+}
+
+fn kinds(o: &Observation) -> Vec<NoticeKind> {
+    o.notices.iter().map(|n| n.kind).collect()
+}
+
+async fn observe_until(p: &mut Alibaba, f: impl Fn(&Observation) -> bool) -> Observation {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let due = p.next_due();
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let o = p.observe().await;
+        if f(&o) {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
+    }
+}
+
+fn gets(m: &MockImds) -> Vec<nthd_testkit::imds::LoggedRequest> {
+    m.requests_for(SPOT_PATH)
+}
+
+#[tokio::test]
+async fn not_found_is_no_notice() {
+    let m = mock(TokenMode::Optional).await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert!(o.notices.is_empty());
+    assert_eq!(o.fresh, ["alibaba/spot/termination-time"]);
+    assert!(p.next_due() > Instant::now());
+}
+
+#[tokio::test]
+async fn termination_time_is_a_notice_with_its_deadline() {
+    let m = mock(TokenMode::Optional).await;
+    m.set(SPOT_PATH, Response::text(200, "2015-01-05T18:02:00Z"));
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
+    let n = &o.notices[0];
+    assert_eq!(n.id, "alibaba/spot/termination");
+    assert_eq!(
+        n.deadline
+            .unwrap()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        1_420_480_920
+    );
+    // Withdrawn: 404 again, fresh and empty.
+    m.clear(SPOT_PATH);
+    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    assert_eq!(o.fresh, ["alibaba/spot/termination-time"]);
+}
+
+#[tokio::test]
+async fn unparseable_time_is_still_a_notice() {
+    let m = mock(TokenMode::Optional).await;
+    m.set(SPOT_PATH, Response::text(200, "in five minutes"));
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
+    assert!(o.notices[0].deadline.is_none());
+    assert_eq!(o.notices[0].id, "alibaba/spot/termination");
+}
+
+#[tokio::test]
+async fn hardened_mode_uses_a_cached_token() {
+    let m = mock(TokenMode::Required).await;
+    m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
+    let mut p = provider(&m);
+    for _ in 0..4 {
+        let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+        assert!(o.ok(), "{:?}", o.errors);
+        assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
+    }
+    assert_eq!(m.stats().alibaba_tokens_issued, 1, "the token is cached");
+    assert_eq!(p.tokens_fetched(), 1);
+    let put = m.requests_for(TOKEN_PATH);
+    assert_eq!(put.len(), 1);
+    assert_eq!(put[0].method, "PUT");
+    assert_eq!(
+        put[0].header("X-aliyun-ecs-metadata-token-ttl-seconds"),
+        Some("21600")
+    );
+    for r in gets(&m) {
+        assert!(r.header(TOKEN_HEADER).is_some(), "{r:?}");
+        assert_eq!(r.status, Some(200));
+    }
+    assert!(p.describe().contains("hardened"));
+}
+
+#[tokio::test]
+async fn hardened_mode_404_is_no_notice() {
+    let m = mock(TokenMode::Required).await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert!(o.notices.is_empty());
+    assert_eq!(gets(&m)[0].status, Some(404));
+}
+
+#[tokio::test]
+async fn a_rejected_token_is_replaced_once() {
+    let m = MockImds::builder()
+        .listen("127.0.0.1:0")
+        .config(config(TokenMode::Required))
+        .route(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"))
+        .start()
+        .await
+        .unwrap();
+    let mut p = provider(&m);
+    assert!(p.observe().await.ok());
+    // The server forgets every token (as after an expiry): 401, new token, read again.
+    m.reset();
+    let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
+    assert_eq!(m.stats().alibaba_tokens_issued, 2);
+    let g = gets(&m);
+    assert_eq!(g.len(), 2, "{g:?}");
+    assert_eq!(g[0].status, Some(401));
+    assert_eq!(g[1].status, Some(200));
+}
+
+#[tokio::test]
+async fn a_token_that_keeps_failing_is_an_error_not_a_loop() {
+    let m = mock(TokenMode::Required).await;
+    m.config(|c| c.token_always_401 = true);
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Status { status: 401, .. }),
+        "{:?}",
+        o.errors
+    );
+    assert_eq!(gets(&m).len(), 2, "one retry with a fresh token");
+    assert_eq!(m.stats().alibaba_tokens_issued, 2);
+}
+
+#[tokio::test]
+async fn normal_mode_reads_without_a_token() {
+    for status in [403u16, 404, 405] {
+        let m = mock(TokenMode::Refused).await;
+        m.config(|c| c.token_put_status = status);
+        m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
+        let mut p = provider(&m);
+        for _ in 0..3 {
+            let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+            assert!(o.ok(), "{status}: {:?}", o.errors);
+            assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
+        }
+        assert_eq!(
+            m.count(TOKEN_PATH),
+            1,
+            "{status}: the refusal is remembered"
+        );
+        for r in gets(&m) {
+            assert!(r.header(TOKEN_HEADER).is_none(), "{r:?}");
+        }
+        assert!(p.describe().contains("normal mode"));
+    }
+}
+
+#[tokio::test]
+async fn hardened_mode_switched_on_later_is_followed() {
+    let m = mock(TokenMode::Refused).await;
+    m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
+    let mut p = provider(&m);
+    assert!(p.observe().await.ok());
+    m.config(|c| c.alibaba_token = TokenMode::Required);
+    let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
+    assert_eq!(m.stats().alibaba_tokens_issued, 1);
+    assert!(gets(&m).last().unwrap().header(TOKEN_HEADER).is_some());
+}
+
+#[tokio::test]
+async fn token_put_failures_are_errors() {
+    let m = mock(TokenMode::Required).await;
+    m.set(TOKEN_PATH, Response::text(500, "oops"));
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Status { status: 500, .. }),
+        "{:?}",
+        o.errors
+    );
+    assert!(gets(&m).is_empty(), "no tokenless read after a failed PUT");
+    m.set(TOKEN_PATH, Response::text(200, "bad token\u{7}"));
+    let o = observe_until(&mut p, |o| !o.ok()).await;
+    assert!(matches!(o.errors[0].error, ImdsError::Malformed { .. }));
+    m.set(TOKEN_PATH, Response::fault(Fault::Hang));
+    let o = observe_until(&mut p, |o| !o.ok()).await;
+    assert!(matches!(o.errors[0].error, ImdsError::Timeout { .. }));
+}
+
+#[tokio::test]
+async fn faults_are_errors_and_keep_the_last_state() {
+    let m = mock(TokenMode::Optional).await;
+    m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
+    let mut p = provider(&m);
+    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AlibabaSpot]);
+    for (what, resp) in [
+        ("503", Response::text(503, "busy")),
+        ("500", Response::text(500, "oops")),
+        ("hang", Response::fault(Fault::Hang)),
+        ("reset", Response::fault(Fault::Reset)),
+        ("garbage", Response::fault(Fault::Garbage)),
+        ("huge", Response::huge(16 * 1024 * 1024)),
+    ] {
+        m.set(SPOT_PATH, resp);
+        let o = observe_until(&mut p, |o| !o.ok()).await;
+        match (what, &o.errors[0].error) {
+            ("503", ImdsError::Status { status: 503, .. })
+            | ("500", ImdsError::Status { status: 500, .. })
+            | ("hang", ImdsError::Timeout { .. })
+            | ("huge", ImdsError::TooLarge { .. })
+            | ("reset" | "garbage", _) => {}
+            (w, e) => panic!("{w}: {e:?}"),
+        }
+        assert!(o.fresh.is_empty(), "{what}");
+        assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot], "{what}: kept");
+    }
+}

@@ -1,0 +1,472 @@
+//! The Azure provider against the in-process mock IMDS: Scheduled Events for this VM and
+//! others, the VM name, acknowledgement, faults.
+
+use std::time::{Duration, Instant};
+
+use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::provider::azure::{Azure, AzureOptions, EVENTS_PATH, NAME_PATH};
+use nthd::provider::{NoticeKind, NoticeStatus, Observation, Provider};
+use nthd_testkit::imds::{Fault, MockImds, Response};
+
+fn client(m: &MockImds) -> ImdsClient {
+    ImdsClient::new(
+        &m.url(),
+        ClientOptions {
+            request_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn provider(m: &MockImds) -> Azure {
+    Azure::new(
+        client(m),
+        AzureOptions {
+            poll_interval: Duration::from_millis(50),
+        },
+    )
+}
+
+fn kinds(o: &Observation) -> Vec<NoticeKind> {
+    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
+    k.sort();
+    k
+}
+
+fn event(id: &str, kind: &str, resources: &[&str], status: &str, not_before: &str) -> String {
+    serde_json::json!({
+        "EventId": id,
+        "EventType": kind,
+        "ResourceType": "VirtualMachine",
+        "Resources": resources,
+        "EventStatus": status,
+        "NotBefore": not_before,
+        "Description": "test event",
+        "EventSource": "Platform",
+        "DurationInSeconds": -1,
+    })
+    .to_string()
+}
+
+fn doc(events: &[String]) -> Response {
+    Response::json(
+        200,
+        format!(
+            r#"{{"DocumentIncarnation": 2, "Events": [{}]}}"#,
+            events.join(",")
+        ),
+    )
+}
+
+async fn mock(name: &str, events: &[String]) -> MockImds {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(NAME_PATH, Response::text(200, name));
+    m.set(EVENTS_PATH, doc(events));
+    m
+}
+
+/// Observes until `f` accepts an observation (each poll waits for `next_due`).
+async fn observe_until(p: &mut Azure, f: impl Fn(&Observation) -> bool) -> Observation {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let due = p.next_due();
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let o = p.observe().await;
+        if f(&o) {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
+    }
+}
+
+#[tokio::test]
+async fn event_for_this_vm_is_a_notice() {
+    let m = mock(
+        "vm1",
+        &[event(
+            "E-PREEMPT",
+            "Preempt",
+            &["vm1"],
+            "Scheduled",
+            "Mon, 19 Sep 2016 18:29:47 GMT",
+        )],
+    )
+    .await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(o.fresh, ["azure/scheduledevents"]);
+    assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
+    let n = &o.notices[0];
+    assert_eq!(n.id, "azure/E-PREEMPT");
+    assert_eq!(n.event_id.as_deref(), Some("E-PREEMPT"));
+    assert_eq!(n.status, NoticeStatus::Active);
+    assert!(n.deadline.is_some());
+    assert!(n.detail.contains("Scheduled"), "{}", n.detail);
+    assert_eq!(p.vm_name(), Some("vm1"));
+    // Headers and API versions; the name is read once and cached.
+    for _ in 0..3 {
+        observe_until(&mut p, |o| o.fresh.len() == 1).await;
+    }
+    assert_eq!(m.count(NAME_PATH), 1);
+    let name_req = &m.requests_for(NAME_PATH)[0];
+    assert_eq!(name_req.header("Metadata"), Some("true"));
+    assert_eq!(
+        name_req.query_param("api-version").as_deref(),
+        Some("2021-02-01")
+    );
+    assert_eq!(name_req.query_param("format").as_deref(), Some("text"));
+    let ev = m.requests_for(EVENTS_PATH);
+    assert_eq!(ev.len(), 4);
+    for r in &ev {
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.header("Metadata"), Some("true"));
+        assert_eq!(r.query_param("api-version").as_deref(), Some("2020-07-01"));
+        assert_eq!(r.status, Some(200), "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn every_event_type() {
+    let events: Vec<String> = [
+        ("P", "Preempt"),
+        ("T", "Terminate"),
+        ("R", "Reboot"),
+        ("D", "Redeploy"),
+        ("F", "Freeze"),
+        ("X", "Hibernate"),
+    ]
+    .iter()
+    .map(|(id, t)| event(id, t, &["vm1"], "Scheduled", ""))
+    .collect();
+    let m = mock("vm1", &events).await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(
+        kinds(&o),
+        vec![
+            NoticeKind::AzurePreempt,
+            NoticeKind::AzureTerminate,
+            NoticeKind::AzureReboot,
+            NoticeKind::AzureRedeploy,
+            NoticeKind::AzureFreeze,
+            NoticeKind::Unknown,
+        ]
+    );
+    for n in &o.notices {
+        assert!(n.deadline.is_none(), "empty NotBefore means now");
+        assert!(n.id.starts_with("azure/"));
+    }
+}
+
+#[tokio::test]
+async fn events_for_other_vms_are_ignored() {
+    let m = mock(
+        "vm1",
+        &[
+            event("A", "Preempt", &["vm2"], "Scheduled", ""),
+            event("B", "Terminate", &["vm3", "vm4"], "Started", ""),
+            event("C", "Reboot", &[], "Scheduled", ""),
+            event("D", "Redeploy", &["vm10"], "Scheduled", ""),
+        ],
+    )
+    .await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert!(o.notices.is_empty(), "{:?}", o.notices);
+    assert_eq!(o.fresh, ["azure/scheduledevents"]);
+}
+
+#[tokio::test]
+async fn vm_names_compare_case_insensitively() {
+    let m = mock(
+        "MyVm-01",
+        &[
+            event("A", "Preempt", &["other", "myvm-01"], "Scheduled", ""),
+            event("B", "Freeze", &["MYVM-01"], "Scheduled", ""),
+        ],
+    )
+    .await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert_eq!(
+        kinds(&o),
+        vec![NoticeKind::AzurePreempt, NoticeKind::AzureFreeze]
+    );
+}
+
+#[tokio::test]
+async fn no_document_events_means_none_and_gone() {
+    let m = mock("vm1", &[event("A", "Reboot", &["vm1"], "Scheduled", "")]).await;
+    let mut p = provider(&m);
+    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AzureReboot]);
+    // Started: NotBefore becomes empty; same fingerprint.
+    m.set(
+        EVENTS_PATH,
+        doc(&[event("A", "Reboot", &["vm1"], "Started", "")]),
+    );
+    let o = observe_until(&mut p, |o| {
+        o.notices.iter().any(|n| n.detail.contains("Started"))
+    })
+    .await;
+    assert_eq!(o.notices[0].id, "azure/A");
+    assert!(o.notices[0].deadline.is_none());
+    // Finished: no events.
+    m.set(EVENTS_PATH, doc(&[]));
+    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    assert_eq!(
+        o.fresh,
+        ["azure/scheduledevents"],
+        "an empty document is a fresh 'none'"
+    );
+}
+
+#[tokio::test]
+async fn unknown_vm_name_never_acts_and_recovers() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(NAME_PATH, Response::text(500, "busy"));
+    m.set(
+        EVENTS_PATH,
+        doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]),
+    );
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.notices.is_empty(), "never act while the name is unknown");
+    assert_eq!(o.fresh, ["azure/scheduledevents"]);
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert_eq!(o.errors[0].source, "azure/instance/compute/name");
+    assert!(matches!(
+        o.errors[0].error,
+        ImdsError::Status { status: 500, .. }
+    ));
+    assert_eq!(p.vm_name(), None);
+    // A malformed name is not taken either.
+    m.set(NAME_PATH, Response::text(200, "two words"));
+    observe_until(&mut p, |o| {
+        o.errors
+            .iter()
+            .any(|e| matches!(e.error, ImdsError::Malformed { .. }))
+    })
+    .await;
+    assert!(p.acknowledge(&["A".to_string()]).await.unwrap() == 0);
+    // Once the name can be read, the same event is acted on.
+    m.set(NAME_PATH, Response::text(200, "vm1"));
+    let o = observe_until(&mut p, |o| !o.notices.is_empty()).await;
+    assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
+    assert_eq!(p.vm_name(), Some("vm1"));
+}
+
+#[tokio::test]
+async fn acknowledge_posts_exactly_the_acted_ids() {
+    let m = mock(
+        "vm1",
+        &[
+            event("A", "Preempt", &["vm1"], "Scheduled", ""),
+            event("B", "Terminate", &["vm2", "vm1"], "Scheduled", ""),
+            event("C", "Reboot", &["vm2"], "Scheduled", ""),
+        ],
+    )
+    .await;
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert_eq!(o.notices.len(), 2);
+    let posts = || {
+        m.requests_for(EVENTS_PATH)
+            .into_iter()
+            .filter(|r| r.method == "POST")
+            .collect::<Vec<_>>()
+    };
+    // Only A: C is another VM's event, Z was never seen.
+    let n = p
+        .acknowledge(&["A".into(), "C".into(), "Z".into(), "A".into()])
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let sent = posts();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].header("Metadata"), Some("true"));
+    assert_eq!(
+        sent[0].query_param("api-version").as_deref(),
+        Some("2020-07-01")
+    );
+    assert_eq!(sent[0].status, Some(200));
+    let body: serde_json::Value = serde_json::from_str(&sent[0].body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"StartRequests": [{"EventId": "A"}]})
+    );
+    // Refused entirely: nothing is posted.
+    assert_eq!(p.acknowledge(&["C".into(), "Z".into()]).await.unwrap(), 0);
+    assert_eq!(p.acknowledge(&[]).await.unwrap(), 0);
+    assert_eq!(posts().len(), 1);
+    // Both of this VM's events.
+    assert_eq!(p.acknowledge(&["B".into(), "A".into()]).await.unwrap(), 2);
+    let sent = posts();
+    assert_eq!(sent.len(), 2);
+    let body: serde_json::Value = serde_json::from_str(&sent[1].body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"StartRequests": [{"EventId": "B"}, {"EventId": "A"}]})
+    );
+    // Events no longer listed are not acknowledged.
+    m.set(EVENTS_PATH, doc(&[]));
+    observe_until(&mut p, |o| o.notices.is_empty()).await;
+    assert_eq!(p.acknowledge(&["A".into()]).await.unwrap(), 0);
+    assert_eq!(posts().len(), 2);
+}
+
+#[tokio::test]
+async fn acknowledge_before_any_read_refuses() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+    let mut p = provider(&m);
+    assert_eq!(p.acknowledge(&["A".into()]).await.unwrap(), 0);
+    assert!(m.requests().is_empty());
+}
+
+#[tokio::test]
+async fn acknowledge_reports_errors() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+    let mut p = provider(&m);
+    p.observe().await;
+    drop(m);
+    let e = p.acknowledge(&["A".into()]).await.unwrap_err();
+    assert!(
+        matches!(e, ImdsError::Connect { .. } | ImdsError::Timeout { .. }),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn server_errors_keep_the_last_document() {
+    let m = mock("vm1", &[event("A", "Terminate", &["vm1"], "Scheduled", "")]).await;
+    let mut p = provider(&m);
+    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AzureTerminate]);
+    for status in [500, 503, 410, 404, 400] {
+        m.set(EVENTS_PATH, Response::json(status, "{}"));
+        let o = observe_until(&mut p, |o| !o.ok()).await;
+        assert!(
+            matches!(o.errors[0].error, ImdsError::Status { status: s, .. } if s == status),
+            "{status}: {:?}",
+            o.errors
+        );
+        assert!(o.fresh.is_empty());
+        assert_eq!(kinds(&o), vec![NoticeKind::AzureTerminate], "{status}");
+    }
+    // Backing off, but still polling.
+    assert!(p.next_due() > Instant::now());
+    m.set(EVENTS_PATH, doc(&[]));
+    observe_until(&mut p, |o| o.ok() && o.notices.is_empty()).await;
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_documents_are_errors() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+    let mut p = provider(&m);
+    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AzurePreempt]);
+    for (what, resp) in [
+        (
+            "broken JSON",
+            Response::json(200, r#"{"Events":[{"EventId":"#),
+        ),
+        ("wrong shape", Response::json(200, r#"[1,2,3]"#)),
+        (
+            "no Events",
+            Response::json(200, r#"{"DocumentIncarnation":1}"#),
+        ),
+        ("html", Response::text(200, "<html>hi</html>")),
+        ("huge", Response::huge(32 * 1024 * 1024)),
+        ("garbage", Response::fault(Fault::Garbage)),
+        (
+            "truncated",
+            doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]).with_fault(Fault::Truncate),
+        ),
+    ] {
+        m.set(EVENTS_PATH, resp);
+        let o = observe_until(&mut p, |o| !o.ok()).await;
+        if what == "huge" {
+            assert!(
+                matches!(o.errors[0].error, ImdsError::TooLarge { .. }),
+                "{:?}",
+                o.errors
+            );
+        }
+        assert!(o.fresh.is_empty(), "{what}");
+        assert_eq!(
+            kinds(&o),
+            vec![NoticeKind::AzurePreempt],
+            "{what}: last state kept"
+        );
+    }
+}
+
+#[tokio::test]
+async fn slow_first_call_gets_a_long_timeout_later_ones_do_not() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+    // 1.5 s is three times the client's request timeout; the first call is still waited for.
+    m.set(
+        EVENTS_PATH,
+        doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]).with_delay(1500),
+    );
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
+    // After that, the ordinary timeout applies.
+    let o = observe_until(&mut p, |o| !o.ok()).await;
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Timeout { .. }),
+        "{:?}",
+        o.errors
+    );
+    assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
+}
+
+#[tokio::test]
+async fn hang_after_the_first_answer_times_out() {
+    let m = mock("vm1", &[]).await;
+    let mut p = provider(&m);
+    assert!(p.observe().await.ok());
+    m.set(EVENTS_PATH, Response::fault(Fault::Hang));
+    let t = Instant::now();
+    let o = observe_until(&mut p, |o| !o.ok()).await;
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(matches!(o.errors[0].error, ImdsError::Timeout { .. }));
+}
+
+/// The first call may take up to two minutes; `observe()` must not block that long (the
+/// daemon's watchdog would fire), and the slow answer must not be lost.
+#[tokio::test]
+async fn very_slow_first_call_spans_observations() {
+    let m = mock("vm1", &[]).await;
+    m.set(
+        EVENTS_PATH,
+        doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]).with_delay(11_500),
+    );
+    let mut p = provider(&m);
+    let t = Instant::now();
+    let o = p.observe().await;
+    let first = t.elapsed();
+    assert!(
+        first >= Duration::from_secs(9) && first < Duration::from_secs(11),
+        "{first:?}"
+    );
+    assert!(o.fresh.is_empty() && o.notices.is_empty());
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Timeout { .. }),
+        "{o:?}"
+    );
+    assert!(
+        p.next_due() <= Instant::now(),
+        "still waiting on the request"
+    );
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
+    assert_eq!(m.count(EVENTS_PATH), 1, "the same request was waited on");
+}

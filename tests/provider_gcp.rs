@@ -1,0 +1,595 @@
+//! The GCP provider against the in-process mock metadata server: values, long-poll latency and
+//! re-arming, faults.
+
+use std::time::{Duration, Instant};
+
+use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::provider::gcp::{Gcp, GcpOptions, MAINTENANCE_PATH, PREEMPTED_PATH};
+use nthd::provider::{NoticeKind, Observation, Provider};
+use nthd_testkit::imds::{Fault, LoggedRequest, MockImds, Response};
+
+const RETRY: Duration = Duration::from_millis(100);
+
+fn provider_with(m: &MockImds, wait: Duration, client: ClientOptions) -> Gcp {
+    Gcp::new(
+        ImdsClient::new(&m.url(), client).unwrap(),
+        GcpOptions {
+            wait,
+            retry_interval: RETRY,
+        },
+    )
+}
+
+fn provider(m: &MockImds, wait: Duration) -> Gcp {
+    provider_with(m, wait, ClientOptions::default())
+}
+
+fn fast_client() -> ClientOptions {
+    ClientOptions {
+        request_timeout: Duration::from_millis(500),
+        connect_timeout: Duration::from_millis(500),
+        ..ClientOptions::default()
+    }
+}
+
+fn kinds(o: &Observation) -> Vec<NoticeKind> {
+    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
+    k.sort();
+    k
+}
+
+fn long_polls(m: &MockImds, path: &str) -> Vec<LoggedRequest> {
+    m.requests_for(path)
+        .into_iter()
+        .filter(|r| r.query_param("wait_for_change").as_deref() == Some("true"))
+        .collect()
+}
+
+async fn quiet_mock() -> MockImds {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
+    m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
+    m
+}
+
+/// Runs `observe()` while `change` is applied to the mock after `after`; returns the
+/// observation and how long after the change it came back.
+async fn observe_with_change(
+    p: &mut Gcp,
+    after: Duration,
+    change: impl FnOnce(),
+) -> (Observation, Duration) {
+    let ((o, done), changed) = tokio::join!(
+        async {
+            let o = p.observe().await;
+            (o, Instant::now())
+        },
+        async {
+            tokio::time::sleep(after).await;
+            let t = Instant::now();
+            change();
+            t
+        }
+    );
+    (o, done.saturating_duration_since(changed))
+}
+
+#[tokio::test]
+async fn notice_present_before_start_is_seen_on_first_observe() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+    );
+    let mut p = provider(&m, Duration::from_secs(5));
+    assert!(p.next_due() <= Instant::now());
+    let t = Instant::now();
+    let o = p.observe().await;
+    assert!(t.elapsed() < Duration::from_secs(1), "plain reads, no wait");
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(
+        kinds(&o),
+        vec![NoticeKind::GcpPreempt, NoticeKind::GcpTerminateMaintenance]
+    );
+    let mut fresh = o.fresh.clone();
+    fresh.sort();
+    assert_eq!(
+        fresh,
+        ["gcp/instance/maintenance-event", "gcp/instance/preempted"]
+    );
+    let p0 = o
+        .notices
+        .iter()
+        .find(|n| n.kind == NoticeKind::GcpPreempt)
+        .unwrap();
+    assert_eq!(p0.id, "gcp/preempted");
+    // The first reads are plain GETs with the required header.
+    for path in [PREEMPTED_PATH, MAINTENANCE_PATH] {
+        let r = m.requests_for(path);
+        assert_eq!(r.len(), 1, "{path}");
+        assert_eq!(r[0].query, "", "{path}");
+        assert_eq!(r[0].header("Metadata-Flavor"), Some("Google"));
+        assert_eq!(r[0].status, Some(200));
+    }
+    assert!(p.next_due() <= Instant::now(), "long-polling: due at once");
+    assert!(p.describe().contains("long-polling"));
+}
+
+#[tokio::test]
+async fn preempt_is_detected_by_long_poll_within_one_round_trip() {
+    let m = quiet_mock().await;
+    let wait = Duration::from_secs(10);
+    let mut p = provider(&m, wait);
+    let o = p.observe().await;
+    assert!(o.ok() && o.notices.is_empty(), "{o:?}");
+    let (o, latency) = observe_with_change(&mut p, Duration::from_millis(300), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    eprintln!("GCP preempt detection latency: {latency:?}");
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    assert!(o.fresh.contains(&"gcp/instance/preempted"));
+    assert!(
+        latency < Duration::from_secs(1),
+        "detected {latency:?} after the change"
+    );
+    // It was a long-poll carrying the ETag of the first answer and the wait.
+    let lp = long_polls(&m, PREEMPTED_PATH);
+    assert_eq!(lp.len(), 1);
+    assert_eq!(
+        lp[0].query_param("last_etag"),
+        Some(Response::text(200, "FALSE").etag())
+    );
+    assert_eq!(lp[0].query_param("timeout_sec").as_deref(), Some("10"));
+    assert_eq!(lp[0].header("Metadata-Flavor"), Some("Google"));
+    assert_eq!(lp[0].note.as_deref(), Some("long poll: value changed"));
+}
+
+#[tokio::test]
+async fn the_other_key_keeps_its_long_poll_in_flight() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(10));
+    p.observe().await;
+    // Preempted changes twice; the maintenance-event long-poll armed at the start is kept.
+    let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "FALSE"))
+    })
+    .await;
+    assert!(o.notices.is_empty(), "{o:?}");
+    assert_eq!(
+        long_polls(&m, MAINTENANCE_PATH).len(),
+        1,
+        "the maintenance-event long-poll is not re-issued when preempted changes"
+    );
+    // And it still reports its own change within one round trip.
+    let (o, latency) = observe_with_change(&mut p, Duration::from_millis(200), || {
+        m.set(
+            MAINTENANCE_PATH,
+            Response::text(200, "MIGRATE_ON_HOST_MAINTENANCE"),
+        )
+    })
+    .await;
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpMigrate]);
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    assert_eq!(long_polls(&m, MAINTENANCE_PATH).len(), 1);
+}
+
+#[tokio::test]
+async fn simultaneous_changes_are_both_reported() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(10));
+    p.observe().await;
+    let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+        m.set(
+            MAINTENANCE_PATH,
+            Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+        );
+    })
+    .await;
+    let mut seen = kinds(&o);
+    if seen.len() < 2 {
+        let t = Instant::now();
+        let o2 = p.observe().await;
+        assert!(t.elapsed() < Duration::from_secs(1));
+        seen = kinds(&o2);
+    }
+    assert_eq!(
+        seen,
+        vec![NoticeKind::GcpPreempt, NoticeKind::GcpTerminateMaintenance]
+    );
+}
+
+#[tokio::test]
+async fn every_maintenance_value() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(10));
+    p.observe().await;
+    for (value, want) in [
+        (
+            "TERMINATE_ON_HOST_MAINTENANCE",
+            vec![NoticeKind::GcpTerminateMaintenance],
+        ),
+        ("MIGRATE_ON_HOST_MAINTENANCE", vec![NoticeKind::GcpMigrate]),
+        ("NONE", vec![]),
+        ("SOMETHING_NEW", vec![NoticeKind::Unknown]),
+        ("NONE", vec![]),
+    ] {
+        let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
+            m.set(MAINTENANCE_PATH, Response::text(200, value))
+        })
+        .await;
+        assert!(o.ok(), "{value}: {:?}", o.errors);
+        assert!(
+            o.fresh.contains(&"gcp/instance/maintenance-event"),
+            "{value}"
+        );
+        assert_eq!(kinds(&o), want, "{value}");
+    }
+    // And back: preempted TRUE then FALSE.
+    let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "FALSE"))
+    })
+    .await;
+    assert!(o.notices.is_empty() && o.fresh.contains(&"gcp/instance/preempted"));
+}
+
+#[tokio::test]
+async fn not_found_is_no_notice() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(&m, Duration::from_secs(5));
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert!(o.notices.is_empty());
+    assert_eq!(o.fresh.len(), 2);
+    // The 404 carries an ETag too, so it is long-polled and a later value is seen.
+    let (o, latency) = observe_with_change(&mut p, Duration::from_millis(200), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    assert!(latency < Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn long_poll_rearms_after_a_connection_reset() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(10));
+    p.observe().await;
+    // The next answer resets the connection; the one after is the unchanged value.
+    m.set(
+        PREEMPTED_PATH,
+        Response::sequence(vec![
+            Response::fault(Fault::Reset),
+            Response::text(200, "FALSE"),
+        ]),
+    );
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert_eq!(o.errors[0].source, "gcp/instance/preempted");
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Connect { .. }),
+        "{:?}",
+        o.errors[0].error
+    );
+    assert!(!o.fresh.contains(&"gcp/instance/preempted"));
+    assert!(
+        p.next_due() <= Instant::now(),
+        "the other key still long-polls, so the provider stays due"
+    );
+    // Re-armed as a long-poll after the backoff; a change is then seen within a round trip.
+    let (o, latency) = observe_with_change(&mut p, Duration::from_millis(600), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    let lp = long_polls(&m, PREEMPTED_PATH);
+    assert_eq!(lp.len(), 2, "{lp:?}");
+    assert_eq!(lp[0].fault, Some(Fault::Reset));
+    assert_eq!(
+        lp[1].query_param("last_etag"),
+        lp[0].query_param("last_etag")
+    );
+}
+
+#[tokio::test]
+async fn long_poll_rearms_after_a_503() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(10));
+    p.observe().await;
+    m.set(
+        PREEMPTED_PATH,
+        Response::sequence(vec![
+            Response::text(503, "unavailable"),
+            Response::text(503, "unavailable"),
+            Response::text(200, "FALSE"),
+        ]),
+    );
+    let o = p.observe().await;
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Status { status: 503, .. }),
+        "{o:?}"
+    );
+    let o = p.observe().await;
+    assert!(
+        matches!(o.errors[0].error, ImdsError::Status { status: 503, .. }),
+        "{o:?}"
+    );
+    let (o, latency) = observe_with_change(&mut p, Duration::from_millis(800), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    assert!(long_polls(&m, PREEMPTED_PATH).len() >= 3);
+}
+
+#[tokio::test]
+async fn failures_keep_the_last_known_notice() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+    m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
+    let mut p = provider(&m, Duration::from_secs(10));
+    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::GcpPreempt]);
+    m.set(PREEMPTED_PATH, Response::text(500, "oops"));
+    let o = p.observe().await;
+    assert!(!o.ok());
+    assert_eq!(
+        kinds(&o),
+        vec![NoticeKind::GcpPreempt],
+        "kept while failing"
+    );
+    assert!(!o.fresh.contains(&"gcp/instance/preempted"));
+}
+
+#[tokio::test]
+async fn malformed_values_are_errors_not_notices() {
+    let m = quiet_mock().await;
+    m.set(PREEMPTED_PATH, Response::text(200, "MAYBE"));
+    let mut p = provider(&m, Duration::from_secs(10));
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert!(matches!(o.errors[0].error, ImdsError::Malformed { .. }));
+    assert!(o.notices.is_empty());
+    assert_eq!(o.fresh, ["gcp/instance/maintenance-event"]);
+    // Not UTF-8 / not HTTP at all.
+    m.set(PREEMPTED_PATH, Response::fault(Fault::Garbage));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let o = p.observe().await;
+    assert!(!o.ok(), "{o:?}");
+    // Recovers once the value is sane again.
+    m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = p.observe().await;
+        if kinds(&o) == vec![NoticeKind::GcpPreempt] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recovered: {o:?}");
+    }
+}
+
+#[tokio::test]
+async fn oversized_and_truncated_bodies_are_errors() {
+    let m = quiet_mock().await;
+    m.set(PREEMPTED_PATH, Response::huge(64 * 1024 * 1024));
+    let mut p = provider(&m, Duration::from_secs(10));
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert!(
+        matches!(o.errors[0].error, ImdsError::TooLarge { .. }),
+        "{:?}",
+        o.errors[0].error
+    );
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "MIGRATE_ON_HOST_MAINTENANCE").with_fault(Fault::Truncate),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = p.observe().await;
+        if o.errors
+            .iter()
+            .any(|e| e.source == "gcp/instance/maintenance-event")
+        {
+            assert!(o.notices.is_empty(), "{o:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no error for the truncated body");
+    }
+}
+
+#[tokio::test]
+async fn hanging_reads_time_out() {
+    let m = quiet_mock().await;
+    m.set(PREEMPTED_PATH, Response::fault(Fault::Hang));
+    // Plain read: the client's request timeout.
+    let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
+    let t = Instant::now();
+    let o = p.observe().await;
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert!(matches!(o.errors[0].error, ImdsError::Timeout { .. }));
+    // Long-poll: the wait plus a few seconds.
+    let m = quiet_mock().await;
+    let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
+    p.observe().await;
+    m.set(PREEMPTED_PATH, Response::fault(Fault::Hang));
+    let t = Instant::now();
+    let o = loop {
+        let o = p.observe().await;
+        if !o.errors.is_empty() {
+            break o;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+    };
+    match &o.errors[0].error {
+        ImdsError::Timeout { timeout, .. } => {
+            assert!(*timeout > Duration::from_secs(1) && *timeout <= Duration::from_secs(5))
+        }
+        e => panic!("{e:?}"),
+    }
+    // The maintenance key kept working meanwhile (its long-poll timed out server-side).
+    m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = p.observe().await;
+        if kinds(&o) == vec![NoticeKind::GcpPreempt] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recovered: {o:?}");
+    }
+}
+
+#[tokio::test]
+async fn server_timeouts_reread_and_rearm() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(1));
+    p.observe().await;
+    // Two long-poll timeouts (1 s each, unchanged ETag): each is followed by a plain re-read,
+    // and observations keep coming with both keys fresh.
+    let t = Instant::now();
+    let mut fresh = 0;
+    while t.elapsed() < Duration::from_millis(2500) {
+        let o = p.observe().await;
+        assert!(o.ok(), "{:?}", o.errors);
+        fresh += o.fresh.len();
+    }
+    assert!(fresh >= 4, "{fresh}");
+    let lp = long_polls(&m, PREEMPTED_PATH);
+    assert!(lp.len() >= 2 && lp.len() <= 4, "{}", lp.len());
+    assert!(lp
+        .iter()
+        .all(|r| r.note.as_deref() != Some("long poll: value changed")));
+    let plain = m.requests_for(PREEMPTED_PATH).len() - lp.len();
+    assert!(plain >= 2, "a plain re-read follows each timeout ({plain})");
+}
+
+#[tokio::test]
+async fn same_etag_answered_at_once_backs_off() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    // A server that ignores wait_for_change: it always answers at once, always the same ETag.
+    m.set(
+        PREEMPTED_PATH,
+        Response::text(200, "FALSE").with_header("ETag", "stuck"),
+    );
+    m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
+    let mut p = provider(&m, Duration::from_secs(30));
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) {
+        let o = p.observe().await;
+        assert!(o.ok(), "{:?}", o.errors);
+        let due = p.next_due();
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+    }
+    // Backoff from 100 ms doubling: about a dozen requests in 3 s, not thousands.
+    let n = m.count(PREEMPTED_PATH);
+    assert!((4..=30).contains(&n), "{n} requests in 3 s");
+}
+
+#[tokio::test]
+async fn missing_etags_fall_back_to_polling() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(
+        PREEMPTED_PATH,
+        Response::text(200, "FALSE").with_header("ETag", ""),
+    );
+    m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
+    let mut p = provider(&m, Duration::from_secs(30));
+    p.observe().await;
+    let t = Instant::now();
+    m.set(
+        PREEMPTED_PATH,
+        Response::text(200, "TRUE").with_header("ETag", ""),
+    );
+    loop {
+        let o = p.observe().await;
+        if kinds(&o) == vec![NoticeKind::GcpPreempt] {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "not polled: {o:?}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(
+        long_polls(&m, PREEMPTED_PATH).is_empty(),
+        "no long-poll without an ETag"
+    );
+}
+
+#[tokio::test]
+async fn the_metadata_flavor_header_is_always_sent() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(1));
+    p.observe().await;
+    let (o, _) = observe_with_change(&mut p, Duration::from_millis(100), || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+    })
+    .await;
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    let reqs = m.requests();
+    assert!(reqs.len() >= 3);
+    for r in &reqs {
+        assert_eq!(r.header("Metadata-Flavor"), Some("Google"), "{r:?}");
+        assert_ne!(r.status, Some(403), "{r:?}");
+    }
+    // A 403 (what the server says without the header) is an error, not "no notice".
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(403, "Missing required header"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = p.observe().await;
+        if let Some(e) = o.errors.first() {
+            assert!(
+                matches!(e.error, ImdsError::Status { status: 403, .. }),
+                "{e:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline);
+    }
+}
+
+#[tokio::test]
+async fn next_due_is_the_retry_time_when_nothing_long_polls() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    m.set(PREEMPTED_PATH, Response::text(503, "x"));
+    m.set(MAINTENANCE_PATH, Response::text(503, "x"));
+    let mut p = provider(&m, Duration::from_secs(10));
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 2, "{o:?}");
+    assert!(o.fresh.is_empty());
+    let now = Instant::now();
+    let due = p.next_due();
+    assert!(due > now && due <= now + RETRY, "{:?}", due - now);
+    // Once the keys answer again, long-polling resumes and the provider is due at once.
+    m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
+    m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep_until(p.next_due().into()).await;
+        let o = p.observe().await;
+        if o.fresh.len() == 2 || (o.ok() && p.next_due() <= Instant::now()) {
+            break;
+        }
+    }
+    assert!(p.next_due() <= Instant::now());
+}
