@@ -106,7 +106,7 @@ async fn imds_cell(phase: Phase, fault: Apply, clear: Apply, hint: &str) {
     }
     let gap = notify.longest_watchdog_gap(t0 + Duration::from_millis(300));
     assert!(
-        gap < Duration::from_millis(1500),
+        gap < Duration::from_millis(2500),
         "watchdog starved for {gap:?}"
     );
     assert!(n.stop().await.success());
@@ -189,7 +189,7 @@ async fn imds_unreachable_at_boot_then_appears() {
     assert_once(&logind, &mut n).await;
     assert!(imds.count(aws::SPOT_PATH) >= 1);
     assert!(
-        notify.longest_watchdog_gap(t0 + Duration::from_millis(300)) < Duration::from_millis(1500)
+        notify.longest_watchdog_gap(t0 + Duration::from_millis(300)) < Duration::from_millis(2500)
     );
 }
 
@@ -274,7 +274,7 @@ async fn dbus_absent_at_start() {
     link_to(&link, &bus);
     assert_once(&logind, &mut n).await;
     assert!(
-        notify.longest_watchdog_gap(t0 + Duration::from_millis(300)) < Duration::from_millis(1500)
+        notify.longest_watchdog_gap(t0 + Duration::from_millis(300)) < Duration::from_millis(2500)
     );
 }
 
