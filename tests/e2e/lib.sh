@@ -1,0 +1,413 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted scripts/jq programs are run inside the container
+# shellcheck disable=SC2034  # CT_* globals are read by the sourcing scripts
+# Library for the nthd real-system e2e harness: boot throwaway systemd-nspawn
+# instances of target/e2e/rootfs, run commands inside them, drive the mock
+# IMDS and the kubelet stand-in, and tear everything down reliably.
+#
+# One container at a time (scenarios run sequentially); its state lives in
+# the CT_* globals below.  Source this file; it has no side effects.
+#
+# Paths: HOST paths are used by the harness (e.g. $CT_DIR/kubelet.jsonl);
+# the same directory is bind-mounted at /e2e inside the container, and
+# everything run with ct_exec sees CONTAINER paths (nsenter -a enters the
+# mount namespace too).  The container's root is a throwaway overlay, so
+# anything we need after power-off must be written under /e2e.
+
+E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="${REPO:-$(cd "$E2E_LIB_DIR/../.." && pwd)}"
+E2E_DIR="${E2E_DIR:-$REPO/target/e2e}"
+ROOTFS="${E2E_ROOTFS:-$E2E_DIR/rootfs}"
+
+# Artefacts built by others (override with env vars).
+E2E_NTHD_DEB="${E2E_NTHD_DEB:-}"            # default: newest target/debian/nthd_*.deb
+# run.sh (re)builds the testkit binaries with cargo unless both are given.
+if [[ -n "${E2E_MOCK_IMDS:-}" && -n "${E2E_FAKE_KUBELET:-}" ]]; then E2E_BUILD_TESTKIT=0; else E2E_BUILD_TESTKIT=1; fi
+E2E_MOCK_IMDS="${E2E_MOCK_IMDS:-$REPO/target/debug/nthd-mock-imds}"
+E2E_FAKE_KUBELET="${E2E_FAKE_KUBELET:-$REPO/target/debug/nthd-fake-kubelet}"
+
+E2E_BOOT_TIMEOUT="${E2E_BOOT_TIMEOUT:-60}"  # s, boot to running/degraded
+E2E_DRAIN_SECS="${E2E_DRAIN_SECS:-5}"       # kubelet stand-in drain time
+E2E_INHIBIT_DELAY="${E2E_INHIBIT_DELAY:-30}" # logind InhibitDelayMaxSec we set
+
+CT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# ---------------------------------------------------------------- utilities
+
+log()  { printf '[e2e %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
+die()  { log "ERROR: $*"; exit 1; }
+need() { local c; for c in "$@"; do command -v "$c" >/dev/null || die "missing host tool: $c"; done; }
+now_ms() { date +%s%3N; }
+
+# ms -> "1.234s"
+fmt_ms() { local ms="$1" s=""; [[ $ms -lt 0 ]] && { s=-; ms=$((-ms)); }; printf '%s%d.%03ds' "$s" $((ms / 1000)) $((ms % 1000)); }
+
+# Poll "$@" every 0.2 s until it succeeds or TIMEOUT seconds pass.
+# Usage: wait_until TIMEOUT cmd args...
+wait_until() {
+  local timeout="$1"; shift
+  local deadline=$(( $(now_ms) + timeout * 1000 ))
+  until "$@"; do
+    (( $(now_ms) >= deadline )) && return 1
+    sleep 0.2
+  done
+}
+
+# Extract integer field FIELD from the first/last JSON line whose "event" is
+# EVENT in FILE (flat one-object-per-line JSON, as the kubelet stand-in
+# writes).  Host-side and tool-free on purpose: it must work after the
+# container is gone and on hosts without jq.
+# Usage: jsonl_event_field FILE EVENT [FIELD=t_ms] [first|last]
+jsonl_event_field() {
+  local file="$1" ev="$2" field="${3:-t_ms}" which="${4:-first}" line
+  [[ -r "$file" ]] || return 1
+  line="$(grep -E "\"event\"[[:space:]]*:[[:space:]]*\"$ev\"" "$file" | { if [[ $which == last ]]; then tail -n1; else head -n1; fi; })" || true
+  [[ -n "$line" ]] || return 1
+  local v; v="$(sed -nE "s/.*\"$field\"[[:space:]]*:[[:space:]]*([0-9]+).*/\\1/p" <<<"$line")"
+  [[ -n "$v" ]] || { log "malformed $ev record in $file: $line"; return 1; }
+  echo "$v"
+}
+
+# ------------------------------------------------------- container lifecycle
+
+CT_NAME=""        # machine name
+CT_DIR=""         # host dir bound at /e2e
+CT_NSPAWN_PID=""  # systemd-nspawn
+CT_WATCHER_PID="" # our subshell that waits for nspawn and stamps its exit
+CT_PID=""         # the container's systemd (PID 1 inside), host PID
+CT_BOOT_MS=""     # nspawn start -> is-system-running running/degraded
+CT_START_MS=""
+CT_EXIT_MS=""     # host time nspawn exited (set by ct_wait_exit / ct_alive)
+CT_EXIT_RC=""
+
+# Find the host PID of the container's init: a descendant of nspawn whose
+# comm is "systemd" and whose innermost namespace PID is 1.
+_ct_find_init() {
+  local root="$1" queue=("$1") p kids c
+  while ((${#queue[@]})); do
+    p="${queue[0]}"; queue=("${queue[@]:1}")
+    if [[ "$p" != "$root" ]] && [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == systemd ]] \
+       && awk '/^NSpid:/{exit !($NF==1 && NF>2)}' "/proc/$p/status" 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+    kids="$(cat /proc/"$p"/task/*/children 2>/dev/null)" || true
+    for c in $kids; do queue+=("$c"); done
+  done
+  return 1
+}
+
+# Boot a fresh throwaway instance.
+# Usage: ct_boot NAME HOSTDIR [extra systemd-nspawn args...]
+# HOSTDIR is created, bound at /e2e; HOSTDIR/journal is the container's
+# persistent journal (/var/log/journal), HOSTDIR/console.log its console.
+ct_boot() {
+  local name="$1" dir="$2"; shift 2
+  [[ -d "$ROOTFS" ]] || die "no rootfs at $ROOTFS (run tests/e2e/rootfs.sh)"
+  [[ -z "$CT_NSPAWN_PID" ]] || ct_cleanup
+  mkdir -p "$dir/journal"
+  dir="$(cd "$dir" && pwd)"
+  rm -f "$dir/nspawn.pid" "$dir/nspawn.rc" "$dir/nspawn.exit_ms"
+  # Unique per harness process: /run/systemd/nspawn/{locks,propagate}/NAME
+  # are host-global.
+  CT_NAME="e2e-${name//[^a-zA-Z0-9-]/-}-$$"; CT_DIR="$dir"; CT_PID=""; CT_EXIT_MS=""; CT_EXIT_RC=""; CT_BOOT_MS=""
+  CT_START_MS="$(now_ms)"
+  # The watcher subshell waits for nspawn and stamps the exit time, so the
+  # power-off instant is measured where it happens, independent of how often
+  # the harness polls.  (Polling `kill -0` would not work: an exited but
+  # unreaped child still answers kill -0.)
+  (
+    trap '' INT  # Ctrl-C is handled by the harness' trap (ct_cleanup)
+    systemd-nspawn --quiet -D "$ROOTFS" -M "$CT_NAME" \
+      --volatile=overlay --register=no --keep-unit --private-network \
+      --link-journal=no -b --console=pipe \
+      --bind="$dir:/e2e" --bind="$dir/journal:/var/log/journal" \
+      "$@" </dev/null >"$dir/console.log" 2>&1 &
+    echo $! >"$dir/nspawn.pid"
+    wait $!; rc=$?
+    now_ms >"$dir/nspawn.exit_ms"
+    echo "$rc" >"$dir/nspawn.rc"
+  ) </dev/null >/dev/null 2>&1 &  # must not hold the caller's stdout/stderr pipes open
+  CT_WATCHER_PID=$!
+  wait_until 5 test -s "$dir/nspawn.pid" || { log "nspawn did not start"; return 1; }
+  CT_NSPAWN_PID="$(cat "$dir/nspawn.pid")"
+
+  local deadline=$(( $(now_ms) + E2E_BOOT_TIMEOUT * 1000 )) st=""
+  while :; do
+    if ! ct_alive; then
+      log "container exited during boot (rc=$CT_EXIT_RC); console:"; tail -n 30 "$dir/console.log" >&2
+      return 1
+    fi
+    if [[ -z "$CT_PID" ]]; then
+      CT_PID="$(_ct_find_init "$CT_NSPAWN_PID")" || CT_PID=""
+    fi
+    if [[ -n "$CT_PID" ]]; then
+      st="$(ct_exec systemctl is-system-running 2>/dev/null)" || true
+      [[ "$st" == running || "$st" == degraded ]] && break
+    fi
+    if (( $(now_ms) >= deadline )); then
+      log "boot timeout after ${E2E_BOOT_TIMEOUT}s (init pid '${CT_PID}', state '${st}'); console:"
+      tail -n 30 "$dir/console.log" >&2
+      if [[ -n "$CT_PID" ]]; then ct_exec systemctl list-jobs --no-legend >&2 || true; fi
+      return 1
+    fi
+    sleep 0.2
+  done
+  CT_BOOT_MS=$(( $(now_ms) - CT_START_MS ))
+  [[ "$st" == degraded ]] && { log "note: container is degraded; failed units:"; ct_exec systemctl --failed --no-legend >&2 || true; }
+  return 0
+}
+
+# Run a command inside the container (container paths, clean environment).
+ct_exec() {
+  [[ -n "$CT_PID" ]] || { log "ct_exec: no container"; return 125; }
+  nsenter -t "$CT_PID" -a -- /usr/bin/env -i PATH="$CT_PATH" LANG=C.UTF-8 TERM=dumb \
+    SYSTEMD_PAGER= SYSTEMD_COLORS=0 HOME=/root "$@"
+}
+# Run a shell snippet inside: ct_sh 'script' [args for $1...]
+ct_sh() { local s="$1"; shift; ct_exec /bin/sh -c "$s" sh "$@"; }
+
+# True while nspawn runs; once it has exited sets CT_EXIT_MS / CT_EXIT_RC.
+ct_alive() {
+  [[ -n "$CT_DIR" ]] || return 1
+  if [[ -s "$CT_DIR/nspawn.rc" ]]; then
+    CT_EXIT_RC="$(cat "$CT_DIR/nspawn.rc")"; CT_EXIT_MS="$(cat "$CT_DIR/nspawn.exit_ms")"
+    return 1
+  fi
+  return 0
+}
+
+# Wait up to TIMEOUT s for the container to power off (nspawn exits).
+ct_wait_exit() {
+  local timeout="$1"
+  wait_until "$timeout" _ct_exited
+}
+_ct_exited() { ! ct_alive; }
+
+# Give the container's network the link-local IMDS addresses (AWS/GCP/Azure
+# 169.254.169.254, Alibaba 100.100.100.200) on lo.  The container has a
+# private netns, so this cannot touch the host.
+ct_net_setup() {
+  ct_sh 'ip link set lo up &&
+         ip addr replace 169.254.169.254/32 dev lo &&
+         ip addr replace 100.100.100.200/32 dev lo'
+}
+
+# Copy a host file into the container via the bind mount; prints the
+# container path.  Hard-links when possible (debug binaries are big).
+# Usage: ct_put HOSTFILE [NAME]
+ct_put() {
+  local src="$1" name="${2:-$(basename "$1")}"
+  mkdir -p "$CT_DIR/bin"
+  ln -f "$src" "$CT_DIR/bin/$name" 2>/dev/null || cp -f "$src" "$CT_DIR/bin/$name"
+  chmod a+rx "$CT_DIR/bin/$name" 2>/dev/null || true
+  echo "/e2e/bin/$name"
+}
+
+# Ask journald to write everything to disk (the journal is on the bind).
+ct_journal_sync() { ct_alive && timeout 5 nsenter -t "$CT_PID" -a -- journalctl --sync 2>/dev/null; true; }
+
+# The container's journal, readable during and after its life (host side).
+# Usage: ct_journal [journalctl args...]   e.g. ct_journal -u nthd
+ct_journal() {
+  ct_journal_sync
+  journalctl -D "$CT_DIR/journal" -o short-precise --no-pager -q "$@" 2>/dev/null
+}
+
+# Tear down whatever is running; safe to call any number of times.  Never
+# waits for an orderly shutdown (that could again be held by a delay
+# inhibitor): SIGKILL to the container's init kills its whole PID namespace,
+# after which nspawn exits by itself.
+ct_cleanup() {
+  [[ -n "$CT_NSPAWN_PID" ]] || return 0
+  if ct_alive; then
+    ct_journal_sync
+    if [[ -n "$CT_PID" ]] && [[ -d /proc/$CT_PID ]]; then kill -KILL "$CT_PID" 2>/dev/null || true; fi
+    if ! wait_until 10 _ct_exited; then
+      kill -KILL "$CT_NSPAWN_PID" 2>/dev/null || true
+      wait_until 5 _ct_exited || log "warning: nspawn $CT_NSPAWN_PID for $CT_NAME would not die"
+    fi
+  fi
+  [[ -n "$CT_WATCHER_PID" ]] && wait "$CT_WATCHER_PID" 2>/dev/null
+  CT_NSPAWN_PID=""; CT_WATCHER_PID=""; CT_PID=""
+  return 0
+}
+
+# --------------------------------------------------------------- mock IMDS
+# The mock (testkit's nthd-mock-imds) runs inside the container as transient
+# unit mock-imds.service, listening on both link-local IMDS addresses.  Its
+# control API is on the same addresses under /_mock/.
+
+MOCK_URL="http://169.254.169.254"
+
+# Usage: mock_start [extra mock args...]
+mock_start() {
+  [[ -x "$E2E_MOCK_IMDS" ]] || { log "mock IMDS binary missing: $E2E_MOCK_IMDS"; return 1; }
+  local bin; bin="$(ct_put "$E2E_MOCK_IMDS" nthd-mock-imds)"
+  ct_exec systemd-run --quiet --unit=mock-imds --service-type=simple \
+    -p StandardOutput=journal -p StandardError=journal \
+    "$bin" --listen 169.254.169.254:80 --listen 100.100.100.200:80 "$@" || return 1
+  wait_until 10 mock_healthy || { log "mock IMDS not healthy"; ct_exec systemctl status --no-pager mock-imds >&2; return 1; }
+}
+mock_healthy() { ct_exec curl -sf -m 2 -o /dev/null "$MOCK_URL/_mock/health"; }
+
+# Low-level: PUT a full route spec.  Usage: mock_route PATH ROUTE_JSON
+# ROUTE_JSON is the mock's route object: {"status":..,"body":"..","headers":{..}}
+mock_route() {
+  local path="$1" spec="$2"
+  ct_sh 'printf %s "$2" | curl -sS -f -m 5 -X PUT -H "Content-Type: application/json" \
+           --data-binary @- "$3/_mock/route?path=$1" >/dev/null' "$path" "$spec" "$MOCK_URL"
+}
+
+# Serve JSON document BODY (a string) at PATH with 200 + application/json.
+# Usage: set_route PATH BODY_JSON [STATUS]
+set_route() {
+  local path="$1" body="$2" status="${3:-200}" spec
+  spec="$(ct_exec jq -cn --arg b "$body" --argjson s "$status" \
+            '{status:$s, body:$b, headers:{"Content-Type":"application/json"}}')" || return 1
+  mock_route "$path" "$spec"
+}
+# Serve plain text at PATH (GCP/Alibaba style). Usage: set_route_text PATH TEXT [STATUS]
+set_route_text() {
+  local path="$1" body="$2" status="${3:-200}" spec
+  spec="$(ct_exec jq -cn --arg b "$body" --argjson s "$status" \
+            '{status:$s, body:$b, headers:{"Content-Type":"text/plain"}}')" || return 1
+  mock_route "$path" "$spec"
+}
+del_route() { ct_exec curl -sS -f -m 5 -X DELETE "$MOCK_URL/_mock/route?path=$1" >/dev/null; }
+# Usage: mock_config JSON
+mock_config() {
+  ct_sh 'printf %s "$1" | curl -sS -f -m 5 -X PUT -H "Content-Type: application/json" \
+           --data-binary @- "$2/_mock/config" >/dev/null' "$1" "$MOCK_URL"
+}
+mock_events() { ct_exec curl -sS -f -m 5 "$MOCK_URL/_mock/events"; }
+mock_log()    { ct_exec curl -sS -f -m 5 "$MOCK_URL/_mock/log"; }
+
+# t_ms of the LAST route-change event for PATH in /_mock/events.  Accepts
+# either a JSON array or JSON lines, and any object that mentions the path
+# in a "path" field.  Prints nothing if not found.
+mock_event_ms() {
+  local path="$1"
+  mock_events | ct_exec jq -r --arg p "$path" -s '
+      [ .[] | if type == "array" then .[] elif type == "object" and has("events") then .events[] else . end
+        | select(type == "object" and ((.path // .route // "") == $p)) | .t_ms ] | last // empty' 2>/dev/null
+}
+
+# ------------------------------------------------------ kubelet stand-in
+
+# Raise logind's InhibitDelayMaxSec like kubelet does (drop-in + SIGHUP to
+# logind), and verify logind picked it up.
+# shellcheck disable=SC2120  # optional argument
+logind_set_inhibit_delay() {
+  local secs="${1:-$E2E_INHIBIT_DELAY}" got
+  ct_sh 'mkdir -p /etc/systemd/logind.conf.d &&
+         printf "[Login]\nInhibitDelayMaxSec=%s\n" "$1" >/etc/systemd/logind.conf.d/99-kubelet.conf &&
+         systemctl kill -s HUP systemd-logind' "$secs" || return 1
+  # logind re-reads its config asynchronously after SIGHUP.
+  wait_until 5 _logind_delay_is "$secs" || {
+    got="$(ct_exec busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec)"
+    log "logind InhibitDelayMaxUSec is '$got', wanted ${secs}s"; return 1; }
+}
+_logind_delay_is() {
+  [[ "$(ct_exec busctl get-property org.freedesktop.login1 /org/freedesktop/login1 \
+          org.freedesktop.login1.Manager InhibitDelayMaxUSec 2>/dev/null)" == "t $(( $1 * 1000000 ))" ]]
+}
+
+# Number of delay-mode shutdown inhibitors currently held.
+logind_delay_locks() {
+  ct_exec busctl --json=short call org.freedesktop.login1 /org/freedesktop/login1 \
+    org.freedesktop.login1.Manager ListInhibitors 2>/dev/null \
+    | ct_exec jq '[.data[0][] | select((.[0] | split(":") | index("shutdown")) and .[3] == "delay")] | length'
+}
+
+# Start the kubelet stand-in as transient unit fake-kubelet.service and wait
+# until it holds its delay lock.  Records go to /e2e/kubelet.jsonl
+# (host: $CT_DIR/kubelet.jsonl).
+kubelet_start() {
+  [[ -x "$E2E_FAKE_KUBELET" ]] || { log "kubelet stand-in binary missing: $E2E_FAKE_KUBELET"; return 1; }
+  # shellcheck disable=SC2119
+  logind_set_inhibit_delay || return 1
+  local bin; bin="$(ct_put "$E2E_FAKE_KUBELET" nthd-fake-kubelet)"
+  # logind starts the shutdown the instant the lock's fd closes, so systemd
+  # stops this unit (SIGTERM) within milliseconds of the release, racing the
+  # stand-in's "released" record (seen: ~1 run in 5 lost it).  ExecStop=
+  # runs before the SIGTERM: if a drain happened, give the record up to 3 s
+  # to gain its "released" line.  A lock that is never released still shows
+  # (no "released", halt only after InhibitDelayMaxSec).
+  cat >"$CT_DIR/bin/kubelet-stop.sh" <<'EOF'
+#!/bin/sh
+rec=/e2e/kubelet.jsonl
+grep -q '"drained"' "$rec" 2>/dev/null || exit 0
+i=0
+while [ "$i" -lt 30 ]; do
+  grep -q '"released"' "$rec" && exit 0
+  sleep 0.1; i=$((i + 1))
+done
+echo "kubelet-stop: no 'released' record 3 s after 'drained'" >&2
+EOF
+  ct_exec systemd-run --quiet --unit=fake-kubelet --service-type=simple \
+    -p StandardOutput=journal -p StandardError=journal \
+    -p "ExecStop=/bin/sh /e2e/bin/kubelet-stop.sh" \
+    "$bin" --record /e2e/kubelet.jsonl --drain-secs "$E2E_DRAIN_SECS" || return 1
+  wait_until 10 _kubelet_locked || {
+    log "kubelet stand-in did not take its delay lock"; ct_exec systemctl status --no-pager fake-kubelet >&2
+    return 1; }
+}
+_kubelet_locked() {
+  jsonl_event_field "$CT_DIR/kubelet.jsonl" locked >/dev/null && [[ "$(logind_delay_locks)" -ge 1 ]]
+}
+
+# Host-side view of the stand-in's record.  Usage: kubelet_event_ms EVENT
+kubelet_event_ms() { jsonl_event_field "$CT_DIR/kubelet.jsonl" "$1"; }
+
+# Wait until the stand-in recorded PrepareForShutdown; prints its t_ms.
+# Usage: wait_for_prepare TIMEOUT_S
+wait_for_prepare() {
+  wait_until "$1" kubelet_event_ms prepare >/dev/null || return 1
+  kubelet_event_ms prepare
+}
+# True if no PrepareForShutdown was recorded for TIMEOUT_S seconds.
+no_prepare_for() {
+  ! wait_until "$1" kubelet_event_ms prepare >/dev/null
+}
+
+# ------------------------------------------------------------------- nthd
+
+nthd_deb_path() {
+  if [[ -n "$E2E_NTHD_DEB" ]]; then echo "$E2E_NTHD_DEB"; return; fi
+  # newest target/debian/nthd_*.deb
+  # shellcheck disable=SC2012  # cargo-deb names have no odd characters
+  ls -t "$REPO"/target/debian/nthd_*.deb 2>/dev/null | head -n1
+}
+
+# dpkg -i the package inside the running container.  The package's
+# maintainer scripts create user nthd, install the unit, polkit rule and
+# /etc/default/nthd, and enable+start nthd.
+nthd_install() {
+  local deb; deb="$(nthd_deb_path)"
+  [[ -n "$deb" && -r "$deb" ]] || { log "nthd .deb missing (set E2E_NTHD_DEB or run cargo deb)"; return 1; }
+  local in; in="$(ct_put "$deb" nthd.deb)"
+  ct_exec dpkg -i "$in" >"$CT_DIR/dpkg.log" 2>&1 || { log "dpkg -i failed:"; cat "$CT_DIR/dpkg.log" >&2; return 1; }
+  ct_exec id nthd >/dev/null || { log "dpkg -i did not create user nthd"; return 1; }
+  ct_exec test -f /usr/share/polkit-1/rules.d/50-nthd.rules || { log "polkit rule not installed"; return 1; }
+}
+
+# Write /etc/default/nthd (the ONLY way the harness configures nthd) and
+# restart nthd.  Extra lines can be injected with E2E_NTHD_EXTRA_ENV
+# (newline-separated KEY=VALUE), e.g. a shorter poll interval.
+# Usage: nthd_configure KEY=VALUE...
+nthd_configure() {
+  local content; content="$(printf '%s\n' "# written by tests/e2e" "$@")"
+  [[ -n "${E2E_NTHD_EXTRA_ENV:-}" ]] && content+=$'\n'"$E2E_NTHD_EXTRA_ENV"
+  ct_sh 'printf "%s\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$content" || return 1
+  wait_until 10 nthd_active || { log "nthd not active after restart"; ct_exec systemctl status --no-pager nthd >&2; return 1; }
+}
+nthd_active() { [[ "$(ct_exec systemctl is-active nthd 2>/dev/null)" == active ]]; }
+nthd_main_pid() { ct_exec systemctl show -p MainPID --value nthd; }
+nthd_restarts() { ct_exec systemctl show -p NRestarts --value nthd; }
+# User name nthd's main process runs as (from /proc/PID/status Uid).
+nthd_user() {
+  local pid uid; pid="$(nthd_main_pid)"
+  [[ -n "$pid" && "$pid" != 0 ]] || return 1
+  uid="$(ct_exec awk '/^Uid:/{print $2}' "/proc/$pid/status")" || return 1
+  ct_exec getent passwd "$uid" | cut -d: -f1
+}

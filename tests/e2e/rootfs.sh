@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted scripts/jq programs run inside the container
+# Build (once) the Debian 12 rootfs that every e2e scenario boots with
+# systemd-nspawn --volatile=overlay.  Idempotent and cached under
+# $REPO/target/e2e/:
+#
+#   target/e2e/rootfs/              the bootable tree (never modified by tests:
+#                                   scenarios run on a throwaway overlay)
+#   target/e2e/rootfs.stamp         package list + mirror the tree was built from;
+#                                   if it differs from what we want -> full rebuild
+#   target/e2e/rootfs.setup-stamp   hash of the customisation step; if it differs
+#                                   -> re-run customisation + test boot only
+#   target/e2e/debs/                debootstrap's .deb cache (makes rebuilds cheap)
+#
+# Usage: tests/e2e/rootfs.sh [--force]    (must run as root)
+# Env:   E2E_MIRROR   Debian mirror (default: first bookworm "main" URI found in
+#                     /etc/apt/sources.list{,.d/*}, else http://deb.debian.org/debian)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+SUITE=bookworm
+# Keep this list minimal: every package costs debootstrap time on a cold CI.
+#  - polkitd: bookworm splits polkit; polkitd (122) evaluates JS rules in
+#    /usr/share/polkit-1/rules.d. pkexec is not needed.
+#  - libpam-systemd: logind sessions for runuser/sudo.
+#  - adduser + init-system-helpers: what a cargo-deb/debhelper style postinst
+#    typically calls (adduser --system, deb-systemd-helper/-invoke).
+#  - jq: parse the mock's JSON (/_mock/events, /_mock/log) inside the container.
+#  - curl: talk to the mock's control API on 169.254.169.254 inside the
+#    container's private network namespace.
+PACKAGES=(systemd systemd-sysv dbus polkitd libpam-systemd iproute2 curl sudo
+          procps jq adduser init-system-helpers)
+
+detect_mirror() {
+  if [[ -n "${E2E_MIRROR:-}" ]]; then echo "$E2E_MIRROR"; return; fi
+  local f m=""
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -r "$f" ]] || continue
+    if [[ "$f" == *.sources ]]; then
+      # deb822: take URIs of a stanza whose Suites contain bookworm (not -security)
+      m="$(awk 'BEGIN{RS="";FS="\n"}
+                 /Suites:[^\n]*bookworm( |$|\n)/ && !/security/ {
+                   for(i=1;i<=NF;i++) if($i ~ /^URIs:/){ split($i,a," "); print a[2]; exit } }' "$f")"
+    else
+      m="$(awk '$1=="deb" && $0 ~ / bookworm / && $0 !~ /security/ {
+                  for(i=2;i<=NF;i++) if($i ~ /^(https?|file):/){ print $i; exit } }' "$f")"
+    fi
+    [[ -n "$m" ]] && { echo "$m"; return; }
+  done
+  echo "http://deb.debian.org/debian"
+}
+
+# Everything customise() does is hashed into the setup stamp, so editing it
+# re-applies it (cheap) without a new debootstrap.
+customise() {
+  local r="$1"
+  log "customising $r"
+  echo nthd-e2e >"$r/etc/hostname"
+  printf '127.0.0.1 localhost\n127.0.1.1 nthd-e2e\n::1 localhost\n' >"$r/etc/hosts"
+  # Fixed machine-id: every boot of this tree is "the same machine"; each
+  # scenario has its own journal directory anyway.  An empty machine-id would
+  # make systemd treat the (read-only-overlay) boot as first boot.
+  echo 6e746864653265656e746864653265ff >"$r/etc/machine-id"
+  mkdir -p "$r/e2e" "$r/var/log/journal"
+
+  # Units that are useless in a container or only slow boot/shutdown down.
+  # (Masking a unit that does not exist is harmless: it is just a symlink.)
+  local u
+  for u in console-getty.service getty@.service serial-getty@.service \
+           container-getty@.service getty.target \
+           systemd-networkd-wait-online.service systemd-networkd.service \
+           systemd-networkd.socket systemd-resolved.service systemd-timesyncd.service \
+           systemd-firstboot.service systemd-journald-audit.socket \
+           systemd-hwdb-update.service systemd-udevd.service \
+           apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
+           e2scrub_all.timer e2scrub_reap.service fstrim.timer man-db.timer \
+           systemd-tmpfiles-clean.timer motd-news.timer; do
+    ln -sfn /dev/null "$r/etc/systemd/system/$u"
+  done
+  ln -sfn /lib/systemd/system/multi-user.target "$r/etc/systemd/system/default.target"
+
+  # journald: no rate limiting (we grep the journal for evidence), sync
+  # quickly, persistent storage into /var/log/journal which the harness binds
+  # to a host directory so the journal survives the container's power-off.
+  mkdir -p "$r/etc/systemd/journald.conf.d"
+  cat >"$r/etc/systemd/journald.conf.d/50-e2e.conf" <<'EOF'
+[Journal]
+Storage=persistent
+RateLimitIntervalSec=0
+RateLimitBurst=0
+SyncIntervalSec=1s
+ForwardToConsole=no
+MaxLevelStore=debug
+EOF
+  # A stuck unit must not turn a failing scenario into a 90 s shutdown hang.
+  # (This does NOT affect the logind delay-inhibitor window, which is
+  # governed by logind's InhibitDelayMaxSec.)
+  mkdir -p "$r/etc/systemd/system.conf.d"
+  cat >"$r/etc/systemd/system.conf.d/50-e2e.conf" <<'EOF'
+[Manager]
+DefaultTimeoutStartSec=30s
+DefaultTimeoutStopSec=10s
+ShowStatus=no
+EOF
+  # The stock InhibitDelayMaxSec (5 s) stays in place on purpose: the
+  # scenarios raise it at run time like kubelet does (drop-in + SIGHUP).
+
+  # No apt inside the container (private network anyway); drop the lists.
+  rm -rf "$r/var/lib/apt/lists/"* "$r/var/cache/apt/"*.bin
+  # No policy-rc.d: dpkg -i of nthd inside the booted container must really
+  # enable+start the service, exactly as on a real node.
+  rm -f "$r/usr/sbin/policy-rc.d"
+}
+
+main() {
+  [[ $EUID -eq 0 ]] || die "rootfs.sh must run as root"
+  local force=0
+  [[ "${1:-}" == "--force" ]] && force=1
+  need debootstrap systemd-nspawn nsenter flock
+  mkdir -p "$E2E_DIR"
+  exec 9>"$E2E_DIR/rootfs.lock"
+  flock 9
+
+  local mirror want have setup_want setup_have
+  mirror="$(detect_mirror)"
+  want="suite=$SUITE variant=minbase arch=$(dpkg --print-architecture) packages=$(IFS=,; echo "${PACKAGES[*]}")"
+  setup_want="$(declare -f customise | sha256sum | cut -d' ' -f1)"
+  have="$(cat "$E2E_DIR/rootfs.stamp" 2>/dev/null || true)"
+  setup_have="$(cat "$E2E_DIR/rootfs.setup-stamp" 2>/dev/null || true)"
+
+  if [[ $force -eq 0 && -d "$ROOTFS" && "$have" == "$want" && "$setup_have" == "$setup_want" ]]; then
+    log "rootfs up to date: $ROOTFS"
+    return 0
+  fi
+
+  if [[ $force -eq 1 || ! -d "$ROOTFS" || "$have" != "$want" ]]; then
+    local tmp="$ROOTFS.tmp"
+    rm -rf "$tmp" "$E2E_DIR/rootfs.setup-stamp"
+    mkdir -p "$tmp" "$E2E_DIR/debs"
+    log "debootstrap $SUITE (minbase) from $mirror: ${PACKAGES[*]}"
+    local t0=$SECONDS
+    debootstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+      --cache-dir="$E2E_DIR/debs" "$SUITE" "$tmp" "$mirror" \
+      >"$E2E_DIR/debootstrap.log" 2>&1 \
+      || { tail -n 40 "$E2E_DIR/debootstrap.log" >&2; die "debootstrap failed (log: $E2E_DIR/debootstrap.log)"; }
+    log "debootstrap took $((SECONDS - t0)) s"
+    rm -rf "$ROOTFS"
+    mv "$tmp" "$ROOTFS"
+    echo "$want" >"$E2E_DIR/rootfs.stamp"
+  fi
+
+  customise "$ROOTFS"
+
+  # Test boot: boot, wait for running/degraded, check logind+polkit are up,
+  # power off via logind, and require nspawn to exit on its own.
+  trap ct_cleanup EXIT
+  log "test boot"
+  local dir="$E2E_DIR/runs/rootfs-selftest"
+  rm -rf "$dir"; mkdir -p "$dir"
+  ct_boot selftest "$dir" || die "test boot failed (see $dir/console.log)"
+  local st; st="$(ct_exec systemctl is-system-running || true)"
+  [[ "$st" == running ]] || {
+    ct_exec systemctl --failed --no-legend >&2 || true
+    log "warning: test boot is '$st' (not 'running'); failed units above"
+  }
+  ct_exec busctl --quiet status org.freedesktop.login1 >/dev/null || die "logind not on the bus"
+  # polkitd is bus-activated: this call starts it and proves it answers.
+  ct_exec busctl get-property org.freedesktop.PolicyKit1 /org/freedesktop/PolicyKit1/Authority \
+    org.freedesktop.PolicyKit1.Authority BackendName >/dev/null || die "polkitd does not answer on the bus"
+  local t_off; t_off="$(now_ms)"
+  ct_exec busctl call org.freedesktop.login1 /org/freedesktop/login1 \
+    org.freedesktop.login1.Manager PowerOff b false >/dev/null
+  ct_wait_exit 60 || { ct_cleanup; die "container did not power off within 60 s"; }
+  log "test boot ok: boot $(fmt_ms "$CT_BOOT_MS"), PowerOff -> nspawn exit $(fmt_ms $((CT_EXIT_MS - t_off))) (rc $CT_EXIT_RC)"
+  ct_cleanup
+  echo "$setup_want" >"$E2E_DIR/rootfs.setup-stamp"
+  log "rootfs ready: $ROOTFS"
+}
+
+main "$@"

@@ -1,0 +1,483 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016,SC2119  # single-quoted scripts/jq programs run inside the container
+# nthd real-system end-to-end tests.  Each scenario boots a fresh throwaway
+# Debian 12 systemd-nspawn container (tests/e2e/lib.sh), installs the real
+# nthd .deb with dpkg -i, runs the real mock IMDS and kubelet stand-in as
+# transient units, and checks what real systemd-logind + polkitd do.
+#
+# Usage (as root):
+#   tests/e2e/run.sh                   all scenarios
+#   tests/e2e/run.sh NAME...           only these (see --list)
+#   tests/e2e/run.sh --list
+#   tests/e2e/run.sh --narrate         README demo: spot-terminate, narrated
+#   tests/e2e/run.sh --shell           boot a node (nthd, mock, stand-in all up)
+#                                      and open a root shell in it, for debugging
+#   E2E_VERBOSE=1 tests/e2e/run.sh     stream harness logs
+#
+# Output: one line per scenario "PASS|FAIL name (timings)", then exactly
+# "N passed, M failed" alone on a line.  Exit status non-zero if any failed.
+# Artefacts per run: target/e2e/runs/<name>/ (journal/, console.log,
+# kubelet.jsonl, mock-*.json, harness.log, journal.txt).
+#
+# Env: E2E_NTHD_DEB, E2E_MOCK_IMDS, E2E_FAKE_KUBELET, E2E_DRAIN_SECS,
+#      E2E_INHIBIT_DELAY, E2E_NTHD_EXTRA_ENV, E2E_SKIP_ROOTFS (see README.md)
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+RUNS_DIR="$E2E_DIR/runs"
+IMDS="http://169.254.169.254"
+AWS_SPOT=/latest/meta-data/spot/instance-action
+AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
+
+# Scenario registry: name -> function scen_<name with - as _>.  Add new
+# scenarios (e.g. gcp-preempted, azure-preempt, alibaba-terminate) here.
+SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late)
+
+# ------------------------------------------------------- scenario toolkit
+# These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
+
+SCEN=""      # current scenario name
+SDIR=""      # its host directory (bound at /e2e)
+
+fail() { log "FAIL: $*"; echo "$*" >>"$SDIR/failure"; exit 1; }
+# Record a timing for the PASS/FAIL line.  Usage: timing "prepare +0.41s"
+timing() { echo "$*" >>"$SDIR/timings"; log "timing: $*"; }
+step() { log "--- $*"; }
+
+iso_in() { date -u -d "+$1 sec" +%Y-%m-%dT%H:%M:%SZ; }
+
+# Boot a node with nthd installed and configured.
+# Usage: setup_node [--no-mock] [--no-kubelet] [--provider P] [--endpoint URL]
+#                   [--env NTHD_X=value]...   (extra /etc/default/nthd lines)
+setup_node() {
+  local mock=1 kubelet=1 provider=aws endpoint="$IMDS" env=()
+  while (($#)); do case "$1" in
+    --no-mock) mock=0;; --no-kubelet) kubelet=0;;
+    --provider) provider="$2"; shift;; --endpoint) endpoint="$2"; shift;;
+    --env) env+=("$2"); shift;;
+    *) fail "setup_node: bad arg $1";; esac; shift; done
+  step "boot"
+  ct_boot "$SCEN" "$SDIR" || fail "container did not boot"
+  timing "boot $(fmt_ms "$CT_BOOT_MS")"
+  ct_net_setup || fail "could not add IMDS addresses to lo"
+  step "dpkg -i nthd"
+  nthd_install || fail "nthd package did not install"
+  if ((kubelet)); then
+    step "kubelet stand-in"
+    kubelet_start || fail "kubelet stand-in did not take its delay lock"
+  fi
+  if ((mock)); then
+    step "mock IMDS"
+    mock_start || fail "mock IMDS did not start"
+  fi
+  step "configure nthd ($provider, $endpoint)"
+  nthd_configure "NTHD_PROVIDER=$provider" "NTHD_IMDS_ENDPOINT=$endpoint" ${env[@]+"${env[@]}"} \
+    || fail "nthd did not come back after reconfiguration"
+}
+
+# Save the mock's view (request log, route events) under the run dir.
+save_mock_state() {
+  mock_events >"$SDIR/mock-events.json" 2>/dev/null || true
+  mock_log >"$SDIR/mock-log.json" 2>/dev/null || true
+}
+
+# Set a notice and return (in NOTICE_MS) the instant it became visible: the
+# mock's own route-change event timestamp if it reports epoch ms, else the
+# host clock right after the control call returned (the container shares the
+# host clock).
+NOTICE_MS=""
+set_notice() {
+  local path="$1" body="$2" before after ev
+  before="$(now_ms)"
+  set_route "$path" "$body" || fail "could not set route $path on the mock"
+  after="$(now_ms)"
+  ev="$(mock_event_ms "$path" || true)"
+  if [[ "$ev" =~ ^[0-9]{13}$ ]] && (( ev >= before - 1000 && ev <= after + 1000 )); then
+    NOTICE_MS="$ev"
+  else
+    log "mock event t_ms for $path is '${ev}' (not epoch ms within the call); using host clock"
+    NOTICE_MS="$after"
+  fi
+  echo "$NOTICE_MS" >"$SDIR/notice_ms"
+  log "notice at $path set (t=$NOTICE_MS): $body"
+}
+
+# How many requests for PATH the mock logged at or after epoch ms SINCE
+# (GET /_mock/log is a JSON array of {t_ms, method, path, status, ...}).
+mock_requests_since() {
+  local n
+  n="$(mock_log | ct_exec jq --arg p "$1" --argjson since "$2" \
+        '[.[] | select(.path == $p and .t_ms >= $since)] | length')" || n=0
+  echo "${n:-0}"
+}
+
+# Expect: the kubelet stand-in sees PrepareForShutdown within PREP_S of
+# NOTICE_MS (when given), finishes its drain, releases its lock, and only
+# then does the container power off (nspawn exits).
+# Usage: expect_poweroff_through_lock PREP_TIMEOUT_S [MAX_NOTICE_TO_PREPARE_MS]
+expect_poweroff_through_lock() {
+  local prep_timeout="$1" max_lag="${2:-}" prep drained released
+  prep="$(wait_for_prepare "$prep_timeout")" || fail "no PrepareForShutdown within ${prep_timeout}s"
+  timing "prepare +$(fmt_ms $((prep - NOTICE_MS)))"
+  if [[ -n "$max_lag" ]] && (( prep - NOTICE_MS > max_lag )); then
+    fail "PrepareForShutdown $(fmt_ms $((prep - NOTICE_MS))) after the notice (limit $(fmt_ms "$max_lag"))"
+  fi
+  save_mock_state   # container is alive while the stand-in drains
+  ct_journal_sync
+  ct_wait_exit $((E2E_DRAIN_SECS + 20)) || fail "container still running $((E2E_DRAIN_SECS + 20))s after PrepareForShutdown"
+  timing "halted +$(fmt_ms $((CT_EXIT_MS - NOTICE_MS)))"
+  drained="$(kubelet_event_ms drained)" || fail "stand-in never recorded 'drained' before power-off"
+  released="$(kubelet_event_ms released)" || fail "stand-in never recorded 'released' before power-off"
+  (( released <= CT_EXIT_MS )) || fail "lock released after the container had halted?!"
+  timing "drain $(fmt_ms $((drained - prep))), released->halted $(fmt_ms $((CT_EXIT_MS - released)))"
+  # A slow tail usually means a unit ignored SIGTERM (DefaultTimeoutStopSec
+  # is 10s in the test rootfs); not a failure, but worth seeing.
+  if (( CT_EXIT_MS - released >= 5000 )); then
+    log "warning: $(fmt_ms $((CT_EXIT_MS - released))) from lock release to halt; slow units:"
+    journalctl -D "$SDIR/journal" -q --no-pager -o short-precise \
+      -g 'State .stop-sigterm. timed out|Killing process' 2>/dev/null | tail -n 5 >&2 || true
+  fi
+  # The lock must really have held the shutdown back for the drain.
+  (( CT_EXIT_MS - prep >= E2E_DRAIN_SECS * 1000 - 200 )) \
+    || fail "container halted $(fmt_ms $((CT_EXIT_MS - prep))) after PrepareForShutdown, before the ${E2E_DRAIN_SECS}s drain"
+  [[ "$CT_EXIT_RC" == 0 ]] || log "note: systemd-nspawn exit status $CT_EXIT_RC"
+}
+
+# Expect: no PrepareForShutdown for SECS seconds and the container still up.
+expect_no_poweroff() {
+  local secs="$1"
+  no_prepare_for "$secs" || fail "unexpected PrepareForShutdown within ${secs}s"
+  ct_alive || fail "container powered off unexpectedly"
+}
+
+expect_nthd_active() { nthd_active || fail "nthd is not active ($(ct_exec systemctl is-active nthd 2>&1))"; }
+
+# busctl call logind Manager METHOD as USER; prints the reply or the error.
+logind_as() {
+  local user="$1"; shift
+  ct_exec runuser -u "$user" -- busctl call org.freedesktop.login1 /org/freedesktop/login1 \
+    org.freedesktop.login1.Manager "$@" 2>&1
+}
+
+# Does systemd in the container enforce IPAddressDeny= (BPF cgroup
+# firewall)?  On cgroup-v1/hybrid hosts it silently does not, so nthd.service's
+# IPAddressAllow= is not exercised by this suite there.  Informational only.
+probe_ip_firewall() {
+  local code
+  code="$(ct_exec systemd-run -P -q -p IPAddressDeny=any curl -s -m 2 -o /dev/null -w '%{http_code}' "$IMDS/_mock/health" 2>/dev/null)" || true
+  if [[ "$code" == 200 ]]; then
+    log "note: IPAddressDeny= is NOT enforced in this container (no BPF cgroup firewall, e.g. cgroup v1/hybrid host): nthd.service's IP allow-list is untested here"
+  else
+    log "IPAddressDeny= is enforced in this container (nthd.service's IP allow-list is in effect)"
+  fi
+}
+
+# ------------------------------------------------------------- scenarios
+
+scen_spot_terminate() {
+  setup_node
+  local user; user="$(nthd_user)" || fail "cannot determine nthd's user"
+  [[ "$user" == nthd ]] || fail "nthd runs as '$user', not 'nthd'"
+  log "nthd main pid $(nthd_main_pid) runs as $user"
+  probe_ip_firewall
+  step "spot terminate notice"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 2000
+}
+
+scen_no_action_defaults() {
+  # Rebalance is a "slow" source (default every 20s): poll it every 2s here
+  # so nthd really sees the recommendation inside the 15s window.  Only the
+  # poll interval changes; the actions are the package defaults.
+  setup_node --env NTHD_SLOW_POLL_INTERVAL=2s
+  step "spot hibernate + rebalance recommendation"
+  local spot reb
+  set_route "$AWS_REBALANCE" "{\"noticeTime\":\"$(iso_in 0)\"}" || fail "set rebalance route"
+  set_notice "$AWS_SPOT" "{\"action\":\"hibernate\",\"time\":\"$(iso_in 120)\"}"
+  expect_no_poweroff 15
+  expect_nthd_active
+  spot="$(mock_requests_since "$AWS_SPOT" "$NOTICE_MS")"
+  reb="$(mock_requests_since "$AWS_REBALANCE" "$NOTICE_MS")"
+  log "nthd fetched $AWS_SPOT $spot times and $AWS_REBALANCE $reb times during the window"
+  # Without these the no-action result would prove nothing.
+  ((spot > 0)) || fail "nthd never fetched $AWS_SPOT during the window"
+  ((reb > 0)) || fail "nthd never fetched $AWS_REBALANCE during the window"
+  timing "window 15s, $spot spot + $reb rebalance polls"
+  save_mock_state
+}
+
+scen_polkit_denied_then_restored() {
+  setup_node
+  local rule=/usr/share/polkit-1/rules.d/50-nthd.rules
+  [[ "$(logind_as nthd CanPowerOff)" == 's "yes"' ]] || fail "nthd cannot power off even with the rule: $(logind_as nthd CanPowerOff)"
+  step "remove $rule"
+  ct_sh 'cp -a "$1" /e2e/50-nthd.rules.saved && rm -f "$1"' "$rule" || fail "could not remove the rule"
+  # polkitd watches rules.d with inotify and reloads; CanPowerOff as nthd
+  # flips from "yes" to "challenge"/"no" once it has.
+  wait_until 5 _nthd_can_poweroff_is_not yes || fail "polkitd did not pick up the rule removal: $(logind_as nthd CanPowerOff)"
+  log "polkitd reloaded: CanPowerOff as nthd -> $(logind_as nthd CanPowerOff)"
+  step "spot terminate notice while denied"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_no_poweroff 10
+  # (grep -c, not -q: with pipefail an early-exiting grep -q can SIGPIPE
+  # journalctl and fail the pipeline although the text was found)
+  (( $(ct_journal -u nthd | grep -cF org.freedesktop.login1.power-off) > 0 )) \
+    || fail "nthd's journal does not name the polkit action org.freedesktop.login1.power-off"
+  step "restore the rule"
+  local t_restore; t_restore="$(now_ms)"
+  # Atomically (temp name without .rules + rename): polkitd reloads on every
+  # inotify event, and a plain cp makes it parse a half-written file first
+  # ("Error loading script"), which would muddy the journal.
+  ct_sh 'cp -a /e2e/50-nthd.rules.saved "$1.e2e-tmp" && mv -f "$1.e2e-tmp" "$1"' "$rule" \
+    || fail "could not restore the rule"
+  NOTICE_MS="$t_restore"  # measure from the restore from here on
+  expect_poweroff_through_lock 15
+}
+_alice_has_user_session() {
+  local id
+  for id in $(ct_exec loginctl list-sessions --no-legend 2>/dev/null | awk '$3 == "alice" {print $1}'); do
+    [[ "$(ct_exec loginctl show-session -p Class --value "$id")" == user ]] && return 0
+  done
+  return 1
+}
+_nthd_can_poweroff_is_not() { [[ "$(logind_as nthd CanPowerOff)" != "s \"$1\"" ]]; }
+
+scen_scoped_grant() {
+  setup_node
+  ct_exec useradd -M -s /bin/sh alice || fail "useradd alice"
+  step "alice: PowerOff must be refused"
+  local out
+  if out="$(logind_as alice PowerOff b false)"; then fail "alice was allowed to power off: $out"; fi
+  log "alice PowerOff -> $out"
+  grep -qiE 'access denied|interactive authentication required|not authorized|permission denied' <<<"$out" \
+    || fail "unexpected error for alice: $out"
+  step "nthd: CanPowerOff yes, CanReboot not yes"
+  out="$(logind_as nthd CanPowerOff)"; log "nthd CanPowerOff -> $out"
+  [[ "$out" == 's "yes"' ]] || fail "CanPowerOff as nthd: $out"
+  out="$(logind_as nthd CanReboot)"; log "nthd CanReboot -> $out"
+  [[ "$out" == s\ * && "$out" != 's "yes"' ]] || fail "CanReboot as nthd: $out (grant must be scoped to power-off)"
+  out="$(logind_as alice CanPowerOff)"; log "alice CanPowerOff -> $out"
+  [[ "$out" != 's "yes"' ]] || fail "alice CanPowerOff: $out"
+  # With another user logged in (an admin on the node), logind checks
+  # org.freedesktop.login1.power-off-multiple-sessions instead; the grant
+  # must cover that too.  Class=user matters: a tty-less PAM session would
+  # be class "background", which logind does not count.
+  step "alice logged in: nthd CanPowerOff still yes (power-off-multiple-sessions)"
+  ct_exec systemd-run --quiet --unit=alice-session -p User=alice -p PAMName=login \
+    -p Environment=XDG_SESSION_CLASS=user -p Environment=XDG_SESSION_TYPE=tty sleep 600 \
+    || fail "could not open a session for alice"
+  wait_until 5 _alice_has_user_session || fail "alice's session did not appear in logind: $(ct_exec loginctl list-sessions --no-legend 2>&1)"
+  out="$(logind_as nthd CanPowerOff)"; log "nthd CanPowerOff with alice's session open -> $out"
+  [[ "$out" == 's "yes"' ]] || fail "CanPowerOff as nthd with another user's session: $out (power-off-multiple-sessions not granted?)"
+  expect_no_poweroff 2
+  timing "alice denied, nthd power-off only"
+}
+
+scen_imds_late() {
+  setup_node --no-mock
+  local pid0 r0
+  pid0="$(nthd_main_pid)"; r0="$(nthd_restarts)"
+  step "IMDS unreachable for 10s"
+  sleep 10
+  expect_nthd_active
+  [[ "$(nthd_restarts)" == "$r0" && "$(nthd_main_pid)" == "$pid0" ]] \
+    || fail "nthd restarted while IMDS was unreachable (NRestarts $r0 -> $(nthd_restarts), pid $pid0 -> $(nthd_main_pid))"
+  timing "survived 10s without IMDS (NRestarts $r0)"
+  step "start mock with a terminate notice"
+  mock_start || fail "mock IMDS did not start"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 15
+}
+
+# ---------------------------------------------------------------- driver
+
+# Print the relevant journal lines of a finished (or killed) scenario.
+print_journal_excerpt() {
+  local dir="$1"
+  echo "    --- journal (nthd, logind, polkit, stand-ins), last 80 lines:"
+  journalctl -D "$dir/journal" -o short-precise --no-pager -q \
+    -u nthd -u systemd-logind -u polkit -u fake-kubelet -u mock-imds 2>/dev/null | tail -n 80 | sed 's/^/    /'
+}
+
+# Run one scenario in a subshell with set -e and a cleanup trap.  The
+# subshell runs in the background and we `wait` for it, so a SIGTERM/SIGINT
+# to the harness is handled at once (bash defers traps until a foreground
+# child finishes) and forwarded to the scenario, whose EXIT trap tears the
+# container down.
+SCEN_PID=""
+run_scenario() {
+  local name="$1" fn="scen_${1//-/_}" t0 rc
+  SCEN="$name"; SDIR="$RUNS_DIR/$name"
+  rm -rf "$SDIR"; mkdir -p "$SDIR"
+  t0=$SECONDS
+  (
+    trap 'ct_cleanup' EXIT
+    trap 'exit 130' INT TERM
+    set -e
+    if [[ -n "${E2E_VERBOSE:-}" ]]; then exec 2> >(tee -a "$SDIR/harness.log" >&2); else exec 2>>"$SDIR/harness.log"; fi
+    log "=== scenario $name"
+    "$fn"
+    log "=== scenario $name passed"
+  ) &
+  SCEN_PID=$!
+  wait "$SCEN_PID"; rc=$?
+  SCEN_PID=""
+  # Full journal as text for artefact collection.
+  journalctl -D "$SDIR/journal" -o short-precise --no-pager -q >"$SDIR/journal.txt" 2>/dev/null || true
+  local timings; timings="$(awk 'NR > 1 { printf ", " } { printf "%s", $0 }' "$SDIR/timings" 2>/dev/null)"
+  timings="${timings:+$timings, }total $((SECONDS - t0))s"
+  if ((rc == 0)); then
+    echo "PASS $name ($timings)"
+    return 0
+  fi
+  echo "FAIL $name ($timings)"
+  echo "    reason: $(cat "$SDIR/failure" 2>/dev/null || echo "exit status $rc (see $SDIR/harness.log)")"
+  echo "    --- harness log (last 30 lines):"
+  tail -n 30 "$SDIR/harness.log" | sed 's/^/    /'
+  print_journal_excerpt "$SDIR"
+  echo "    artefacts: $SDIR"
+  return 1
+}
+
+# Post-mortem narration of a spot-terminate run from its artefacts.
+narrate() {
+  local dir="$RUNS_DIR/spot-terminate" t0 exit_ms
+  t0="$(cat "$dir/notice_ms" 2>/dev/null)" || { echo "no notice recorded"; return 1; }
+  exit_ms="$(cat "$dir/nspawn.exit_ms" 2>/dev/null || echo "")"
+  {
+    echo "$t0|spot interruption notice set on the mock IMDS: $AWS_SPOT -> terminate"
+    # nthd's and logind's own words, from the container's journal
+    journalctl -D "$dir/journal" -o short-unix --no-pager -q \
+      _SYSTEMD_UNIT=nthd.service _SYSTEMD_UNIT=systemd-logind.service \
+      --since "@$((t0 / 1000 - 1))" 2>/dev/null \
+      | awk -v t0="$t0" '{ split($1, a, "."); ms = a[1] substr(a[2] "000", 1, 3);  # string concat: no floats
+                           if (ms + 0 < t0 + 0) next; $1 = ""; $2 = ""; sub(/^ +/, ""); print ms "|" $0 }'
+    local ms
+    ms="$(jsonl_event_field "$dir/kubelet.jsonl" prepare)" && echo "$ms|kubelet stand-in: PrepareForShutdown(true) received, draining pods (${E2E_DRAIN_SECS}s)"
+    ms="$(jsonl_event_field "$dir/kubelet.jsonl" drained)" && echo "$ms|kubelet stand-in: drain finished"
+    ms="$(jsonl_event_field "$dir/kubelet.jsonl" released)" && echo "$ms|kubelet stand-in: delay inhibitor lock released"
+    [[ -n "$exit_ms" ]] && echo "$exit_ms|container halted (systemd-nspawn exited)"
+  } | sort -t'|' -k1,1n -s | while IFS='|' read -r ms text; do
+    printf '  T%-9s %s\n' "+$(fmt_ms $((ms - t0)))" "$text"
+  done
+}
+
+# Interactive debugging: a fully set-up node, torn down when the shell exits.
+debug_shell() {
+  [[ $EUID -eq 0 ]] || die "must run as root (systemd-nspawn)"
+  local missing; if missing="$(missing_artefacts)"; then die "missing $missing"; fi
+  [[ -n "${E2E_SKIP_ROOTFS:-}" ]] || "$HERE/rootfs.sh" || die "rootfs build failed"
+  SCEN=shell; SDIR="$RUNS_DIR/shell"; rm -rf "$SDIR"; mkdir -p "$SDIR"
+  trap ct_cleanup EXIT
+  ( set -e; setup_node ) || true   # subshell: fail() exits; state is re-found below
+  CT_DIR="$SDIR"; CT_NSPAWN_PID="$(cat "$SDIR/nspawn.pid" 2>/dev/null)" || die "no container"
+  CT_PID="$(_ct_find_init "$CT_NSPAWN_PID")" || die "container not running"
+  log "node up (nspawn $CT_NSPAWN_PID, init $CT_PID); host dir $SDIR = /e2e; exit the shell to tear down"
+  log "try: journalctl -u nthd -f;  curl -s $IMDS/_mock/log;  systemd-inhibit --list"
+  nsenter -t "$CT_PID" -a -- /usr/bin/env -i PATH="$CT_PATH" TERM="${TERM:-xterm}" HOME=/root /bin/bash -l || true
+}
+
+on_signal() {
+  trap '' INT TERM
+  log "interrupted; cleaning up"
+  if [[ -n "$SCEN_PID" ]]; then
+    kill -TERM "$SCEN_PID" 2>/dev/null
+    wait_until 15 _scen_gone || kill -KILL "$SCEN_PID" 2>/dev/null
+  fi
+  kill_our_containers
+  exit 130
+}
+_scen_gone() { ! kill -0 "$SCEN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$SCEN_PID/stat" 2>/dev/null)" == Z ]]; }
+
+# The mock IMDS and the kubelet stand-in are cheap to build (and a no-op when
+# up to date), so build them here: a fresh clone then needs only the .deb.
+build_testkit() {
+  ((E2E_BUILD_TESTKIT)) && [[ -z "${E2E_NO_BUILD:-}" ]] || return 0
+  command -v cargo >/dev/null || { log "cargo not found; not building the testkit binaries"; return 0; }
+  log "cargo build -p nthd-testkit (mock IMDS, kubelet stand-in)"
+  (cd "$REPO" && cargo build --quiet -p nthd-testkit --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 \
+    || log "warning: building the testkit binaries failed"
+}
+
+# Prints what is missing (and succeeds) if an artefact we need is absent.
+missing_artefacts() {
+  local m=() deb; deb="$(nthd_deb_path)"
+  [[ -n "$deb" && -r "$deb" ]] || m+=("nthd .deb (${E2E_NTHD_DEB:-$REPO/target/debian/nthd_*.deb})")
+  [[ -x "$E2E_MOCK_IMDS" ]] || m+=("$E2E_MOCK_IMDS")
+  [[ -x "$E2E_FAKE_KUBELET" ]] || m+=("$E2E_FAKE_KUBELET")
+  ((${#m[@]})) || return 1
+  local IFS=,; echo "${m[*]}"
+}
+
+# Kill containers of ours left over by a killed run, identified by OUR rootfs
+# path on the nspawn command line (other users' containers are untouched).
+# SIGKILL to the container's init (nspawn's child) takes its PID namespace
+# down; nspawn then exits by itself.
+kill_our_containers() {
+  local p c
+  for p in $(pgrep -x systemd-nspawn); do
+    [[ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" == *"-D $ROOTFS "* ]] || continue
+    log "killing e2e container (nspawn pid $p)"
+    # shellcheck disable=SC2013  # children is a space-separated PID list
+    for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
+    sleep 1; kill -KILL "$p" 2>/dev/null
+  done
+  return 0
+}
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+main() {
+  local narrate=0 names=() n
+  while (($#)); do case "$1" in
+    -h|--help) usage; exit 0;;
+    --list) printf '%s\n' "${SCENARIOS[@]}"; exit 0;;
+    --narrate) narrate=1;;
+    --shell) debug_shell; exit;;
+    -*) echo "unknown option $1" >&2; usage >&2; exit 2;;
+    *) names+=("$1");; esac; shift; done
+  ((narrate)) && names=(spot-terminate)
+  ((${#names[@]})) || names=("${SCENARIOS[@]}")
+  for n in "${names[@]}"; do
+    declare -F "scen_${n//-/_}" >/dev/null || { echo "unknown scenario: $n (try --list)" >&2; exit 2; }
+  done
+
+  [[ $EUID -eq 0 ]] || die "must run as root (systemd-nspawn)"
+  need systemd-nspawn nsenter journalctl flock
+  mkdir -p "$RUNS_DIR"
+  exec 8>"$E2E_DIR/run.lock"
+  flock -n 8 || { log "another e2e run holds $E2E_DIR/run.lock; waiting"; flock 8; }
+  kill_our_containers
+  local passed=0 failed=0 missing
+  build_testkit
+  # Fail fast (and clearly) instead of debootstrapping and booting N
+  # containers to find out.
+  if missing="$(missing_artefacts)"; then
+    for n in "${names[@]}"; do echo "FAIL $n (not run: missing $missing)"; done
+    echo "    build them first: cargo build -p nthd-testkit --bins && cargo deb  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)"
+    echo "0 passed, ${#names[@]} failed"
+    return 1
+  fi
+  if [[ -z "${E2E_SKIP_ROOTFS:-}" ]]; then
+    "$HERE/rootfs.sh" || die "rootfs build failed"
+  fi
+  trap on_signal INT TERM
+
+  for n in "${names[@]}"; do
+    if run_scenario "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  done
+  if ((narrate)) && ((passed == 1)); then
+    echo
+    echo "Narration (times relative to the notice appearing on the IMDS):"
+    narrate
+    echo
+  fi
+  echo "$passed passed, $failed failed"
+  ((failed == 0))
+}
+
+main "$@"
