@@ -1,0 +1,110 @@
+//! Invariants shared by the fuzz targets. Every check panics with the offending value, so a
+//! violation shows up in libFuzzer as a crash with a readable message.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nthd::provider::{Notice, NoticeStatus, RAW_CAP};
+
+/// The longest id any parser may produce. AWS ids are a fixed prefix plus at most two
+/// sanitized components of 128 characters each (`aws/scheduled/<code>/<NotBefore>`), so
+/// 14 + 128 + 1 + 128 = 271 is the bound by construction.
+pub const ID_MAX: usize = 14 + 128 + 1 + 128;
+
+/// `…` is three bytes in UTF-8: `cap_raw` keeps at most `RAW_CAP` bytes plus the ellipsis.
+pub const RAW_MAX: usize = RAW_CAP + 3;
+
+/// 10000-01-01T00:00:00Z: the parsers accept four-digit years only.
+pub const YEAR_10000: u64 = 253_402_300_800;
+
+/// Takes the fuzz input as the metadata client would hand it over: only valid UTF-8 reaches the
+/// parsers (the client rejects anything else as malformed).
+pub fn body(data: &[u8]) -> Option<&str> {
+    std::str::from_utf8(data).ok()
+}
+
+/// Checks what every notice must satisfy, whatever the metadata service sent.
+pub fn check_notice(n: &Notice, id_prefix: &str, source: &str, body: &str) {
+    assert!(
+        n.id.starts_with(id_prefix),
+        "id {:?} lacks prefix {id_prefix:?}",
+        n.id
+    );
+    assert!(
+        n.id.bytes().all(|b| b.is_ascii_graphic()),
+        "id {:?} is not printable ASCII",
+        n.id
+    );
+    assert!(
+        n.id.len() <= ID_MAX,
+        "id is {} bytes: {:?}",
+        n.id.len(),
+        n.id
+    );
+    assert_eq!(n.source, source);
+    assert!(
+        n.raw.len() <= RAW_MAX,
+        "raw is {} bytes (cap {RAW_CAP})",
+        n.raw.len()
+    );
+    if body.len() <= RAW_CAP && n.raw != body {
+        // Only parsers that keep the body verbatim pass `body`; the others pass "".
+        assert!(body.is_empty(), "raw {:?} is not the body {body:?}", n.raw);
+    }
+    if let Some(event_id) = &n.event_id {
+        assert!(!event_id.is_empty(), "empty event id in {n:?}");
+        assert_eq!(event_id.trim(), event_id, "event id not trimmed");
+    }
+    if let Some(t) = n.deadline {
+        check_time(t);
+    }
+    assert!(!n.detail.is_empty());
+    let _ = format!("{n:?}");
+}
+
+/// A time the parsers produced: not before the epoch, before year 10000 (a parsed
+/// `9999-12-31T23:59:60Z` or a negative offset may push it past midnight, hence one day's slack).
+pub fn check_time(t: SystemTime) {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_else(|_| panic!("time {t:?} is before the epoch"))
+        .as_secs();
+    assert!(secs < YEAR_10000 + 86_400, "time {t:?} is after year 10000");
+}
+
+/// The status the AWS parsers can report.
+pub fn is_status(s: NoticeStatus) -> bool {
+    matches!(
+        s,
+        NoticeStatus::Active | NoticeStatus::Canceled | NoticeStatus::Completed
+    )
+}
+
+/// `t` with the sub-second part dropped (the formatters print whole seconds).
+pub fn whole_seconds(t: SystemTime) -> SystemTime {
+    let d = t.duration_since(UNIX_EPOCH).expect("checked above");
+    UNIX_EPOCH + Duration::from_secs(d.as_secs())
+}
+
+/// `sanitize` in src/provider/aws.rs is crate-private; this is its documented contract
+/// ("printable and bounded"): printable ASCII only, at most 128 characters.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(128)
+        .collect()
+}
+
+/// Known issues, already reported, are tolerated so a long campaign can look for new ones.
+/// `NTHD_FUZZ_STRICT=1` turns them back into crashes (the regression seeds then fail).
+pub fn strict() -> bool {
+    use std::sync::OnceLock;
+    static STRICT: OnceLock<bool> = OnceLock::new();
+    *STRICT.get_or_init(|| std::env::var_os("NTHD_FUZZ_STRICT").is_some_and(|v| v == "1"))
+}
+
+// The targets are meant to run with debug assertions and overflow checks (fuzz/Cargo.toml's
+// release profile; run.sh builds with `cargo fuzz build -O`).
+const _: () = assert!(
+    cfg!(debug_assertions),
+    "build the fuzz targets with debug assertions (see fuzz/Cargo.toml)"
+);
