@@ -291,6 +291,98 @@ pub fn status_error(url: String, status: u16) -> ImdsError {
     ImdsError::Status { url, status, hint }
 }
 
+/// What a token request got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenAnswer {
+    Token(String),
+    /// A 4xx other than 429: the service does not issue tokens here. What that means is the
+    /// provider's call (AWS: an error unless IMDSv1 is allowed; Alibaba: normal mode).
+    Refused {
+        url: String,
+        status: u16,
+    },
+}
+
+/// A session token for metadata services that issue one (AWS IMDSv2, Alibaba hardened mode):
+/// fetched with a `PUT`, cached, and refreshed a minute before it expires (at 80% of the
+/// lifetime for short ones).
+#[derive(Debug)]
+pub struct TokenCache {
+    path: &'static str,
+    ttl_header: &'static str,
+    ttl: Duration,
+    token: Option<(String, std::time::Instant)>,
+    fetched: u64,
+}
+
+impl TokenCache {
+    pub fn new(path: &'static str, ttl_header: &'static str, ttl: Duration) -> TokenCache {
+        TokenCache {
+            path,
+            ttl_header,
+            ttl: ttl.clamp(Duration::from_secs(1), Duration::from_secs(21600)),
+            token: None,
+            fetched: 0,
+        }
+    }
+
+    /// Drops the cached token (after a 401).
+    pub fn clear(&mut self) {
+        self.token = None;
+    }
+
+    pub fn is_cached(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Tokens fetched so far.
+    pub fn fetched(&self) -> u64 {
+        self.fetched
+    }
+
+    /// The cached token if it is still fresh, else a new one.
+    pub async fn get(&mut self, client: &ImdsClient) -> Result<TokenAnswer, ImdsError> {
+        if let Some((value, refresh_at)) = &self.token {
+            if std::time::Instant::now() < *refresh_at {
+                return Ok(TokenAnswer::Token(value.clone()));
+            }
+        }
+        self.token = None;
+        let ttl = self.ttl.as_secs().to_string();
+        let reply = client
+            .send(
+                Method::PUT,
+                self.path,
+                &[(self.ttl_header, ttl.as_str())],
+                None,
+                None,
+            )
+            .await?;
+        let url = client.url(self.path);
+        match reply.status {
+            200 => {
+                let value = reply.body.trim().to_string();
+                if value.is_empty()
+                    || value.len() > 1024
+                    || !value.bytes().all(|b| b.is_ascii_graphic())
+                {
+                    return Err(ImdsError::malformed(
+                        &url,
+                        "the token is empty or invalid",
+                        &reply.body,
+                    ));
+                }
+                let early = (self.ttl / 5).min(Duration::from_secs(60));
+                self.token = Some((value.clone(), std::time::Instant::now() + self.ttl - early));
+                self.fetched += 1;
+                Ok(TokenAnswer::Token(value))
+            }
+            s @ 400..=499 if s != 429 => Ok(TokenAnswer::Refused { url, status: s }),
+            s => Err(status_error(url, s)),
+        }
+    }
+}
+
 /// Exponential backoff with jitter between failed reads of one source. The first retry comes
 /// after the source's normal interval; the delay doubles up to `max`, which stays short so a
 /// notice that appears while the service is flaky is still seen promptly.

@@ -14,10 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
-
 use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
-use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
+use crate::imds::{status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache};
 use crate::timefmt;
 
 pub const TOKEN_PATH: &str = "/latest/api/token";
@@ -45,23 +43,15 @@ impl Default for AlibabaOptions {
     }
 }
 
-#[derive(Debug)]
-struct Token {
-    value: String,
-    /// When nthd stops using it (well before the real expiry).
-    refresh_at: Instant,
-}
-
 /// The Alibaba provider.
 pub struct Alibaba {
     client: ImdsClient,
     opts: AlibabaOptions,
-    token: Option<Token>,
+    token: TokenCache,
     /// The token PUT was refused: read without a token.
     plain_mode: bool,
     told_plain_mode: bool,
     source: SourceState,
-    tokens_fetched: u64,
 }
 
 impl Alibaba {
@@ -70,15 +60,14 @@ impl Alibaba {
             source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
             client,
             opts,
-            token: None,
+            token: TokenCache::new(TOKEN_PATH, TTL_HEADER, TOKEN_TTL),
             plain_mode: false,
             told_plain_mode: false,
-            tokens_fetched: 0,
         }
     }
 
     pub fn tokens_fetched(&self) -> u64 {
-        self.tokens_fetched
+        self.token.fetched()
     }
 
     /// A valid token, `None` in normal (tokenless) mode.
@@ -86,60 +75,21 @@ impl Alibaba {
         if self.plain_mode {
             return Ok(None);
         }
-        if let Some(t) = &self.token {
-            if Instant::now() < t.refresh_at {
-                return Ok(Some(t.value.clone()));
-            }
-        }
-        self.token = None;
-        let ttl = TOKEN_TTL.as_secs().to_string();
-        let reply = self
-            .client
-            .send(
-                Method::PUT,
-                TOKEN_PATH,
-                &[(TTL_HEADER, ttl.as_str())],
-                None,
-                None,
-            )
-            .await?;
-        let url = self.client.url(TOKEN_PATH);
-        match reply.status {
-            200 => {
-                let value = reply.body.trim().to_string();
-                if value.is_empty()
-                    || value.len() > 1024
-                    || !value.bytes().all(|b| b.is_ascii_graphic())
-                {
-                    return Err(ImdsError::malformed(
-                        &url,
-                        "the metadata token is empty or invalid",
-                        &reply.body,
-                    ));
-                }
-                // Refresh a minute early (at 80% for short lifetimes).
-                let early = (TOKEN_TTL / 5).min(Duration::from_secs(60));
-                self.token = Some(Token {
-                    value: value.clone(),
-                    refresh_at: Instant::now() + TOKEN_TTL - early,
-                });
-                self.tokens_fetched += 1;
-                Ok(Some(value))
-            }
+        match self.token.get(&self.client).await? {
+            TokenAnswer::Token(t) => Ok(Some(t)),
             // Forbidden, Not Found, Method Not Allowed: no hardened mode here.
-            403..=405 => {
+            TokenAnswer::Refused { url, status } if (403..=405).contains(&status) => {
                 if !self.told_plain_mode {
                     tracing::info!(
-                        "metadata token PUT {url} answered HTTP {}: the instance is in normal \
-                         (not hardened) metadata mode; reading without a token",
-                        reply.status
+                        "metadata token PUT {url} answered HTTP {status}: the instance is in normal \
+                         (not hardened) metadata mode; reading without a token"
                     );
                     self.told_plain_mode = true;
                 }
                 self.plain_mode = true;
                 Ok(None)
             }
-            s => Err(status_error(url, s)),
+            TokenAnswer::Refused { url, status } => Err(status_error(url, status)),
         }
     }
 
@@ -159,7 +109,7 @@ impl Alibaba {
                     self.client.url(path),
                     r.status
                 );
-                self.token = None;
+                self.token.clear();
                 self.plain_mode = false;
                 continue;
             }
@@ -222,7 +172,7 @@ impl Provider for Alibaba {
             self.client.base(),
             if self.plain_mode {
                 "normal mode, no token"
-            } else if self.token.is_some() {
+            } else if self.token.is_cached() {
                 "hardened-mode token"
             } else {
                 "with a hardened-mode token unless the instance is in normal mode"

@@ -11,14 +11,13 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
 use serde::Deserialize;
 
 use super::{
     cap_raw, earliest, gather, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider,
     SourceState,
 };
-use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
+use crate::imds::{status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache};
 use crate::timefmt;
 
 pub const TOKEN_PATH: &str = "/latest/api/token";
@@ -57,21 +56,13 @@ impl Default for AwsOptions {
     }
 }
 
-#[derive(Debug)]
-struct Token {
-    value: String,
-    /// When nthd stops using it (well before the real expiry).
-    refresh_at: Instant,
-}
-
 pub struct Aws {
     client: ImdsClient,
     opts: AwsOptions,
-    token: Option<Token>,
+    token: TokenCache,
     /// Set once the token PUT was refused and IMDSv1 was allowed.
     v1_mode: bool,
     sources: Vec<SourceState>,
-    tokens_fetched: u64,
 }
 
 #[derive(Deserialize)]
@@ -117,82 +108,44 @@ impl Aws {
             SourceState::new(SRC_SCHEDULED, slow, now),
         ];
         Aws {
+            token: TokenCache::new(
+                TOKEN_PATH,
+                "x-aws-ec2-metadata-token-ttl-seconds",
+                opts.token_ttl,
+            ),
             client,
             opts,
-            token: None,
             v1_mode: false,
             sources,
-            tokens_fetched: 0,
         }
     }
 
     pub fn tokens_fetched(&self) -> u64 {
-        self.tokens_fetched
+        self.token.fetched()
     }
 
+    /// The token to send, or `None` in the IMDSv1 mode the user allowed.
     async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
-        if let Some(t) = &self.token {
-            if Instant::now() < t.refresh_at {
-                return Ok(Some(t.value.clone()));
-            }
-        }
-        self.token = None;
-        let ttl = self.opts.token_ttl.as_secs().clamp(1, 21600).to_string();
-        let reply = self
-            .client
-            .send(
-                Method::PUT,
-                TOKEN_PATH,
-                &[("x-aws-ec2-metadata-token-ttl-seconds", ttl.as_str())],
-                None,
-                None,
-            )
-            .await?;
-        let url = self.client.url(TOKEN_PATH);
-        match reply.status {
-            200 => {
-                let value = reply.body.trim().to_string();
-                if value.is_empty() || value.len() > 1024 || !value.is_ascii() {
-                    return Err(ImdsError::malformed(
-                        &url,
-                        "the token is empty or invalid",
-                        &reply.body,
-                    ));
-                }
-                let ttl = self.opts.token_ttl.max(Duration::from_secs(1));
-                // Refresh at 80% of the lifetime, or a minute early for long tokens.
-                let early = (ttl / 5).min(Duration::from_secs(60));
-                self.token = Some(Token {
-                    value: value.clone(),
-                    refresh_at: Instant::now() + ttl - early,
-                });
-                self.tokens_fetched += 1;
+        match self.token.get(&self.client).await? {
+            TokenAnswer::Token(t) => {
                 if self.v1_mode {
-                    tracing::info!("IMDSv2 token PUT {url} works again; leaving IMDSv1 mode");
+                    tracing::info!(
+                        "IMDSv2 token PUT {} works again; leaving IMDSv1 mode",
+                        self.client.url(TOKEN_PATH)
+                    );
                     self.v1_mode = false;
                 }
-                Ok(Some(value))
+                Ok(Some(t))
             }
-            // 403: IMDSv2 disabled / hop limit; 404/405: an IMDSv1-only endpoint.
-            400..=499 if reply.status != 429 => {
-                if self.opts.allow_imdsv1 {
-                    if !self.v1_mode {
-                        tracing::warn!(
-                            "IMDSv2 token PUT {url} answered HTTP {}; using IMDSv1 as \
-                             NTHD_AWS_IMDSV1 allows",
-                            reply.status
-                        );
-                        self.v1_mode = true;
-                    }
-                    Ok(None)
-                } else {
-                    Err(ImdsError::TokenRefused {
-                        url,
-                        status: reply.status,
-                    })
+            // 403: IMDSv2 disabled or hop limit; 404/405: an IMDSv1-only endpoint.
+            TokenAnswer::Refused { url, status } if self.opts.allow_imdsv1 => {
+                if !self.v1_mode {
+                    tracing::warn!("IMDSv2 token PUT {url} answered HTTP {status}; using IMDSv1 as NTHD_AWS_IMDSV1 allows");
+                    self.v1_mode = true;
                 }
+                Ok(None)
             }
-            s => Err(status_error(url, s)),
+            TokenAnswer::Refused { url, status } => Err(ImdsError::TokenRefused { url, status }),
         }
     }
 
@@ -210,7 +163,7 @@ impl Aws {
                     "{} answered 401; fetching a new IMDSv2 token",
                     self.client.url(path)
                 );
-                self.token = None;
+                self.token.clear();
                 continue;
             }
             return Ok(reply);
