@@ -31,13 +31,6 @@ fn spot(action: &str) -> Response {
     )
 }
 
-fn successes(l: &FakeLogind, method: &str) -> usize {
-    l.calls_of(method)
-        .iter()
-        .filter(|c| c.error.is_none())
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spot_terminate_powers_off_exactly_once_non_interactively() {
     let (bus, logind, imds, state) = setup().await;
@@ -173,13 +166,7 @@ async fn polkit_denial_is_explained_retried_and_then_succeeds_once() {
     );
     assert!(log.contains("50-nthd.rules"), "says how to fix it:\n{log}");
     assert!(n.running());
-    logind.set_power_off_error(None);
-    let end = Instant::now() + Duration::from_secs(5);
-    while successes(&logind, "PowerOff") == 0 && Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(successes(&logind, "PowerOff"), 1, "{}", n.log());
+    common::clear_error_then_one_poweroff(&logind, &mut n).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -360,26 +360,7 @@ async fn poweroff_returns_an_error() {
         "{}",
         notify.last_status()
     );
-    logind.set_power_off_error(None);
-    let end = Instant::now() + Duration::from_secs(5);
-    while logind
-        .calls_of("PowerOff")
-        .iter()
-        .all(|c| c.error.is_some())
-        && Instant::now() < end
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        logind
-            .calls_of("PowerOff")
-            .iter()
-            .filter(|c| c.error.is_none())
-            .count(),
-        1
-    );
-    assert!(n.running());
+    common::clear_error_then_one_poweroff(&logind, &mut n).await;
 }
 
 /// polkit denies: the error names the polkit action and the fix; after the grant, once.
@@ -407,26 +388,7 @@ async fn polkit_denies() {
             && log.contains("nthd.pkla"),
         "{log}"
     );
-    logind.set_power_off_error(None);
-    let end = Instant::now() + Duration::from_secs(5);
-    while logind
-        .calls_of("PowerOff")
-        .iter()
-        .all(|c| c.error.is_some())
-        && Instant::now() < end
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        logind
-            .calls_of("PowerOff")
-            .iter()
-            .filter(|c| c.error.is_none())
-            .count(),
-        1
-    );
-    assert!(n.running());
+    common::clear_error_then_one_poweroff(&logind, &mut n).await;
 }
 
 /// CanPowerOff answers `challenge`: nthd warns at start with the fix, and still acts when a

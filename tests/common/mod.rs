@@ -161,3 +161,24 @@ impl Notify {
             .unwrap_or_default()
     }
 }
+
+/// Successful calls of `method` the fake logind answered.
+pub fn successes(l: &nthd_testkit::logind::FakeLogind, method: &str) -> usize {
+    l.calls_of(method)
+        .iter()
+        .filter(|c| c.error.is_none())
+        .count()
+}
+
+/// Lifts the PowerOff error knob and expects exactly one successful PowerOff to follow, with
+/// the daemon still running.
+pub async fn clear_error_then_one_poweroff(l: &nthd_testkit::logind::FakeLogind, n: &mut Nthd) {
+    l.set_power_off_error(None);
+    let end = Instant::now() + Duration::from_secs(5);
+    while successes(l, "PowerOff") == 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(successes(l, "PowerOff"), 1, "{}", n.log());
+    assert!(n.running(), "{}", n.log());
+}
