@@ -25,6 +25,19 @@ pub const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
 pub const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
 pub const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
 
+/// How long the loop waits for a logind property read: a hung bus must not stall polling.
+const LOGIND_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn logind_timeout(method: &'static str) -> crate::logind::LogindError {
+    crate::logind::LogindError::NoLogind {
+        method,
+        reason: format!(
+            "no answer within {}",
+            timefmt::format_duration(LOGIND_READ_TIMEOUT)
+        ),
+    }
+}
+
 /// Builds the provider for `cloud` from the options.
 pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsError> {
     let endpoint = match cloud {
@@ -247,7 +260,8 @@ impl Daemon {
             } else {
                 "CanPowerOff"
             };
-            match self.logind.can(action).await {
+            let answer = tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.can(action)).await;
+            match answer.unwrap_or_else(|_| Err(logind_timeout(method))) {
                 Ok(v) if v == "yes" => {}
                 Ok(v) => tracing::warn!(
                     "logind {method} answers {v:?} for this user: polkit will refuse {}. Install \
@@ -269,7 +283,11 @@ impl Daemon {
             return;
         }
         self.budget_read_at = Some(Instant::now());
-        match self.logind.inhibit_delay_max().await {
+        let read = tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.inhibit_delay_max()).await;
+        if read.is_err() {
+            self.logind.reset();
+        }
+        match read.unwrap_or_else(|_| Err(logind_timeout("Get InhibitDelayMaxUSec"))) {
             Ok(b) => {
                 if self.budget != Some(b) {
                     tracing::info!(
@@ -353,7 +371,9 @@ impl Daemon {
         }
         // Acting once across restarts: if logind is already on its way down (our own earlier
         // call, or someone else's), another call could only do harm for a reboot.
-        if let Ok(true) = self.logind.preparing_for_shutdown().await {
+        if let Ok(Ok(true)) =
+            tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.preparing_for_shutdown()).await
+        {
             tracing::warn!(
                 nthd_notice_id = n.id.as_str(),
                 "logind is already preparing for shutdown; not calling {method} again for {}",
@@ -364,13 +384,16 @@ impl Daemon {
             return true;
         }
         self.record(n, action, Phase::Started);
-        let result =
-            match tokio::time::timeout(Duration::from_secs(10), self.logind.act(action)).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err(format!(
+        let answer = tokio::time::timeout(Duration::from_secs(10), self.logind.act(action)).await;
+        if answer.is_err() {
+            self.logind.reset();
+        }
+        let result = match answer {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!(
                 "logind {method} did not answer within 10s; is systemd-logind hung? nthd retries"
             )),
-            };
+        };
         match result {
             Ok(()) => {
                 self.record(n, action, Phase::Done);

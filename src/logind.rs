@@ -231,6 +231,11 @@ impl Logind {
         Ok(proxy)
     }
 
+    /// Drops the connection so the next call reconnects (after a call timed out).
+    pub fn reset(&mut self) {
+        self.conn = None;
+    }
+
     fn on_error(&mut self, e: &LogindError) {
         if matches!(e, LogindError::NoBus { .. } | LogindError::NoLogind { .. }) {
             self.conn = None;
