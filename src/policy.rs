@@ -366,7 +366,19 @@ impl Planner {
                 }
                 continue;
             }
-            if !decision.action.is_power() || self.done.contains(&n.id) {
+            if self.done.contains(&n.id) {
+                continue;
+            }
+            if !decision.action.is_power() {
+                // The notice changed into a kind the policy does not act on: a power action
+                // wanted for its earlier kind is withdrawn.
+                if self.wants.get(&n.id).is_some_and(|w| !w.in_flight) {
+                    self.wants.remove(&n.id);
+                    out.push(Command::Canceled {
+                        notice: n.clone(),
+                        reason: decision.reason.clone(),
+                    });
+                }
                 continue;
             }
             let at = match decision.when {
@@ -375,11 +387,12 @@ impl Planner {
             };
             match self.wants.get_mut(&n.id) {
                 Some(w) => {
-                    w.notice = n.clone();
-                    if w.at != at && !w.in_flight {
+                    if !w.in_flight {
+                        w.notice = n.clone();
+                        let changed = w.at != at || w.action != decision.action;
                         w.at = at;
                         w.action = decision.action;
-                        if let Some(t) = at {
+                        if let (true, Some(t)) = (changed, at) {
                             out.push(Command::Scheduled {
                                 notice: n.clone(),
                                 action: decision.action,
@@ -847,6 +860,54 @@ mod tests {
                 .is_empty());
             }
         }
+    }
+
+    #[test]
+    fn a_kind_change_under_the_same_id_follows_the_new_policy() {
+        let mut cfg = PolicyConfig::default();
+        cfg.set_action(NoticeKind::ScheduledReboot, Action::Reboot);
+        let mut p = Planner::new(cfg);
+        let mut n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 10_000));
+        p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW),
+            Some(Duration::ZERO),
+        );
+        // Re-listed as a reboot with the same deadline: the action follows.
+        n.kind = NoticeKind::ScheduledReboot;
+        p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW + 1),
+            Some(Duration::ZERO),
+        );
+        assert_eq!(
+            executes(&p.tick(t(NOW + 20_000))),
+            vec![("e".into(), Action::Reboot)]
+        );
+        // Re-listed as a kind set to log: the wanted action is withdrawn.
+        let mut p = Planner::new(PolicyConfig::default());
+        let mut n = notice(NoticeKind::ScheduledStop, "f", Some(NOW + 10_000));
+        p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW),
+            Some(Duration::ZERO),
+        );
+        n.kind = NoticeKind::ScheduledMaintenance;
+        let c = p.observe(
+            std::slice::from_ref(&n),
+            &["test/source"],
+            t(NOW + 1),
+            Some(Duration::ZERO),
+        );
+        assert!(
+            c.iter().any(|c| matches!(c, Command::Canceled { .. })),
+            "{c:?}"
+        );
+        assert!(executes(&p.tick(t(NOW + 20_000))).is_empty());
+        assert!(!p.has_wants());
     }
 
     #[test]

@@ -48,6 +48,9 @@ fn days_in_month(y: i64, m: u32) -> u32 {
     }
 }
 
+/// 9999-12-31T23:59:59Z, the last second every format here can express.
+const MAX_SECS: u64 = 253_402_300_799;
+
 /// Builds a `SystemTime` from calendar fields, validating every field.
 fn from_fields(
     (y, mo, d): (i64, u32, u32),
@@ -68,6 +71,11 @@ fn from_fields(
         + i64::from(s)
         - offset_secs;
     let secs = u64::try_from(secs).ok()?;
+    // An offset or a leap second must not carry 9999-12-31 into year 10000, which no format
+    // here can print back.
+    if secs > MAX_SECS {
+        return None;
+    }
     UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
@@ -362,6 +370,10 @@ mod tests {
             assert!(parse_rfc3339(bad).is_none(), "{bad:?} should not parse");
         }
         assert!(parse_rfc3339("2016-02-29T00:00:00Z").is_some());
+        // Found by fuzzing: an offset or leap second must not roll 9999 into year 10000.
+        assert!(parse_rfc3339("9999-12-31T23:59:59Z").is_some());
+        assert!(parse_rfc3339("9999-12-31T23:59:60Z").is_none());
+        assert!(parse_rfc3339("9999-12-31T23:30:00-01:00").is_none());
     }
 
     #[test]

@@ -444,12 +444,10 @@ proptest! {
     }
 }
 
-/// Known issue, found while writing these properties (not fixed here; run with `--ignored`):
-/// when a notice keeps its id but changes kind, and the deferred time stays the same, the
-/// wanted action is not updated: a scheduled event re-listed as a reboot (set to `reboot`) is
-/// still carried out as the power-off chosen for its first kind.
+/// Found while writing these properties (fixed since): when a notice keeps its id but changes
+/// kind, and the deferred time stays the same, the wanted action must follow the new kind: a
+/// scheduled event re-listed as a reboot (set to `reboot`) is carried out as a reboot.
 #[test]
-#[ignore = "known issue: a kind change under the same id keeps the first action"]
 fn kind_change_under_the_same_id_updates_the_action() {
     let mut cfg = PolicyConfig::default();
     cfg.set_action(NoticeKind::ScheduledReboot, Action::Reboot);

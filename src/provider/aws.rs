@@ -223,7 +223,12 @@ pub fn parse_spot(url: &str, body: &str) -> Result<Notice, ImdsError> {
     Ok(Notice {
         kind,
         source: SRC_SPOT,
-        id: format!("aws/spot/{}", sanitize(&action)),
+        // Unknown actions get their own id space: sanitizing must never turn one into the
+        // fingerprint of a recognised action (found by fuzzing: "ter minate").
+        id: match kind {
+            NoticeKind::Unknown => format!("aws/spot/unknown/{}", sanitize(&action)),
+            _ => format!("aws/spot/{action}"),
+        },
         event_id: None,
         deadline,
         status: NoticeStatus::Active,
@@ -460,6 +465,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(u.kind, NoticeKind::Unknown);
+        let spaced = parse_spot(
+            U,
+            r#"{"action":"ter minate","time":"2017-09-18T08:22:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(spaced.kind, NoticeKind::Unknown);
+        assert_ne!(
+            spaced.id, n.id,
+            "an unknown action never shares a recognised action's id"
+        );
         assert!(parse_spot(U, "{}").is_err());
         assert!(parse_spot(U, "terminate").is_err());
         assert!(parse_spot(U, r#"{"action":5}"#).is_err());
