@@ -7,8 +7,30 @@
 //!
 //! Every step is appended to a JSON-lines record file and fsynced, so a test can read the
 //! timeline even if the machine is powered off right after.
+//!
+//! # Stopping (SIGTERM / SIGINT)
+//!
+//! logind starts the shutdown the instant the last delay lock's fd is closed, and systemd then
+//! sends SIGTERM to the stand-in within milliseconds, i.e. between "lock released" and "record
+//! written". With the default signal disposition that killed the process before `released`
+//! reached the file (about 1 run in 5 on the e2e harness). So [`run`] handles SIGTERM and SIGINT
+//! itself, from before the lock is taken:
+//!
+//! * idle (holding the lock, no shutdown under way): record `stopped` and exit at once (closing
+//!   the fd releases the lock);
+//! * a drain in progress: keep draining for at most [`KubeletOptions::stop_grace`] (2.5 s) more.
+//!   If the drain ends within that, the record is the usual `drained`; otherwise it is
+//!   `drain_aborted` (never `drained`, so a test cannot mistake a cut-short drain for a full
+//!   one). Then release the lock, record `released`, record `stopped`, exit;
+//! * the drain just finished: the records are written synchronously right after the fd is
+//!   closed, and a signal can no longer kill the process in between, so `released` is on disk;
+//!   then `stopped` is recorded and the process exits.
+//!
+//! Whatever happens, the process exits (status 1) at most [`HARD_STOP`] after the first signal,
+//! so it never holds up a shutdown for long. The exit status after a signal is 0.
 
 use std::fs::{File, OpenOptions};
+use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +46,10 @@ pub const WHO: &str = "kubelet";
 /// kubelet's inhibitor "why".
 pub const WHY: &str = "Kubelet needs time to handle node shutdown";
 
+/// After SIGTERM/SIGINT the process exits (status 1) at the latest this long after the first
+/// signal, whatever it is doing.
+pub const HARD_STOP: Duration = Duration::from_secs(3);
+
 /// Options of [`run`].
 #[derive(Clone, Debug)]
 pub struct KubeletOptions {
@@ -36,6 +62,8 @@ pub struct KubeletOptions {
     /// Bus address; `None` means the system bus (`DBUS_SYSTEM_BUS_ADDRESS` or the default
     /// socket).
     pub address: Option<String>,
+    /// How much longer a drain in progress may go on once a stop was requested (SIGTERM).
+    pub stop_grace: Duration,
 }
 
 impl Default for KubeletOptions {
@@ -45,6 +73,7 @@ impl Default for KubeletOptions {
             drain: Duration::from_secs(5),
             progress_every: Duration::from_secs(1),
             address: None,
+            stop_grace: Duration::from_millis(2500),
         }
     }
 }
@@ -98,26 +127,92 @@ async fn take_lock(
     Ok(fd)
 }
 
-/// Run until killed. Returns an error (for a non-zero exit) if the bus cannot be reached, the
-/// lock cannot be taken, the record file cannot be written, or the bus connection is lost.
+/// Run until SIGTERM/SIGINT (see the module docs for what a signal does mid-drain). Returns an
+/// error (for a non-zero exit) if the bus cannot be reached, the lock cannot be taken, the record
+/// file cannot be written, or the bus connection is lost.
 pub async fn run(opts: KubeletOptions) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Installed before anything else: from here on a SIGTERM can no longer kill the process
+    // between closing the inhibitor fd and writing `released`.
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<&'static str>();
+    // A task of its own, so the signal is noticed (and the hard bound armed) even while the main
+    // task is busy.
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        std::thread::spawn(move || {
+            std::thread::sleep(HARD_STOP);
+            eprintln!(
+                "nthd-fake-kubelet: still running {}s after {name}; exiting",
+                HARD_STOP.as_secs()
+            );
+            std::process::exit(1);
+        });
+        let _ = tx.send(name);
+    });
+    run_until(opts, async move {
+        match rx.await {
+            Ok(name) => name,
+            Err(_) => std::future::pending().await,
+        }
+    })
+    .await
+}
+
+/// [`run`] with the stop request as a future (resolving to a name for the record, e.g.
+/// `"SIGTERM"`) instead of signals. Returns `Ok(())` once stopped.
+pub async fn run_until<S>(opts: KubeletOptions, stop: S) -> Result<(), String>
+where
+    S: Future<Output = &'static str>,
+{
+    tokio::pin!(stop);
     let mut rec = Recorder::open(&opts.record)?;
-    let conn = match &opts.address {
-        Some(a) => zbus::connection::Builder::address(a.as_str()).build().await,
-        None => zbus::Connection::system().await,
-    }
-    .map_err(|e| format!("cannot connect to the system bus: {e}"))?;
-    let proxy = login1_proxy(&conn)
-        .await
-        .map_err(|e| format!("cannot create login1 proxy: {e}"))?;
+    let setup = async {
+        let conn = match &opts.address {
+            Some(a) => zbus::connection::Builder::address(a.as_str()).build().await,
+            None => zbus::Connection::system().await,
+        }
+        .map_err(|e| format!("cannot connect to the system bus: {e}"))?;
+        let proxy = login1_proxy(&conn)
+            .await
+            .map_err(|e| format!("cannot create login1 proxy: {e}"))?;
+        Ok::<_, String>((conn, proxy))
+    };
+    let (_conn, proxy) = tokio::select! {
+        r = setup => r?,
+        why = &mut stop => {
+            rec.event("stopped", json!({ "signal": why, "locked": false }))?;
+            return Ok(());
+        }
+    };
     // Match rule first, lock second: no PrepareForShutdown can slip between the two.
     let mut signals = proxy
         .receive_prepare_for_shutdown()
         .await
         .map_err(|e| format!("cannot subscribe to PrepareForShutdown: {e}"))?;
     let mut lock = Some(take_lock(&proxy, &mut rec).await?);
+    // Set once a stop was requested during a drain.
+    let mut stopping: Option<&'static str> = None;
 
-    while let Some(sig) = signals.next().await {
+    loop {
+        let sig = tokio::select! {
+            // Prefer a pending PrepareForShutdown over a stop that arrived at the same time.
+            biased;
+            sig = signals.next() => match sig {
+                Some(sig) => sig,
+                None => break,
+            },
+            why = &mut stop => {
+                rec.event("stopped", json!({ "signal": why, "locked": lock.is_some() }))?;
+                return Ok(());
+            }
+        };
         let start = match sig.args() {
             Ok(a) => *a.start(),
             Err(e) => {
@@ -131,14 +226,31 @@ pub async fn run(opts: KubeletOptions) -> Result<(), String> {
                 continue;
             };
             let began = tokio::time::Instant::now();
-            let end = began + opts.drain;
+            let full_end = began + opts.drain;
+            let mut end = full_end;
             loop {
                 let now = tokio::time::Instant::now();
                 if now >= end {
                     break;
                 }
                 let step = opts.progress_every.max(Duration::from_millis(1));
-                tokio::time::sleep((end - now).min(step)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep((end - now).min(step)) => {}
+                    why = &mut stop, if stopping.is_none() => {
+                        stopping = Some(why);
+                        let now = tokio::time::Instant::now();
+                        end = end.min(now + opts.stop_grace);
+                        rec.event(
+                            "stop_requested",
+                            json!({
+                                "signal": why,
+                                "elapsed_ms": (now - began).as_millis() as u64,
+                                "remaining_ms": full_end.saturating_duration_since(now).as_millis() as u64,
+                            }),
+                        )?;
+                        continue;
+                    }
+                }
                 let now = tokio::time::Instant::now();
                 if now < end {
                     rec.event(
@@ -150,12 +262,31 @@ pub async fn run(opts: KubeletOptions) -> Result<(), String> {
                     )?;
                 }
             }
-            rec.event(
-                "drained",
-                json!({ "elapsed_ms": began.elapsed().as_millis() as u64 }),
-            )?;
+            let now = tokio::time::Instant::now();
+            if now >= full_end {
+                rec.event(
+                    "drained",
+                    json!({ "elapsed_ms": (now - began).as_millis() as u64 }),
+                )?;
+            } else {
+                rec.event(
+                    "drain_aborted",
+                    json!({
+                        "elapsed_ms": (now - began).as_millis() as u64,
+                        "remaining_ms": (full_end - now).as_millis() as u64,
+                        "signal": stopping,
+                    }),
+                )?;
+            }
+            // Closing the fd lets logind go ahead; systemd SIGTERMs us within milliseconds. The
+            // record below is written synchronously (no await in between), and the signal is
+            // handled, so it cannot be lost.
             drop(fd);
             rec.event("released", json!({}))?;
+            if let Some(why) = stopping {
+                rec.event("stopped", json!({ "signal": why, "locked": false }))?;
+                return Ok(());
+            }
         } else {
             rec.event("prepare_cancelled", json!({ "locked": lock.is_some() }))?;
             if lock.is_none() {
@@ -164,4 +295,226 @@ pub async fn run(opts: KubeletOptions) -> Result<(), String> {
         }
     }
     Err("lost the bus connection (PrepareForShutdown stream ended)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    //! `run_until` against the fake logind on a private bus, with the stop request (SIGTERM in
+    //! the binary) sent at each point of the shutdown sequence.
+
+    use std::path::Path;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::logind::{FakeLogind, PrivateBus, ShutdownReason};
+
+    fn records(path: &Path) -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every record line is JSON"))
+            .collect()
+    }
+
+    fn events(r: &[Value]) -> Vec<String> {
+        r.iter()
+            .map(|v| v["event"].as_str().unwrap().to_string())
+            .filter(|e| e != "draining")
+            .collect()
+    }
+
+    async fn wait_for_event(path: &Path, event: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !records(path).iter().any(|v| v["event"] == event) {
+            assert!(
+                Instant::now() < deadline,
+                "no {event:?} record: {:?}",
+                records(path)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    struct Node {
+        _bus: PrivateBus,
+        fake: FakeLogind,
+        conn: zbus::Connection,
+        _dir: tempfile::TempDir,
+        opts: KubeletOptions,
+    }
+
+    async fn node(drain_ms: u64, stop_grace_ms: u64) -> Node {
+        let bus = PrivateBus::start().unwrap();
+        let fake = FakeLogind::serve(bus.address()).await.unwrap();
+        fake.set_inhibit_delay_max(Duration::from_secs(30));
+        let conn = bus.connect().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let opts = KubeletOptions {
+            record: dir.path().join("kubelet.jsonl"),
+            drain: Duration::from_millis(drain_ms),
+            progress_every: Duration::from_millis(100),
+            address: Some(bus.address().to_string()),
+            stop_grace: Duration::from_millis(stop_grace_ms),
+        };
+        Node {
+            _bus: bus,
+            fake,
+            conn,
+            _dir: dir,
+            opts,
+        }
+    }
+
+    impl Node {
+        async fn power_off(&self) {
+            login1_proxy(&self.conn)
+                .await
+                .unwrap()
+                .power_off(false)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Runs the stand-in until `driver` (given a stop sender) is done and the stand-in has
+    /// stopped; returns its result and the instant the stop was sent.
+    async fn drive<F, Fut>(n: &Node, driver: F) -> (Result<(), String>, Instant)
+    where
+        F: FnOnce(tokio::sync::oneshot::Sender<&'static str>) -> Fut,
+        Fut: Future<Output = Instant>,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let kube = run_until(n.opts.clone(), async move {
+            rx.await.unwrap_or("stop sender dropped")
+        });
+        let (r, sent) = tokio::time::timeout(Duration::from_secs(20), async {
+            tokio::join!(kube, driver(tx))
+        })
+        .await
+        .expect("the stand-in did not stop");
+        (r, sent)
+    }
+
+    #[tokio::test]
+    async fn stop_while_idle_releases_the_lock_and_exits_at_once() {
+        let n = node(5000, 2500).await;
+        let rec = n.opts.record.clone();
+        let (r, sent) = drive(&n, |tx| async {
+            wait_for_event(&rec, "locked").await;
+            let _ = tx.send("SIGTERM");
+            Instant::now()
+        })
+        .await;
+        assert_eq!(r, Ok(()));
+        assert!(sent.elapsed() < Duration::from_secs(1));
+        let r = records(&n.opts.record);
+        assert_eq!(events(&r), ["locked", "stopped"]);
+        assert_eq!(r[1]["signal"], "SIGTERM");
+        assert_eq!(r[1]["locked"], true);
+        assert!(n.fake.wait_for_inhibitors(0, Duration::from_secs(5)).await);
+    }
+
+    #[tokio::test]
+    async fn stop_right_after_the_release_keeps_the_released_record() {
+        // What systemd does: the last delay lock goes, the shutdown proceeds, and the stand-in's
+        // unit gets SIGTERM at once.
+        let n = node(300, 2500).await;
+        let rec = n.opts.record.clone();
+        let (r, _) = drive(&n, |tx| async {
+            wait_for_event(&rec, "locked").await;
+            n.power_off().await;
+            let sd = n
+                .fake
+                .wait_for_shutdown(Duration::from_secs(10))
+                .await
+                .unwrap();
+            assert_eq!(sd.reason, ShutdownReason::InhibitorsReleased);
+            let _ = tx.send("SIGTERM");
+            Instant::now()
+        })
+        .await;
+        assert_eq!(r, Ok(()));
+        let r = records(&n.opts.record);
+        assert_eq!(
+            events(&r),
+            ["locked", "prepare", "drained", "released", "stopped"]
+        );
+        assert_eq!(r.last().unwrap()["locked"], false);
+    }
+
+    #[tokio::test]
+    async fn stop_during_a_drain_that_ends_within_the_grace_finishes_it() {
+        let n = node(600, 2500).await;
+        let rec = n.opts.record.clone();
+        let (r, _) = drive(&n, |tx| async {
+            wait_for_event(&rec, "locked").await;
+            n.power_off().await;
+            wait_for_event(&rec, "prepare").await;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let _ = tx.send("SIGTERM");
+            Instant::now()
+        })
+        .await;
+        assert_eq!(r, Ok(()));
+        let r = records(&n.opts.record);
+        assert_eq!(
+            events(&r),
+            [
+                "locked",
+                "prepare",
+                "stop_requested",
+                "drained",
+                "released",
+                "stopped"
+            ]
+        );
+        let drained = r.iter().find(|v| v["event"] == "drained").unwrap();
+        assert!(drained["elapsed_ms"].as_u64().unwrap() >= 600);
+        let sd = n
+            .fake
+            .wait_for_shutdown(Duration::from_secs(5))
+            .await
+            .expect("the release let the shutdown proceed");
+        assert_eq!(sd.reason, ShutdownReason::InhibitorsReleased);
+    }
+
+    #[tokio::test]
+    async fn stop_during_a_long_drain_is_bounded_and_says_so() {
+        let n = node(30_000, 400).await;
+        let rec = n.opts.record.clone();
+        let (r, sent) = drive(&n, |tx| async {
+            wait_for_event(&rec, "locked").await;
+            n.power_off().await;
+            wait_for_event(&rec, "prepare").await;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let _ = tx.send("SIGINT");
+            Instant::now()
+        })
+        .await;
+        assert_eq!(r, Ok(()));
+        let took = sent.elapsed();
+        assert!(
+            took >= Duration::from_millis(350) && took < Duration::from_secs(2),
+            "stopped {took:?} after the request"
+        );
+        let r = records(&n.opts.record);
+        assert_eq!(
+            events(&r),
+            [
+                "locked",
+                "prepare",
+                "stop_requested",
+                "drain_aborted",
+                "released",
+                "stopped"
+            ]
+        );
+        let aborted = r.iter().find(|v| v["event"] == "drain_aborted").unwrap();
+        assert_eq!(aborted["signal"], "SIGINT");
+        assert!(aborted["remaining_ms"].as_u64().unwrap() > 20_000);
+        assert!(n.fake.wait_for_inhibitors(0, Duration::from_secs(5)).await);
+        assert!(r
+            .windows(2)
+            .all(|w| w[0]["t_ms"].as_u64() <= w[1]["t_ms"].as_u64()));
+    }
 }
