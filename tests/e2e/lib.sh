@@ -68,6 +68,12 @@ jsonl_event_field() {
   echo "$v"
 }
 
+# jq on the host, for artefacts read after the container is gone.  Falls
+# back to the rootfs's jq (chroot, read-only use) if the host has none.
+hjq() {
+  if command -v jq >/dev/null; then jq "$@"; else chroot "$ROOTFS" /usr/bin/jq "$@"; fi
+}
+
 # ------------------------------------------------------- container lifecycle
 
 CT_NAME=""        # machine name
@@ -243,8 +249,22 @@ MOCK_URL="http://169.254.169.254"
 mock_start() {
   [[ -x "$E2E_MOCK_IMDS" ]] || { log "mock IMDS binary missing: $E2E_MOCK_IMDS"; return 1; }
   local bin; bin="$(ct_put "$E2E_MOCK_IMDS" nthd-mock-imds)"
+  # The mock keeps its request log in memory.  At shutdown ExecStop= (which
+  # runs before the SIGTERM) saves it to /e2e/mock-log.final.json, so what
+  # nthd sent while systemd stopped it (the Azure acknowledgement) can be
+  # checked after the container is gone.  Before=nthd.service makes systemd
+  # stop nthd first and the mock only after it (stop order is the reverse).
+  cat >"$CT_DIR/bin/mock-dump.sh" <<EOF
+#!/bin/sh
+for what in log events; do
+  curl -s -m 2 -o "/e2e/mock-\$what.final.json.tmp" "$MOCK_URL/_mock/\$what" &&
+    mv -f "/e2e/mock-\$what.final.json.tmp" "/e2e/mock-\$what.final.json"
+done
+exit 0
+EOF
   ct_exec systemd-run --quiet --unit=mock-imds --service-type=simple \
     -p StandardOutput=journal -p StandardError=journal \
+    -p Before=nthd.service -p "ExecStop=/bin/sh /e2e/bin/mock-dump.sh" \
     "$bin" --listen 169.254.169.254:80 --listen 100.100.100.200:80 "$@" || return 1
   wait_until 10 mock_healthy || { log "mock IMDS not healthy"; ct_exec systemctl status --no-pager mock-imds >&2; return 1; }
 }
@@ -327,26 +347,13 @@ kubelet_start() {
   # shellcheck disable=SC2119
   logind_set_inhibit_delay || return 1
   local bin; bin="$(ct_put "$E2E_FAKE_KUBELET" nthd-fake-kubelet)"
-  # logind starts the shutdown the instant the lock's fd closes, so systemd
-  # stops this unit (SIGTERM) within milliseconds of the release, racing the
-  # stand-in's "released" record (seen: ~1 run in 5 lost it).  ExecStop=
-  # runs before the SIGTERM: if a drain happened, give the record up to 3 s
-  # to gain its "released" line.  A lock that is never released still shows
-  # (no "released", halt only after InhibitDelayMaxSec).
-  cat >"$CT_DIR/bin/kubelet-stop.sh" <<'EOF'
-#!/bin/sh
-rec=/e2e/kubelet.jsonl
-grep -q '"drained"' "$rec" 2>/dev/null || exit 0
-i=0
-while [ "$i" -lt 30 ]; do
-  grep -q '"released"' "$rec" && exit 0
-  sleep 0.1; i=$((i + 1))
-done
-echo "kubelet-stop: no 'released' record 3 s after 'drained'" >&2
-EOF
+  # logind starts the shutdown the instant the lock's fd closes, and systemd
+  # SIGTERMs this unit within milliseconds, racing the stand-in's "released"
+  # record.  nthd-fake-kubelet handles SIGTERM itself (testkit/src/kubelet.rs):
+  # it finishes its records, appends "stopped", and exits within 3 s.  (An
+  # ExecStop= that waited for "released" papered over this until the fix.)
   ct_exec systemd-run --quiet --unit=fake-kubelet --service-type=simple \
     -p StandardOutput=journal -p StandardError=journal \
-    -p "ExecStop=/bin/sh /e2e/bin/kubelet-stop.sh" \
     "$bin" --record /e2e/kubelet.jsonl --drain-secs "$E2E_DRAIN_SECS" || return 1
   wait_until 10 _kubelet_locked || {
     log "kubelet stand-in did not take its delay lock"; ct_exec systemctl status --no-pager fake-kubelet >&2
@@ -394,11 +401,18 @@ nthd_install() {
 # Write /etc/default/nthd (the ONLY way the harness configures nthd) and
 # restart nthd.  Extra lines can be injected with E2E_NTHD_EXTRA_ENV
 # (newline-separated KEY=VALUE), e.g. a shorter poll interval.
+# Stop, rewrite, start (rather than restart) so that NTHD_START_MS separates
+# the requests of the package-default nthd (NTHD_PROVIDER=auto probes every
+# cloud) from those of the configured one in the mock's log: `systemctl
+# stop` returns only once the old process is gone.
 # Usage: nthd_configure KEY=VALUE...
+NTHD_START_MS=""
 nthd_configure() {
   local content; content="$(printf '%s\n' "# written by tests/e2e" "$@")"
   [[ -n "${E2E_NTHD_EXTRA_ENV:-}" ]] && content+=$'\n'"$E2E_NTHD_EXTRA_ENV"
-  ct_sh 'printf "%s\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$content" || return 1
+  ct_exec systemctl stop nthd || return 1
+  NTHD_START_MS="$(now_ms)"
+  ct_sh 'printf "%s\n" "$1" >/etc/default/nthd && systemctl start nthd' "$content" || return 1
   wait_until 10 nthd_active || { log "nthd not active after restart"; ct_exec systemctl status --no-pager nthd >&2; return 1; }
 }
 nthd_active() { [[ "$(ct_exec systemctl is-active nthd 2>/dev/null)" == active ]]; }

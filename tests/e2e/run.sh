@@ -33,9 +33,20 @@ IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
 AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
 
-# Scenario registry: name -> function scen_<name with - as _>.  Add new
-# scenarios (e.g. gcp-preempted, azure-preempt, alibaba-terminate) here.
-SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late)
+GCP_PREEMPTED=/computeMetadata/v1/instance/preempted
+GCP_MAINTENANCE=/computeMetadata/v1/instance/maintenance-event
+AZURE_EVENTS=/metadata/scheduledevents
+AZURE_NAME=/metadata/instance/compute/name
+ALIBABA_SPOT=/latest/meta-data/instance/spot/termination-time
+ALIBABA_IMDS="http://100.100.100.200"
+POLKIT_RULE=/usr/share/polkit-1/rules.d/50-nthd.rules
+# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, MSG_ACTION)
+MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
+MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
+
+# Scenario registry: name -> function scen_<name with - as _>.
+SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
+           gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -47,18 +58,22 @@ fail() { log "FAIL: $*"; echo "$*" >>"$SDIR/failure"; exit 1; }
 # Record a timing for the PASS/FAIL line.  Usage: timing "prepare +0.41s"
 timing() { echo "$*" >>"$SDIR/timings"; log "timing: $*"; }
 step() { log "--- $*"; }
+indent() { sed 's/^/    /'; }
 
 iso_in() { date -u -d "+$1 sec" +%Y-%m-%dT%H:%M:%SZ; }
 
 # Boot a node with nthd installed and configured.
 # Usage: setup_node [--no-mock] [--no-kubelet] [--provider P] [--endpoint URL]
 #                   [--env NTHD_X=value]...   (extra /etc/default/nthd lines)
+#                   [--pre FUNCTION]  (run after the mock is up, before nthd
+#                                      is configured: initial routes/config)
 setup_node() {
-  local mock=1 kubelet=1 provider=aws endpoint="$IMDS" env=()
+  local mock=1 kubelet=1 provider=aws endpoint="$IMDS" env=() pre=""
   while (($#)); do case "$1" in
     --no-mock) mock=0;; --no-kubelet) kubelet=0;;
     --provider) provider="$2"; shift;; --endpoint) endpoint="$2"; shift;;
     --env) env+=("$2"); shift;;
+    --pre) pre="$2"; shift;;
     *) fail "setup_node: bad arg $1";; esac; shift; done
   step "boot"
   ct_boot "$SCEN" "$SDIR" || fail "container did not boot"
@@ -73,6 +88,10 @@ setup_node() {
   if ((mock)); then
     step "mock IMDS"
     mock_start || fail "mock IMDS did not start"
+  fi
+  if [[ -n "$pre" ]]; then
+    step "before nthd is configured: $pre"
+    "$pre"
   fi
   step "configure nthd ($provider, $endpoint)"
   nthd_configure "NTHD_PROVIDER=$provider" "NTHD_IMDS_ENDPOINT=$endpoint" ${env[@]+"${env[@]}"} \
@@ -89,11 +108,14 @@ save_mock_state() {
 # mock's own route-change event timestamp if it reports epoch ms, else the
 # host clock right after the control call returned (the container shares the
 # host clock).
+# Usage: set_notice [--text] PATH BODY   (--text: text/plain, GCP/Alibaba)
 NOTICE_MS=""
 set_notice() {
+  local setter=set_route
+  [[ "$1" == --text ]] && { setter=set_route_text; shift; }
   local path="$1" body="$2" before after ev
   before="$(now_ms)"
-  set_route "$path" "$body" || fail "could not set route $path on the mock"
+  "$setter" "$path" "$body" || fail "could not set route $path on the mock"
   after="$(now_ms)"
   ev="$(mock_event_ms "$path" || true)"
   if [[ "$ev" =~ ^[0-9]{13}$ ]] && (( ev >= before - 1000 && ev <= after + 1000 )); then
@@ -134,6 +156,13 @@ expect_poweroff_through_lock() {
   released="$(kubelet_event_ms released)" || fail "stand-in never recorded 'released' before power-off"
   (( released <= CT_EXIT_MS )) || fail "lock released after the container had halted?!"
   timing "drain $(fmt_ms $((drained - prep))), released->halted $(fmt_ms $((CT_EXIT_MS - released)))"
+  # systemd SIGTERMs the stand-in right after the release; it records that.
+  local stopped
+  if stopped="$(kubelet_event_ms stopped)"; then
+    log "stand-in stopped (SIGTERM) $(fmt_ms $((stopped - released))) after its release"
+  else
+    log "note: the stand-in recorded no 'stopped' (no SIGTERM seen before the halt?)"
+  fi
   # A slow tail usually means a unit ignored SIGTERM (DefaultTimeoutStopSec
   # is 10s in the test rootfs); not a failure, but worth seeing.
   if (( CT_EXIT_MS - released >= 5000 )); then
@@ -176,6 +205,54 @@ probe_ip_firewall() {
   fi
 }
 
+# The mock's request log as saved on disk: the copy its ExecStop= wrote
+# at shutdown (complete, includes what nthd sent while being stopped), else
+# the one save_mock_state took at PrepareForShutdown.
+mock_log_saved() {
+  if [[ -s "$SDIR/mock-log.final.json" ]]; then echo "$SDIR/mock-log.final.json"
+  elif [[ -s "$SDIR/mock-log.json" ]]; then echo "$SDIR/mock-log.json"
+  else fail "no saved mock request log in $SDIR"; fi
+}
+# jq over the mock's request log: live while the container runs, else the
+# saved copy.  Usage: mock_log_jq [jq args] FILTER
+mock_log_jq() {
+  if ct_alive; then mock_log | hjq "$@"; else hjq "$@" <"$(mock_log_saved)"; fi
+}
+
+# The container's journal entries with MESSAGE_ID=$1 as JSON lines
+# (readable after the container is gone: the journal is on the bind).
+journal_json() {
+  ct_journal_sync
+  journalctl -D "$SDIR/journal" -o json --no-pager -q "MESSAGE_ID=$1" 2>/dev/null
+}
+
+# journald structured logging: nthd's notice entry (MSG_NOTICE) with
+# NTHD_KIND=KIND and NTHD_ACTION=poweroff was written before the stand-in saw
+# PrepareForShutdown, and its action entry (MSG_ACTION, "PowerOff") before
+# the container halted; both from nthd.service.
+# Usage: expect_journal_notice_and_action KIND PREPARE_MS
+expect_journal_notice_and_action() {
+  local kind="$1" prep="$2" n a nts ats
+  n="$(journal_json "$MSG_NOTICE" | hjq -sc --arg k "$kind" \
+        '[.[] | select(.NTHD_KIND == $k and .NTHD_ACTION == "poweroff")] | first // empty')"
+  [[ -n "$n" ]] || fail "no journal entry MESSAGE_ID=$MSG_NOTICE with NTHD_KIND=$kind NTHD_ACTION=poweroff"
+  a="$(journal_json "$MSG_ACTION" | hjq -sc --arg k "$kind" \
+        '[.[] | select(.NTHD_KIND == $k and .NTHD_ACTION == "poweroff")] | first // empty')"
+  [[ -n "$a" ]] || fail "no journal entry MESSAGE_ID=$MSG_ACTION with NTHD_KIND=$kind NTHD_ACTION=poweroff"
+  log "journal notice: $(hjq -r '"\(._SYSTEMD_UNIT) NTHD_KIND=\(.NTHD_KIND) NTHD_NOTICE_ID=\(.NTHD_NOTICE_ID) NTHD_DEADLINE=\(.NTHD_DEADLINE) NTHD_ACTION=\(.NTHD_ACTION): \(.MESSAGE)"' <<<"$n")"
+  log "journal action: $(hjq -r '"\(._SYSTEMD_UNIT) NTHD_ACTION=\(.NTHD_ACTION): \(.MESSAGE)"' <<<"$a")"
+  [[ "$(hjq -r ._SYSTEMD_UNIT <<<"$n")" == nthd.service && "$(hjq -r ._SYSTEMD_UNIT <<<"$a")" == nthd.service ]] \
+    || fail "the notice/action journal entries are not from nthd.service"
+  [[ "$(hjq -r .NTHD_NOTICE_ID <<<"$n")" == "$(hjq -r .NTHD_NOTICE_ID <<<"$a")" ]] \
+    || fail "notice and action entries name different NTHD_NOTICE_IDs"
+  [[ "$(hjq -r .MESSAGE <<<"$a")" == *"Manager.PowerOff(false)"* ]] || fail "action entry does not name PowerOff: $(hjq -r .MESSAGE <<<"$a")"
+  nts=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$n") / 1000 ))
+  ats=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$a") / 1000 ))
+  (( nts <= prep )) || fail "notice journal entry ($nts) is later than PrepareForShutdown ($prep)"
+  (( nts <= ats && ats <= CT_EXIT_MS )) || fail "action journal entry at $ats is not between the notice ($nts) and the halt ($CT_EXIT_MS)"
+  timing "journal notice +$(fmt_ms $((nts - NOTICE_MS))), action +$(fmt_ms $((ats - NOTICE_MS)))"
+}
+
 # ------------------------------------------------------------- scenarios
 
 scen_spot_terminate() {
@@ -187,6 +264,8 @@ scen_spot_terminate() {
   step "spot terminate notice"
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_poweroff_through_lock 10 2000
+  step "journald: MESSAGE_ID and NTHD_* fields"
+  expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
 }
 
 scen_no_action_defaults() {
@@ -260,6 +339,11 @@ scen_scoped_grant() {
   [[ "$out" == 's "yes"' ]] || fail "CanPowerOff as nthd: $out"
   out="$(logind_as nthd CanReboot)"; log "nthd CanReboot -> $out"
   [[ "$out" == s\ * && "$out" != 's "yes"' ]] || fail "CanReboot as nthd: $out (grant must be scoped to power-off)"
+  step "nthd: Reboot must be refused"
+  if out="$(logind_as nthd Reboot b false)"; then fail "nthd was allowed to reboot: $out"; fi
+  log "nthd Reboot -> $out"
+  grep -qiE 'access denied|interactive authentication required|not authorized|permission denied' <<<"$out" \
+    || fail "unexpected error for nthd Reboot: $out"
   out="$(logind_as alice CanPowerOff)"; log "alice CanPowerOff -> $out"
   [[ "$out" != 's "yes"' ]] || fail "alice CanPowerOff: $out"
   # With another user logged in (an admin on the node), logind checks
@@ -291,6 +375,235 @@ scen_imds_late() {
   mock_start || fail "mock IMDS did not start"
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_poweroff_through_lock 15
+}
+
+# --- GCP: instance/preempted through the metadata long-poll
+
+_gcp_pre() {
+  set_route_text "$GCP_PREEMPTED" FALSE || fail "could not set $GCP_PREEMPTED"
+  set_route_text "$GCP_MAINTENANCE" NONE || fail "could not set $GCP_MAINTENANCE"
+}
+# True while nthd has a wait_for_change=true request for PATH open at the
+# mock (logged, not answered yet).
+_gcp_long_poll_pending() {
+  local n
+  n="$(mock_log_jq --arg p "$1" --argjson since "$NTHD_START_MS" \
+        '[.[] | select(.path == $p and .t_ms >= $since and .status == null
+                       and (.query | test("(^|&)wait_for_change=true(&|$)")))] | length')" || return 1
+  (( n > 0 ))
+}
+
+scen_gcp_preempt() {
+  setup_node --provider gcp --pre _gcp_pre
+  step "nthd long-polls both keys"
+  wait_until 10 _gcp_long_poll_pending "$GCP_PREEMPTED" \
+    || fail "nthd has no wait_for_change=true request open on $GCP_PREEMPTED"
+  wait_until 5 _gcp_long_poll_pending "$GCP_MAINTENANCE" \
+    || fail "nthd has no wait_for_change=true request open on $GCP_MAINTENANCE"
+  # A poller would show up as fresh requests while nothing changes; a
+  # long-poll as none at all.
+  local quiet_from n; quiet_from="$(now_ms)"
+  sleep 3
+  n="$(mock_requests_since "$GCP_PREEMPTED" "$quiet_from")"
+  ((n == 0)) || fail "nthd sent $n requests for $GCP_PREEMPTED in 3 s without a change (polling, not long-polling)"
+  log "no new request for $GCP_PREEMPTED in 3 s: the long-poll is holding"
+  step "flip instance/preempted to TRUE"
+  set_notice --text "$GCP_PREEMPTED" TRUE
+  expect_poweroff_through_lock 10 2000
+  local prep lp lag; prep="$(kubelet_event_ms prepare)"; lag=$((prep - NOTICE_MS))
+  # The answer that carried TRUE: a long-poll sent before the flip and
+  # answered by the mock because the value changed.
+  lp="$(mock_log_jq -c --arg p "$GCP_PREEMPTED" --argjson flip "$NOTICE_MS" --argjson since "$NTHD_START_MS" \
+        '[.[] | select(.path == $p and .t_ms >= $since and .t_ms < $flip
+                       and (.query | test("(^|&)wait_for_change=true(&|$)"))
+                       and .note == "long poll: value changed" and .status == 200)] | last // empty')"
+  [[ -n "$lp" ]] || fail "no wait_for_change=true request on $GCP_PREEMPTED was open at the flip and answered by it"
+  log "answered long-poll: $(hjq -r '"\(.method) \(.path)?\(.query) sent \(.t_ms) -> \(.status) (\(.note))"' <<<"$lp")"
+  [[ "$(hjq -r '[.headers[] | select((.[0] | ascii_downcase) == "metadata-flavor") | .[1]] | first' <<<"$lp")" == Google ]] \
+    || fail "the long-poll lacks Metadata-Flavor: Google"
+  # Within ~1 s: one round trip, not a poll interval.
+  (( lag <= 1200 )) || fail "PrepareForShutdown $(fmt_ms "$lag") after the flip: slower than a long-poll round trip"
+  timing "long-poll open $(fmt_ms $((NOTICE_MS - $(hjq -r .t_ms <<<"$lp")))) before the flip"
+}
+
+# --- Azure Scheduled Events
+
+AZ_VM=node-1
+# Usage: _azure_doc INCARNATION EVENT_ID EVENT_TYPE RESOURCE NOT_BEFORE_SECS
+_azure_doc() {
+  local nb; nb="$(date -u -d "+$5 sec" '+%a, %d %b %Y %H:%M:%S GMT')"
+  printf '{"DocumentIncarnation":%s,"Events":[{"EventId":"%s","EventStatus":"Scheduled","EventType":"%s","ResourceType":"VirtualMachine","Resources":["%s"],"NotBefore":"%s","Description":"Virtual machine is being preempted.","EventSource":"Platform","DurationInSeconds":-1}]}' \
+    "$1" "$2" "$3" "$4" "$nb"
+}
+_azure_event_id() { tr 'a-f' 'A-F' </proc/sys/kernel/random/uuid; }
+_azure_pre() {
+  set_route_text "$AZURE_NAME" "$AZ_VM" || fail "could not set $AZURE_NAME"
+  set_route "$AZURE_EVENTS" '{"DocumentIncarnation":1,"Events":[]}' || fail "could not set $AZURE_EVENTS"
+}
+# nthd read this VM's name (200) since it was configured.
+_azure_name_read() {
+  local n
+  n="$(mock_log_jq --arg p "$AZURE_NAME" --argjson since "$NTHD_START_MS" \
+        '[.[] | select(.method == "GET" and .path == $p and .t_ms >= $since and .status == 200)] | length')" || return 1
+  (( n > 0 ))
+}
+# Acknowledgements (POST /metadata/scheduledevents) in the mock's log, JSON lines.
+_azure_acks() {
+  mock_log_jq -c --arg p "$AZURE_EVENTS" '.[] | select(.method == "POST" and .path == $p)'
+}
+
+scen_azure_preempt_this_vm() {
+  setup_node --provider azure --pre _azure_pre
+  wait_until 10 _azure_name_read || fail "nthd did not read its VM name from $AZURE_NAME"
+  local id; id="$(_azure_event_id)"
+  step "Preempt for $AZ_VM (EventId $id)"
+  set_notice "$AZURE_EVENTS" "$(_azure_doc 2 "$id" Preempt "$AZ_VM" 30)"
+  expect_poweroff_through_lock 10 2000
+  step "acknowledgement sent when systemd stopped nthd"
+  [[ -s "$SDIR/mock-log.final.json" ]] || fail "the mock's log was not saved at shutdown (mock-log.final.json)"
+  local acks n ack body drained released t
+  acks="$(_azure_acks)"; n="$(grep -c . <<<"$acks" || true)"
+  ((n == 1)) || fail "expected exactly one acknowledgement POST, the mock logged $n: $acks"
+  ack="$acks"
+  body="$(hjq -r .body <<<"$ack")"
+  log "acknowledgement: $(hjq -r '"\(.method) \(.path)?\(.query) at \(.t_ms) -> \(.status)"' <<<"$ack") body $body"
+  hjq -e --arg id "$id" '. == {"StartRequests":[{"EventId":$id}]}' <<<"$body" >/dev/null \
+    || fail "acknowledgement body is not StartRequests for exactly $id: $body"
+  [[ "$(hjq -r '[.headers[] | select((.[0] | ascii_downcase) == "metadata") | .[1]] | first' <<<"$ack")" == true ]] \
+    || fail "the acknowledgement lacks the Metadata: true header"
+  [[ "$(hjq -r .status <<<"$ack")" == 200 ]] || fail "the mock answered the acknowledgement with $(hjq -r .status <<<"$ack")"
+  drained="$(kubelet_event_ms drained)"; released="$(kubelet_event_ms released)"; t="$(hjq -r .t_ms <<<"$ack")"
+  (( t >= drained )) || fail "acknowledged $(fmt_ms $((drained - t))) BEFORE the stand-in finished draining"
+  (( t >= released )) || fail "acknowledged $(fmt_ms $((released - t))) before the stand-in released its lock"
+  (( t <= CT_EXIT_MS )) || fail "acknowledgement logged after the halt?!"
+  timing "ack +$(fmt_ms $((t - drained))) after drained"
+}
+
+scen_azure_other_vm() {
+  setup_node --provider azure --pre _azure_pre
+  wait_until 10 _azure_name_read || fail "nthd did not read its VM name from $AZURE_NAME (the window would prove nothing)"
+  local id; id="$(_azure_event_id)"
+  step "Preempt for node-2 only (EventId $id)"
+  set_notice "$AZURE_EVENTS" "$(_azure_doc 2 "$id" Preempt node-2 30)"
+  expect_no_poweroff 15
+  expect_nthd_active
+  (( $(ct_journal -u nthd | grep -cF "this VM is \"$AZ_VM\"") > 0 )) \
+    || fail "nthd's journal does not say it knows its VM name ($AZ_VM)"
+  local polls; polls="$(mock_requests_since "$AZURE_EVENTS" "$NOTICE_MS")"
+  log "nthd fetched $AZURE_EVENTS $polls times during the window"
+  ((polls > 0)) || fail "nthd never fetched $AZURE_EVENTS during the window"
+  [[ -z "$(_azure_acks)" ]] || fail "nthd acknowledged an event for another VM: $(_azure_acks)"
+  # Stopping nthd (the moment it would acknowledge its own events) must not
+  # acknowledge this one either.
+  ct_exec systemctl stop nthd || fail "systemctl stop nthd"
+  [[ -z "$(_azure_acks)" ]] || fail "nthd acknowledged an event for another VM when stopped: $(_azure_acks)"
+  save_mock_state
+  timing "window 15s, $polls polls, no ack"
+}
+
+# --- Alibaba Cloud spot termination-time, hardened (token) mode
+
+_alibaba_pre() {
+  # Token required for Alibaba; AWS tokens optional, else every tokenless
+  # /latest/ request would get 401 for AWS' sake.
+  mock_config '{"alibaba_token":"required","aws_token":"optional"}' || fail "could not configure the mock's token modes"
+}
+
+scen_alibaba_spot() {
+  setup_node --provider alibaba --endpoint "$ALIBABA_IMDS" --pre _alibaba_pre
+  step "termination-time 5 min ahead"
+  set_notice --text "$ALIBABA_SPOT" "$(iso_in 300)"
+  expect_poweroff_through_lock 10 2000
+  step "token PUT and token header on the read"
+  local put read
+  put="$(mock_log_jq -c --argjson since "$NTHD_START_MS" \
+        '[.[] | select(.method == "PUT" and .path == "/latest/api/token" and .t_ms >= $since
+                       and ([.headers[][0] | ascii_downcase] | index("x-aliyun-ecs-metadata-token-ttl-seconds")))] | first // empty')"
+  [[ -n "$put" ]] || fail "no token PUT with X-aliyun-ecs-metadata-token-ttl-seconds from nthd"
+  log "token PUT: $(hjq -r '"\(.local) \(.method) \(.path) -> \(.status) (\(.note))"' <<<"$put")"
+  [[ "$(hjq -r .status <<<"$put")" == 200 ]] || fail "token PUT answered $(hjq -r .status <<<"$put")"
+  [[ "$(hjq -r .local <<<"$put")" == 100.100.100.200:* ]] || fail "nthd did not use $ALIBABA_IMDS: $(hjq -r .local <<<"$put")"
+  read="$(mock_log_jq -c --arg p "$ALIBABA_SPOT" --argjson since "$NOTICE_MS" \
+        '[.[] | select(.method == "GET" and .path == $p and .t_ms >= $since and .status == 200)] | first // empty')"
+  [[ -n "$read" ]] || fail "no 200 read of $ALIBABA_SPOT after the notice"
+  [[ -n "$(hjq -r '[.headers[] | select((.[0] | ascii_downcase) == "x-aliyun-ecs-metadata-token") | .[1]] | first // empty' <<<"$read")" ]] \
+    || fail "the read of $ALIBABA_SPOT carried no X-aliyun-ecs-metadata-token"
+  local n401; n401="$(mock_log_jq --arg p "$ALIBABA_SPOT" --argjson since "$NTHD_START_MS" \
+        '[.[] | select(.path == $p and .t_ms >= $since and .status == 401)] | length')"
+  ((n401 == 0)) || fail "$n401 reads of $ALIBABA_SPOT were refused (401): nthd read without its token"
+  timing "token PUT at +$(fmt_ms $(( $(hjq -r .t_ms <<<"$put") - NTHD_START_MS ))) after start"
+}
+
+# --- nthd check, inside the node, as user nthd
+
+# nthd check as user nthd with /etc/default/nthd in its environment (as the
+# unit's EnvironmentFile= gives it to the daemon).
+nthd_check_as_nthd() {
+  ct_exec runuser -u nthd -- /bin/sh -c 'set -a; . /etc/default/nthd; set +a; exec /usr/bin/nthd check "$@"' sh "$@" </dev/null
+}
+
+scen_check() {
+  setup_node
+  local out rc bad name t0 took
+  step "nthd check --json as nthd (rule in place)"
+  t0="$(now_ms)"
+  out="$(nthd_check_as_nthd --json)" && rc=0 || rc=$?
+  took=$(( $(now_ms) - t0 ))
+  printf '%s\n' "$out" >"$SDIR/check-pass.json"
+  ((rc == 0)) || fail "nthd check --json exited $rc with everything in place: $(hjq -c '[.checks[] | select(.status != "pass")]' <<<"$out" 2>/dev/null)"
+  [[ "$(hjq -r .ok <<<"$out")" == true ]] || fail "nthd check --json: ok is not true"
+  bad="$(hjq -r '[.checks[] | select(.required and .status != "pass") | "\(.name)=\(.status) (\(.value))"] | join("; ")' <<<"$out")"
+  [[ -z "$bad" ]] || fail "required checks not passing: $bad"
+  for name in "cloud" "metadata service" "system bus and logind" "logind permits power-off" \
+              "systemd version" "kubelet inhibitor lock" "user nthd" "nthd.service"; do
+    [[ "$(hjq -r --arg n "$name" '[.checks[] | select(.name == $n) | .status] | first // "missing"' <<<"$out")" == pass ]] \
+      || fail "check '$name' is not pass: $(hjq -c --arg n "$name" '[.checks[] | select(.name == $n)]' <<<"$out")"
+  done
+  out="$(nthd_check_as_nthd)" || fail "nthd check (human) failed although --json passed"
+  printf '%s\n' "$out" >"$SDIR/check-pass.txt"
+  log "nthd check as nthd, everything in place:"
+  indent <<<"$out" >&2
+  step "remove $POLKIT_RULE"
+  ct_sh 'cp -a "$1" /e2e/50-nthd.rules.saved && rm -f "$1"' "$POLKIT_RULE" || fail "could not remove the rule"
+  wait_until 5 _nthd_can_poweroff_is_not yes || fail "polkitd did not pick up the rule removal: $(logind_as nthd CanPowerOff)"
+  log "polkitd reloaded: CanPowerOff as nthd -> $(logind_as nthd CanPowerOff)"
+  step "nthd check --json as nthd (rule removed)"
+  out="$(nthd_check_as_nthd --json)" && rc=0 || rc=$?
+  printf '%s\n' "$out" >"$SDIR/check-fail.json"
+  ((rc != 0)) || fail "nthd check exited 0 without the polkit rule"
+  [[ "$(hjq -r .ok <<<"$out")" == false ]] || fail "nthd check --json: ok is not false without the rule"
+  local pk; pk="$(hjq -c '[.checks[] | select(.name == "logind permits power-off")] | first // empty' <<<"$out")"
+  log "without the rule: $pk"
+  [[ "$(hjq -r .status <<<"$pk")" == fail ]] || fail "'logind permits power-off' is not fail without the rule: $pk"
+  hjq -e '.fix | test("polkit rule") and test("50-nthd.rules")' <<<"$pk" >/dev/null \
+    || fail "the fix for 'logind permits power-off' does not point at the polkit rule: $(hjq -r .fix <<<"$pk")"
+  bad="$(hjq -r '[.checks[] | select(.required and .status == "fail") | .name] | join(",")' <<<"$out")"
+  [[ "$bad" == "logind permits power-off" ]] || fail "failing required checks without the rule: '$bad' (expected only logind permits power-off)"
+  nthd_check_as_nthd >"$SDIR/check-fail.txt" && fail "nthd check (human) exited 0 without the rule"
+  expect_nthd_active
+  timing "check --json $(fmt_ms "$took"), pass, then fail on the removed rule"
+}
+
+# --- nthd simulate, as user nthd: the real polkit grant
+
+scen_simulate() {
+  setup_node
+  local out rc
+  step "nthd simulate spot-terminate (no --yes)"
+  out="$(ct_exec runuser -u nthd -- /usr/bin/nthd simulate spot-terminate </dev/null 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$out" >"$SDIR/simulate-dry.txt"
+  indent <<<"$out" >&2
+  ((rc == 0)) || fail "nthd simulate (dry run) exited $rc"
+  grep -q 'dry run' <<<"$out" || fail "nthd simulate without --yes does not say dry run"
+  expect_no_poweroff 3
+  step "nthd simulate spot-terminate --yes (stdin not a terminal)"
+  NOTICE_MS="$(now_ms)"
+  out="$(ct_exec runuser -u nthd -- /usr/bin/nthd simulate spot-terminate --yes </dev/null 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$out" >"$SDIR/simulate-yes.txt"
+  indent <<<"$out" >&2
+  ((rc == 0)) || fail "nthd simulate --yes exited $rc: $out"
+  grep -q 'logind accepted PowerOff' <<<"$out" || fail "nthd simulate --yes did not report the PowerOff as accepted"
+  expect_poweroff_through_lock 10 2000
 }
 
 # ---------------------------------------------------------------- driver
