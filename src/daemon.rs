@@ -240,6 +240,7 @@ struct Daemon {
     logind_error: Option<String>,
     acked: bool,
     grant_checked: bool,
+    last_status: String,
 }
 
 impl Daemon {
@@ -438,6 +439,15 @@ impl Daemon {
         }
     }
 
+    /// Sends STATUS= when it changed: every message costs systemd (and nthd) a wakeup.
+    fn send_status(&mut self) {
+        let status = self.status();
+        if status != self.last_status {
+            notify(&[sd_notify::NotifyState::Status(&status)]);
+            self.last_status = status;
+        }
+    }
+
     fn status(&self) -> String {
         let mut s = match &self.cloud {
             Some(_) => self.describe.clone(),
@@ -530,6 +540,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         logind_error: None,
         acked: false,
         grant_checked: false,
+        last_status: String::new(),
         opts: opts.clone(),
     };
     if d.opts.dry_run {
@@ -611,13 +622,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                         }
                     }
                 }
-                notify(&[sd_notify::NotifyState::Status(&d.status())]);
+                d.send_status();
             }
             _ = async { match wake { Some(w) => tokio::time::sleep_until(w).await, None => std::future::pending().await } } => {
                 d.refresh_budget().await;
                 let cmds = d.planner.tick(SystemTime::now());
                 d.handle(cmds).await;
-                notify(&[sd_notify::NotifyState::Status(&d.status())]);
+                d.send_status();
             }
             _ = wd_tick.tick() => {
                 if watchdog.is_some() {

@@ -315,6 +315,10 @@ impl Provider for AnyProvider {
 pub(crate) struct SourceState {
     pub name: &'static str,
     pub interval: std::time::Duration,
+    /// Successful reads are scheduled on a grid of `interval` from here. Sources built with the
+    /// same anchor fall due together, so a slow source shares the fast source's wakeup instead
+    /// of drifting off it by the time each read takes.
+    anchor: Instant,
     pub next: Instant,
     pub backoff: crate::imds::Backoff,
     pub last: Vec<Notice>,
@@ -325,10 +329,21 @@ impl SourceState {
         SourceState {
             name,
             interval,
+            anchor: start,
             next: start,
             backoff: crate::imds::Backoff::new(interval),
             last: Vec::new(),
         }
+    }
+
+    /// The first grid point after `now`.
+    fn next_on_grid(&self, now: Instant) -> Instant {
+        let step = self.interval.as_nanos().max(1);
+        let k = now.saturating_duration_since(self.anchor).as_nanos() / step + 1;
+        u64::try_from(k * step)
+            .ok()
+            .and_then(|n| self.anchor.checked_add(std::time::Duration::from_nanos(n)))
+            .unwrap_or(now + self.interval)
     }
 
     pub fn due(&self, now: Instant) -> bool {
@@ -345,7 +360,7 @@ impl SourceState {
         match result {
             Ok(notices) => {
                 self.backoff.reset();
-                self.next = now + self.interval;
+                self.next = self.next_on_grid(now);
                 self.last = notices;
                 obs.fresh.push(self.name);
             }
@@ -413,6 +428,28 @@ mod tests {
         ] {
             assert_eq!(kind.info().default_action, Action::Log, "{kind}");
         }
+    }
+
+    #[test]
+    fn sources_with_one_anchor_fall_due_together() {
+        use std::time::Duration;
+        let t0 = Instant::now();
+        let mut fast = SourceState::new("fast", Duration::from_secs(1), t0);
+        let mut slow = SourceState::new("slow", Duration::from_secs(3), t0);
+        let mut obs = Observation::default();
+        // Reads finish a little after they were due; the schedule does not drift.
+        for tick in 0..9u64 {
+            let now = t0 + Duration::from_millis(tick * 1000 + 37);
+            fast.record(now, Ok(vec![]), &mut obs);
+            assert_eq!(fast.next, t0 + Duration::from_secs(tick + 1));
+            if tick % 3 == 0 {
+                slow.record(now, Ok(vec![]), &mut obs);
+                assert_eq!(slow.next, t0 + Duration::from_secs(tick + 3));
+            }
+        }
+        // A read that overran several intervals goes to the next grid point, not a burst.
+        fast.record(t0 + Duration::from_millis(12_500), Ok(vec![]), &mut obs);
+        assert_eq!(fast.next, t0 + Duration::from_secs(13));
     }
 
     #[test]
