@@ -67,17 +67,24 @@ pub fn systemd_major(v: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// Where `InhibitDelayMaxSec=` is set, in the order logind applies them (the last one wins).
+/// Where a logind.conf setting is set, in the order logind applies them (the last one wins).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelaySetting {
+pub struct ConfSetting {
     pub file: PathBuf,
     pub value: String,
 }
 
+/// Where `InhibitDelayMaxSec=` is set.
+pub fn inhibit_delay_settings(root: &Path) -> Vec<ConfSetting> {
+    logind_conf_settings(root, "InhibitDelayMaxSec")
+}
+
 /// Scans logind.conf and its drop-ins below `root` the way systemd does: the main file first,
 /// then drop-ins from /usr/lib, /run and /etc sorted by file name (a name in /etc masks the same
-/// name in /run and /usr/lib). Returns every file that sets InhibitDelayMaxSec, in order.
-pub fn inhibit_delay_settings(root: &Path) -> Vec<DelaySetting> {
+/// name in /run and /usr/lib). Returns every file that sets `key` in `[Login]`, in order.
+/// (Some settings, such as PowerKeyIgnoreInhibited, are not exported over D-Bus.)
+pub fn logind_conf_settings(root: &Path, key: &str) -> Vec<ConfSetting> {
+    let prefix = format!("{key}=");
     let mut files: Vec<PathBuf> = vec![root.join("etc/systemd/logind.conf")];
     let mut dropins: std::collections::BTreeMap<String, PathBuf> = Default::default();
     for dir in [
@@ -107,13 +114,13 @@ pub fn inhibit_delay_settings(root: &Path) -> Vec<DelaySetting> {
             if l.starts_with('[') {
                 in_login = l == "[Login]";
             } else if in_login {
-                if let Some(v) = l.strip_prefix("InhibitDelayMaxSec=") {
+                if let Some(v) = l.strip_prefix(prefix.as_str()) {
                     last = Some(v.trim().to_string());
                 }
             }
         }
         if let Some(value) = last {
-            out.push(DelaySetting { file: f, value });
+            out.push(ConfSetting { file: f, value });
         }
     }
     out
@@ -453,10 +460,22 @@ pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
 
     // Power key (ACPI shutdown from the platform).
     if budget.is_some() {
-        match logind.power_key().await {
-            Ok((handle, ignore_inhibited)) => {
+        match logind.handle_power_key().await {
+            Ok(handle) => {
+                // Not a D-Bus property on systemd 252: read logind.conf as logind does.
+                let ignore = logind_conf_settings(root, "PowerKeyIgnoreInhibited");
+                let ignore_inhibited = ignore.last().is_some_and(|s| {
+                    matches!(
+                        s.value.to_ascii_lowercase().as_str(),
+                        "yes" | "true" | "1" | "on"
+                    )
+                });
+                let origin = ignore
+                    .last()
+                    .map(|s| format!(" (set by {})", s.file.display()))
+                    .unwrap_or_else(|| " (default)".into());
                 let value = format!(
-                    "HandlePowerKey={handle}, PowerKeyIgnoreInhibited={}",
+                    "HandlePowerKey={handle}, PowerKeyIgnoreInhibited={}{origin}",
                     if ignore_inhibited { "yes" } else { "no" }
                 );
                 let (st, fix) = if handle != "poweroff" {

@@ -30,8 +30,6 @@ pub trait Manager {
     fn preparing_for_shutdown(&self) -> zbus::Result<bool>;
     #[zbus(property)]
     fn handle_power_key(&self) -> zbus::Result<String>;
-    #[zbus(property)]
-    fn power_key_ignore_inhibited(&self) -> zbus::Result<bool>;
 }
 
 /// `org.freedesktop.DBus.Peer`-free version query: systemd's manager exposes `Version`.
@@ -329,18 +327,12 @@ impl Logind {
         r
     }
 
-    /// logind's power-key settings: (`HandlePowerKey`, `PowerKeyIgnoreInhibited`).
-    pub async fn power_key(&mut self) -> Result<(String, bool), LogindError> {
+    /// logind's `HandlePowerKey` (`poweroff`, `ignore`, ...).
+    pub async fn handle_power_key(&mut self) -> Result<String, LogindError> {
         let m = self.manager().await?;
-        let h = m
-            .handle_power_key()
+        m.handle_power_key()
             .await
-            .map_err(|e| classify("Get HandlePowerKey", Action::PowerOff, e))?;
-        let i = m
-            .power_key_ignore_inhibited()
-            .await
-            .map_err(|e| classify("Get PowerKeyIgnoreInhibited", Action::PowerOff, e))?;
-        Ok((h, i))
+            .map_err(|e| classify("Get HandlePowerKey", Action::PowerOff, e))
     }
 
     /// systemd's version string (e.g. `252.38-1~deb12u1`), from PID 1 over the bus.

@@ -206,7 +206,12 @@ async fn each_failure_is_reported_with_its_fix() {
     // short drain budget, power key ignoring inhibitors, a notice listed.
     e.logind.set_can_power_off("challenge");
     e.logind.set_inhibit_delay_max(Duration::from_secs(5));
-    e.logind.set_power_key_ignore_inhibited(true);
+    // PowerKeyIgnoreInhibited is not on D-Bus (systemd 252); it is read from logind.conf.
+    write(
+        e.root.path(),
+        "etc/systemd/logind.conf",
+        "[Login]\nPowerKeyIgnoreInhibited=yes\n",
+    );
     *e.systemd.version.lock().unwrap() = "219".into();
     *e.systemd.nthd_state.lock().unwrap() = "inactive".into();
     write(e.root.path(), "etc/passwd", "root:x:0:0::/:/bin/sh\n");
