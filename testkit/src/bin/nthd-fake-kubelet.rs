@@ -9,8 +9,9 @@
 //! shutdown", "delay")` after subscribing to `PrepareForShutdown`, and appends fsynced JSON lines
 //! to FILE: `locked`, `prepare`, `draining` (every `--progress-ms`, default 1000), `drained`,
 //! `released`, and `prepare_cancelled` (then re-locks). `--drain-secs` (default 5) may be
-//! fractional. Runs until killed; exits 1 with a message if the lock cannot be taken or the bus
-//! is lost, 2 on bad usage.
+//! fractional. Runs until SIGTERM/SIGINT, which it handles so that a drain under way finishes
+//! its records (`drained` or `drain_aborted`, then `released`, `stopped`) within 3 s; exits 1
+//! with a message if the lock cannot be taken or the bus is lost, 2 on bad usage.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
