@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs nthd's fuzz targets one after the other and writes a summary table.
 #
-#   fuzz/run.sh [--smoke] [--time SECS] [--runs N] [--sanitizer S] [--strict]
-#               [--results FILE] [TARGET...]
+#   fuzz/run.sh [--smoke] [--time SECS] [--runs N] [--sanitizer S] [--results FILE]
+#               [--update] [TARGET...]
 #
 # Full campaign (the default): each target until 10,000,000 executions or 30 minutes,
 # whichever comes first; the table goes to fuzz/results.md.
 # --smoke: 20,000 executions each (at most 30 s), for CI; the table goes to
 # fuzz/logs/results-smoke.md so the committed figures are left alone.
-# --strict: known, already reported issues fail again (NTHD_FUZZ_STRICT=1).
+# --update: keep the rows of targets not run this time (from an existing table).
 #
 # Seeds are read from fuzz/corpus/<target>/ (committed). What the fuzzer finds goes to
 # fuzz/corpus-grown/<target>/, crashes to fuzz/artifacts/<target>/, logs to fuzz/logs/: all
@@ -23,6 +23,7 @@ secs=""
 runs=""
 sanitizer=address
 results=""
+update=0
 targets=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --runs=*) runs="${1#*=}" ;;
     --sanitizer) sanitizer="$2"; shift ;;
     --sanitizer=*) sanitizer="${1#*=}" ;;
-    --strict) export NTHD_FUZZ_STRICT=1 ;;
+    --update) update=1 ;;
     --results) results="$2"; shift ;;
     --results=*) results="${1#*=}" ;;
     -h | --help) usage; exit 0 ;;
@@ -71,6 +72,14 @@ fi
 echo "run.sh: building ${#targets[@]} targets (sanitizer: $sanitizer)" >&2
 cargo fuzz build -O --sanitizer "$sanitizer"
 
+# FUZZ_REV names the source when it is not a git checkout (e.g. a `git archive` snapshot).
+if [ -n "${FUZZ_REV:-}" ]; then
+    rev=$FUZZ_REV
+elif rev=$(git rev-parse --short HEAD 2>/dev/null); then
+    git diff --quiet HEAD -- src 2>/dev/null || rev="$rev (src/ modified)"
+else
+    rev=unknown
+fi
 mkdir -p fuzz/logs
 rows=()
 failed=0
@@ -119,17 +128,16 @@ for t in "${targets[@]}"; do
         grep -E 'panicked at|^thread .* panicked|ERROR: libFuzzer|Test unit written' "$log" | head -n 5 >&2 || true
     fi
     grown=$(find "fuzz/corpus-grown/$t" -type f | wc -l)
-    rows+=("| $t | $execs | $took | $rate | $crashes | $grown |")
+    rows+=("| $t | $execs | $took | $rate | $crashes | $grown | $rev | $(date -u +%Y-%m-%d) |")
     echo "run.sh: $t: $execs runs in $took s ($rate/s), crashes: $crashes" >&2
 done
 
-# FUZZ_REV names the source when it is not a git checkout (e.g. a `git archive` snapshot).
-if [ -n "${FUZZ_REV:-}" ]; then
-    rev=$FUZZ_REV
-elif rev=$(git rev-parse --short HEAD 2>/dev/null); then
-    git diff --quiet HEAD -- src 2>/dev/null || rev="$rev (src/ modified)"
-else
-    rev=unknown
+if [ "$update" = 1 ] && [ -f "$results" ]; then
+    # Rows of the targets not run this time stay as they were.
+    while IFS= read -r row; do
+        name=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+        case " ${targets[*]} " in *" $name "*) ;; *) rows+=("$row") ;; esac
+    done < <(grep -E '^\| [a-z0-9_]+ \| [0-9]' "$results" || true)
 fi
 {
     echo "# Fuzzing results"
@@ -139,16 +147,17 @@ fi
     else
         echo "Full campaign: each target until $runs executions or $secs s, whichever came first."
     fi
-    echo "Written by \`fuzz/run.sh\` on $(date -u +%Y-%m-%dT%H:%M:%SZ) at commit $rev," \
-        "$(rustc --version | cut -d' ' -f1-2), sanitizer: $sanitizer, debug assertions and overflow checks on," \
-        "$(nproc) CPUs shared with other builds${NTHD_FUZZ_STRICT:+, strict}."
+    echo "Written by \`fuzz/run.sh\`; built with $(rustc --version | cut -d' ' -f1-2), sanitizer: $sanitizer,"
+    echo "debug assertions and overflow checks on; $(nproc) CPUs shared with other builds."
     echo
-    echo "Seconds and executions are libFuzzer's own (\`Done N runs in S second(s)\`); a crash stops"
-    echo "a target early. Corpus: inputs found (fuzz/corpus-grown, not committed) on top of the seeds."
+    echo "Executions and seconds are libFuzzer's own (\`Done N runs in S second(s)\`); a crash stops"
+    echo "a target early. Corpus: inputs the fuzzer kept in fuzz/corpus-grown (not committed), which"
+    echo "carries over between runs."
+    echo "Commit: the nthd source the target ran against."
     echo
-    echo "| target | execs | seconds | execs/s | crashes | corpus |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    printf '%s\n' "${rows[@]}"
+    echo "| target | execs | seconds | execs/s | crashes | corpus | commit | date |"
+    echo "|---|---:|---:|---:|---:|---:|---|---|"
+    printf '%s\n' "${rows[@]}" | sort
 } >"$results.tmp"
 mv "$results.tmp" "$results"
 echo "run.sh: wrote $results" >&2

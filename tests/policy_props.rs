@@ -2,13 +2,16 @@
 //! at whatever times, and however the power actions turn out, the planner
 //!
 //! (a) has at most one power action succeed, and executes nothing after one has;
-//! (b) executes only notices whose kind is configured to power off or reboot (with the
-//!     default settings never SpotHibernate or AzureFreeze);
+//! (b) executes only notices whose kind is configured to power off or reboot, with exactly
+//!     that action (with the default settings never SpotHibernate or AzureFreeze);
 //! (c) never executes an id again once it succeeded, nor an id marked done at startup;
 //! (d) `decide` never panics, and a deferred time is after `now` and never later than the
 //!     notice's deadline;
 //! (e) executes a deferred notice only at or after the time it is deferred to;
-//! (f) has at most one action in flight: nothing is executed before the last one is reported.
+//! (f) has at most one action in flight: nothing is executed before the last one is reported;
+//! (g) withdraws a wanted action when the notice is re-listed as canceled, completed or a kind
+//!     not set to power off or reboot: that id is not executed again until it is listed as a
+//!     kind that is (unless its action was already in flight when the change came).
 //!
 //! Observations are random notices (random kinds, ids from a small pool so they collide, random
 //! statuses, deadlines from the epoch to the end of `SystemTime`), random fresh-source sets and
@@ -270,6 +273,8 @@ fn run(s: &Scenario) {
     let mut in_flight: Option<(String, usize, bool)> = None;
     let mut succeeded: Option<String> = None;
     let mut executed: HashMap<String, u32> = HashMap::new();
+    // (g): ids whose latest listing calls for no power action.
+    let mut withdrawn: HashSet<String> = HashSet::new();
 
     for (advance, step) in &s.steps {
         now = now.checked_add(*advance).unwrap_or(now);
@@ -282,6 +287,12 @@ fn run(s: &Scenario) {
                 let notices: Vec<Notice> = notices.iter().map(|n| n.build(now)).collect();
                 for n in &notices {
                     check_decide(cfg, n, now, *budget);
+                    let in_flight_now = in_flight.as_ref().is_some_and(|f| f.0 == n.id);
+                    if n.status == NoticeStatus::Active && cfg.action(n.kind).is_power() {
+                        withdrawn.remove(&n.id);
+                    } else if !in_flight_now {
+                        withdrawn.insert(n.id.clone());
+                    }
                 }
                 let fresh: Vec<&str> = (0..SOURCES.len())
                     .filter(|i| fresh & (1 << i) != 0)
@@ -325,13 +336,19 @@ fn run(s: &Scenario) {
                         in_flight.is_none(),
                         "{id} executed while {in_flight:?} in flight"
                     );
-                    // (b): only kinds set to power off or reboot.
+                    // (b): only kinds set to power off or reboot, with the action set for
+                    // the notice's current kind.
                     assert!(action.is_power(), "{action} executed");
+                    assert_eq!(
+                        *action,
+                        cfg.action(notice.kind),
+                        "{id} ({:?}) executed as {action}",
+                        notice.kind
+                    );
+                    // (g): not after the platform re-listed it as nothing to act on.
                     assert!(
-                        cfg.action(notice.kind).is_power(),
-                        "{:?} is set to {}, yet {id} was executed",
-                        notice.kind,
-                        cfg.action(notice.kind)
+                        !withdrawn.contains(id),
+                        "{id} executed after it was withdrawn"
                     );
                     // (e): a deferred action runs at or after its time.
                     if let Some(at) = deferred.get(id) {
