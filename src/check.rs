@@ -126,28 +126,6 @@ pub fn logind_conf_settings(root: &Path, key: &str) -> Vec<ConfSetting> {
     out
 }
 
-fn user_name(root: &Path) -> (u32, Option<String>) {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(u32::MAX);
-    (uid, passwd_name(root, uid))
-}
-
-fn passwd_name(root: &Path, uid: u32) -> Option<String> {
-    std::fs::read_to_string(root.join("etc/passwd"))
-        .ok()?
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            (f.len() > 2 && f[2] == uid.to_string()).then(|| f[0].to_string())
-        })
-}
-
 fn passwd_has(root: &Path, name: &str) -> bool {
     std::fs::read_to_string(root.join("etc/passwd"))
         .map(|p| p.lines().any(|l| l.split(':').next() == Some(name)))
@@ -290,7 +268,8 @@ pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
             None
         }
     };
-    let (uid, name) = user_name(root);
+    let uid = crate::logind::effective_uid();
+    let name = crate::logind::passwd_name(root, uid);
     let who = name.clone().unwrap_or_else(|| format!("uid {uid}"));
     if budget.is_some() {
         let policy = opts.policy();

@@ -238,7 +238,6 @@ struct Daemon {
     describe: String,
     last_error: Option<String>,
     logind_error: Option<String>,
-    acked: bool,
     grant_checked: bool,
     last_status: String,
 }
@@ -538,7 +537,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         describe: String::new(),
         last_error: None,
         logind_error: None,
-        acked: false,
         grant_checked: false,
         last_status: String::new(),
         opts: opts.clone(),
@@ -650,7 +648,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     notify(&[sd_notify::NotifyState::Stopping]);
     // Being stopped during the shutdown nthd started means kubelet has drained: tell the
     // platform to go ahead (Azure StartRequests) for the events acted on in this boot.
-    if d.planner.shutting_down().is_some() && !d.acked && !d.opts.dry_run {
+    if d.planner.shutting_down().is_some() && !d.opts.dry_run {
         let ids = d.state.event_ids_this_boot();
         if !ids.is_empty() {
             let (reply_tx, reply_rx) = oneshot::channel();
@@ -667,7 +665,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     _ => tracing::warn!("acknowledging events {} timed out", ids.join(", ")),
                 }
             }
-            d.acked = true;
         }
     }
     task.abort();

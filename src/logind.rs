@@ -117,23 +117,32 @@ pub fn polkit_action(action: Action) -> &'static str {
     }
 }
 
-fn current_user() -> String {
-    // SAFETY-free: read the effective uid from /proc, then the name from /etc/passwd.
-    let uid = std::fs::read_to_string("/proc/self/status")
+/// The effective uid, from /proc/self/status (`u32::MAX` if unreadable).
+pub fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+                .and_then(|l| l.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
         })
-        .unwrap_or_else(|| "?".into());
-    let name = std::fs::read_to_string("/etc/passwd").ok().and_then(|p| {
-        p.lines().find_map(|l| {
+        .unwrap_or(u32::MAX)
+}
+
+/// The name of `uid` in `root`/etc/passwd.
+pub fn passwd_name(root: &std::path::Path, uid: u32) -> Option<String> {
+    std::fs::read_to_string(root.join("etc/passwd"))
+        .ok()?
+        .lines()
+        .find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
-            (f.len() > 2 && f[2] == uid).then(|| f[0].to_string())
+            (f.len() > 2 && f[2] == uid.to_string()).then(|| f[0].to_string())
         })
-    });
-    match name {
+}
+
+fn current_user() -> String {
+    let uid = effective_uid();
+    match passwd_name(std::path::Path::new("/"), uid) {
         Some(n) => format!("user {n} (uid {uid})"),
         None => format!("uid {uid}"),
     }
