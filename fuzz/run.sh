@@ -69,7 +69,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 [ ${#targets[@]} -gt 0 ] || { echo "run.sh: no fuzz targets" >&2; exit 2; }
 
-echo "run.sh: building ${#targets[@]} targets (sanitizer: $sanitizer)" >&2
+echo "run.sh: building the fuzz targets (sanitizer: $sanitizer)" >&2
 cargo fuzz build -O --sanitizer "$sanitizer"
 
 # FUZZ_REV names the source when it is not a git checkout (e.g. a `git archive` snapshot).
