@@ -2,13 +2,14 @@
 # Runs nthd's fuzz targets one after the other and writes a summary table.
 #
 #   fuzz/run.sh [--smoke] [--time SECS] [--runs N] [--sanitizer S] [--results FILE]
-#               [--update] [TARGET...]
+#               [--update] [--jobs N] [TARGET...]
 #
 # Full campaign (the default): each target until 10,000,000 executions or 30 minutes,
 # whichever comes first; the table goes to fuzz/results.md.
 # --smoke: 20,000 executions each (at most 30 s), for CI; the table goes to
 # fuzz/logs/results-smoke.md so the committed figures are left alone.
 # --update: keep the rows of targets not run this time (from an existing table).
+# --jobs N: run N targets at a time (default 1); each libFuzzer process uses one core.
 #
 # Seeds are read from fuzz/corpus/<target>/ (committed). What the fuzzer finds goes to
 # fuzz/corpus-grown/<target>/, crashes to fuzz/artifacts/<target>/, logs to fuzz/logs/: all
@@ -16,7 +17,7 @@
 # the -Z flags it needs. Exits 1 when any target crashed (or libFuzzer failed otherwise).
 set -euo pipefail
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
 smoke=0
 secs=""
@@ -24,6 +25,7 @@ runs=""
 sanitizer=address
 results=""
 update=0
+jobs=1
 targets=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,6 +37,8 @@ while [ $# -gt 0 ]; do
     --sanitizer) sanitizer="$2"; shift ;;
     --sanitizer=*) sanitizer="${1#*=}" ;;
     --update) update=1 ;;
+    --jobs) jobs="$2"; shift ;;
+    --jobs=*) jobs="${1#*=}" ;;
     --results) results="$2"; shift ;;
     --results=*) results="${1#*=}" ;;
     -h | --help) usage; exit 0 ;;
@@ -49,7 +53,8 @@ if [ "$smoke" = 1 ]; then
 else
     secs=${secs:-1800} runs=${runs:-10000000}
 fi
-case "$secs$runs" in *[!0-9]*) echo "run.sh: --time and --runs take numbers" >&2; exit 2 ;; esac
+case "$secs$runs$jobs" in *[!0-9]*) echo "run.sh: --time, --runs and --jobs take numbers" >&2; exit 2 ;; esac
+[ "$jobs" -ge 1 ] || { echo "run.sh: --jobs must be at least 1" >&2; exit 2; }
 
 fuzz_dir=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$fuzz_dir")
@@ -81,9 +86,9 @@ else
     rev=unknown
 fi
 mkdir -p fuzz/logs
-rows=()
-failed=0
-for t in "${targets[@]}"; do
+# One target: its summary row goes to fuzz/logs/<target>.row; returns libFuzzer's exit code.
+run_one() {
+    local t=$1 dict log before start rc wall after crashes done_line execs took rate grown
     mkdir -p "fuzz/corpus-grown/$t" "fuzz/corpus/$t" "fuzz/artifacts/$t"
     dict=()
     case "$t" in
@@ -123,13 +128,43 @@ for t in "${targets[@]}"; do
         crashes="failed (exit $rc, see $log)"
     fi
     if [ "$rc" -ne 0 ]; then
-        failed=1
         echo "run.sh: $t FAILED (exit $rc); artifacts in fuzz/artifacts/$t, log $log" >&2
         grep -E 'panicked at|^thread .* panicked|ERROR: libFuzzer|Test unit written' "$log" | head -n 5 >&2 || true
     fi
     grown=$(find "fuzz/corpus-grown/$t" -type f | wc -l)
-    rows+=("| $t | $execs | $took | $rate | $crashes | $grown | $rev | $(date -u +%Y-%m-%d) |")
+    echo "| $t | $execs | $took | $rate | $crashes | $grown | $rev | $(date -u +%Y-%m-%d) |" >"fuzz/logs/$t.row"
     echo "run.sh: $t: $execs runs in $took s ($rate/s), crashes: $crashes" >&2
+    return "$rc"
+}
+
+rows=()
+failed=0
+for t in "${targets[@]}"; do rm -f "fuzz/logs/$t.row"; done
+if [ "$jobs" -eq 1 ]; then
+    for t in "${targets[@]}"; do run_one "$t" || failed=1; done
+else
+    # At most $jobs libFuzzer processes at once; `wait -n` frees a slot as each one ends.
+    running=0
+    for t in "${targets[@]}"; do
+        if [ "$running" -ge "$jobs" ]; then
+            wait -n || failed=1
+            running=$((running - 1))
+        fi
+        run_one "$t" &
+        running=$((running + 1))
+    done
+    while [ "$running" -gt 0 ]; do
+        wait -n || failed=1
+        running=$((running - 1))
+    done
+fi
+for t in "${targets[@]}"; do
+    if [ -f "fuzz/logs/$t.row" ]; then
+        rows+=("$(cat "fuzz/logs/$t.row")")
+    else
+        rows+=("| $t | 0 | 0 | - | failed (no result, see fuzz/logs/$t.log) | - | $rev | $(date -u +%Y-%m-%d) |")
+        failed=1
+    fi
 done
 
 if [ "$update" = 1 ] && [ -f "$results" ]; then
@@ -148,7 +183,7 @@ fi
         echo "Full campaign: each target until $runs executions or $secs s, whichever came first."
     fi
     echo "Written by \`fuzz/run.sh\`; built with $(rustc --version | cut -d' ' -f1-2), sanitizer: $sanitizer,"
-    echo "debug assertions and overflow checks on; $(nproc) CPUs shared with other builds."
+    echo "debug assertions and overflow checks on; $jobs target(s) at a time on $(nproc) CPUs shared with other builds."
     echo
     echo "Executions and seconds are libFuzzer's own (\`Done N runs in S second(s)\`); a crash stops"
     echo "a target early. Corpus: inputs the fuzzer kept in fuzz/corpus-grown (not committed), which"
