@@ -82,6 +82,16 @@ pub enum LogindError {
         action: &'static str,
         reason: String,
     },
+    #[error(
+        "logind refused {method}: a shutdown or sleep operation is already in progress \
+         ({reason}). If the machine is not going down, a stuck suspend or hibernate job holds \
+         logind: see systemctl list-jobs. nthd retries, and does not call again once logind is \
+         preparing for shutdown"
+    )]
+    Busy {
+        method: &'static str,
+        reason: String,
+    },
     #[error("logind {method} failed: {reason}")]
     Call {
         method: &'static str,
@@ -95,6 +105,7 @@ impl LogindError {
             LogindError::NoBus { .. } => "no_bus",
             LogindError::NoLogind { .. } => "no_logind",
             LogindError::Denied { .. } => "denied",
+            LogindError::Busy { .. } => "busy",
             LogindError::Call { .. } => "failed",
         }
     }
@@ -169,6 +180,8 @@ fn classify(method: &'static str, action: Action, e: zbus::Error) -> LogindError
             | "org.freedesktop.DBus.Error.UnknownMethod"
             | "org.freedesktop.DBus.Error.Timeout",
         ) => LogindError::NoLogind { method, reason },
+        // logind allows one shutdown or sleep operation at a time.
+        Some("org.freedesktop.login1.OperationInProgress") => LogindError::Busy { method, reason },
         _ => match e {
             zbus::Error::InputOutput(_) | zbus::Error::Handshake(_) | zbus::Error::Address(_) => {
                 LogindError::NoBus {
@@ -429,6 +442,30 @@ mod tests {
             "{s}"
         );
         assert!(polkit_action(Action::Reboot).contains("login1.reboot"));
+    }
+
+    #[test]
+    fn operation_in_progress_is_told_apart() {
+        let e = zbus::Error::MethodError(
+            zbus::names::OwnedErrorName::try_from("org.freedesktop.login1.OperationInProgress")
+                .unwrap(),
+            Some("There's already a shutdown or sleep operation in progress".into()),
+            zbus::message::Message::method_call("/", "Ping")
+                .build(&())
+                .unwrap(),
+        );
+        let e = classify("PowerOff", Action::PowerOff, e);
+        assert_eq!(e.outcome(), "busy");
+        let s = e.to_string();
+        assert!(
+            s.contains("already in progress") && s.contains("systemctl list-jobs"),
+            "{s}"
+        );
+        let other = zbus::Error::Failure("boom".into());
+        assert_eq!(
+            classify("PowerOff", Action::PowerOff, other).outcome(),
+            "failed"
+        );
     }
 
     #[test]

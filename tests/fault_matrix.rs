@@ -363,6 +363,84 @@ async fn poweroff_returns_an_error() {
     common::clear_error_then_one_poweroff(&logind, &mut n).await;
 }
 
+const IN_PROGRESS: (&str, &str) = (
+    "org.freedesktop.login1.OperationInProgress",
+    "There's already a shutdown or sleep operation in progress",
+);
+
+/// logind is busy with another operation (a stuck suspend job) and not preparing for
+/// shutdown: nthd names the cause and retries; once logind is free, PowerOff once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logind_busy_with_another_operation() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_power_off_error(Some(IN_PROGRESS));
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set(aws::SPOT_PATH, notice());
+    let state = tempfile::tempdir().unwrap();
+    let notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 2, Duration::from_secs(5))
+            .await,
+        "retried:\n{}",
+        n.log()
+    );
+    let log = n.log();
+    assert!(
+        log.contains("a shutdown or sleep operation is already in progress")
+            && log.contains("systemctl list-jobs"),
+        "{log}"
+    );
+    common::clear_error_then_one_poweroff(&logind, &mut n).await;
+}
+
+/// Someone else's shutdown gets in between nthd's PreparingForShutdown check and its PowerOff:
+/// logind answers OperationInProgress. nthd's retry sees the shutdown under way and does not
+/// call again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_started_elsewhere_first() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_power_off_error(Some(IN_PROGRESS));
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set(aws::SPOT_PATH, notice());
+    let state = tempfile::tempdir().unwrap();
+    let notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    // The other shutdown is now visible (logind's delay phase).
+    logind.set_preparing(true);
+    assert!(
+        n.wait_log(
+            "logind is already preparing for shutdown; not calling PowerOff again",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        n.log()
+    );
+    // Several retry periods (300 ms) later: still the one refused call, and nthd is up.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(logind.power_off_count() <= 2, "{}", n.log());
+    let n_calls = logind.power_off_count();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        logind.power_off_count(),
+        n_calls,
+        "called again:\n{}",
+        n.log()
+    );
+    assert!(n.running(), "{}", n.log());
+}
+
 /// polkit denies: the error names the polkit action and the fix; after the grant, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polkit_denies() {

@@ -504,12 +504,21 @@ impl Manager {
     ) -> Result<(), LogindError> {
         let shared = &self.shared;
         let requested_at = SystemTime::now();
-        let (first, delayed_by, max) = {
+        let (delayed_by, max) = {
             let mut st = lock(&shared.state);
             let err = match method {
                 "PowerOff" => st.power_off_error.clone(),
                 _ => st.reboot_error.clone(),
             };
+            // Like logind: one shutdown or sleep operation at a time.
+            let err = err.or_else(|| {
+                st.pending.as_ref().map(|_| {
+                    LogindError::new(
+                        ERR_OPERATION_IN_PROGRESS,
+                        "There's already a shutdown or sleep operation in progress",
+                    )
+                })
+            });
             st.calls.push(Call {
                 method: method.into(),
                 args: json!([interactive]),
@@ -522,24 +531,17 @@ impl Manager {
                 shared.bump();
                 return Err(e);
             }
-            let first = st.pending.is_none();
-            if first {
-                st.pending = Some(method.to_string());
-                st.preparing = true;
-            }
+            st.pending = Some(method.to_string());
+            st.preparing = true;
             let delayed_by: Vec<Inhibitor> = st
                 .inhibitors
                 .iter()
                 .filter(|i| i.delays_shutdown())
                 .cloned()
                 .collect();
-            (first, delayed_by, st.inhibit_delay_max)
+            (delayed_by, st.inhibit_delay_max)
         };
         shared.bump();
-        if !first {
-            // Already going down: nothing new happens (no second signal).
-            return Ok(());
-        }
         // Like logind: the signal goes out before the method reply.
         if let Err(e) = conn
             .emit_signal(

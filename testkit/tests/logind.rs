@@ -103,9 +103,16 @@ async fn power_off_is_recorded_and_signalled() {
     assert_eq!(sd.reason, ShutdownReason::NoDelayInhibitors);
     assert_eq!(sd.method, "PowerOff");
 
-    // A second request while going down succeeds but does not signal again.
-    p.power_off(true).await.unwrap();
+    // A second request while going down is refused, as logind does, and does not signal.
+    let err = p.power_off(true).await.unwrap_err();
+    assert_eq!(method_error_name(&err), ERR_OPERATION_IN_PROGRESS);
     assert_eq!(e.fake.power_off_count(), 2);
+    assert_eq!(
+        e.fake.calls_of("PowerOff")[1].error.as_deref(),
+        Some(ERR_OPERATION_IN_PROGRESS)
+    );
+    let err = p.reboot(false).await.unwrap_err();
+    assert_eq!(method_error_name(&err), ERR_OPERATION_IN_PROGRESS);
     assert!(tokio::time::timeout(Duration::from_millis(300), sig.next())
         .await
         .is_err());
