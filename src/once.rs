@@ -15,7 +15,17 @@ use crate::timefmt;
 pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
     let detection = resolve_cloud(opts).await.context("detecting the cloud")?;
     let mut provider = build_provider(detection.cloud, opts)?;
-    let obs = provider.observe().await;
+    let mut obs = provider.observe().await;
+    // Azure's first Scheduled Events call can take two minutes; its own timeout bounds this.
+    if provider.first_answer_pending() {
+        eprintln!(
+            "waiting for the metadata service's first answer (up to 2 minutes on Azure, while \
+             it enables Scheduled Events for this VM)"
+        );
+    }
+    while provider.first_answer_pending() {
+        obs = provider.observe().await;
+    }
     let mut logind = Logind::new();
     let (budget, budget_note) =
         match tokio::time::timeout(Duration::from_secs(3), logind.inhibit_delay_max()).await {

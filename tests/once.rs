@@ -78,3 +78,44 @@ fn no_notice_and_unreachable() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("error: aws/"));
 }
+
+/// Azure's first Scheduled Events call can take minutes; `nthd once` waits for it (past the
+/// daemon's 10 s per-observation patience) instead of printing a timeout.
+#[test]
+fn waits_for_azures_slow_first_answer() {
+    use nthd::provider::azure::{EVENTS_PATH, NAME_PATH};
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
+    m.set(NAME_PATH, Response::text(200, "vm1"));
+    let events = serde_json::json!({
+        "DocumentIncarnation": 2,
+        "Events": [{
+            "EventId": "E1", "EventType": "Preempt", "ResourceType": "VirtualMachine",
+            "Resources": ["vm1"], "EventStatus": "Scheduled",
+            "NotBefore": "Mon, 01 Jan 2030 00:00:30 GMT", "Description": "spot eviction",
+            "EventSource": "Platform", "DurationInSeconds": -1,
+        }],
+    });
+    m.set(
+        EVENTS_PATH,
+        Response::json(200, events.to_string()).with_delay(11_500),
+    );
+    let t = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .args(["once", "--provider", "azure", "--imds-endpoint", &m.url()])
+        .env_clear()
+        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .env("NTHD_LOG_LEVEL", "error")
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{s}\n{e}");
+    assert!(t.elapsed() >= std::time::Duration::from_millis(11_000));
+    assert!(
+        e.contains("waiting for the metadata service's first answer"),
+        "{e}"
+    );
+    assert!(s.contains("notice: azure-preempt"), "{s}");
+    assert!(s.contains("decision: poweroff now"), "{s}");
+    assert!(!s.contains("error:"), "{s}");
+}

@@ -512,6 +512,10 @@ impl Provider for Azure {
         self.events.next
     }
 
+    fn first_answer_pending(&self) -> bool {
+        self.inflight.is_some() && !self.answered
+    }
+
     async fn acknowledge(&mut self, event_ids: &[String]) -> Result<usize, ImdsError> {
         let mut ack: Vec<String> = Vec::new();
         for id in event_ids {

@@ -264,6 +264,13 @@ pub trait Provider: Send {
     /// When `observe` should be called next.
     fn next_due(&self) -> Instant;
 
+    /// Whether a first answer is still on its way, and `observe` returned without it (Azure's
+    /// first Scheduled Events call can take two minutes). `nthd once` keeps observing until it
+    /// is not; the daemon does not need to.
+    fn first_answer_pending(&self) -> bool {
+        false
+    }
+
     /// Tells the platform to go ahead with events nthd acted on (Azure); a no-op elsewhere.
     fn acknowledge(
         &mut self,
@@ -304,6 +311,9 @@ impl Provider for AnyProvider {
     }
     fn next_due(&self) -> Instant {
         each!(self, p => p.next_due())
+    }
+    fn first_answer_pending(&self) -> bool {
+        each!(self, p => p.first_answer_pending())
     }
     async fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
         each!(self, p => p.acknowledge(ids).await)
