@@ -46,7 +46,8 @@ MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 
 # Scenario registry: name -> function scen_<name with - as _>.
 SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
-           gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate)
+           gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
+           shutdown-under-way)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -604,6 +605,45 @@ scen_simulate() {
   ((rc == 0)) || fail "nthd simulate --yes exited $rc: $out"
   grep -q 'logind accepted PowerOff' <<<"$out" || fail "nthd simulate --yes did not report the PowerOff as accepted"
   expect_poweroff_through_lock 10 2000
+}
+
+# --- someone else's shutdown is already held by kubelet's lock when the notice comes: nthd
+# must not call PowerOff again (real logind refuses a second one with OperationInProgress).
+
+_nthd_saw_shutdown_under_way() {
+  (( $(ct_journal -u nthd | grep -cF "logind is already preparing for shutdown; not calling PowerOff again") > 0 ))
+}
+
+scen_shutdown_under_way() {
+  # A longer drain leaves time to probe logind and post the notice during the delay.
+  local E2E_DRAIN_SECS=15 out prep
+  setup_node
+  step "root asks logind to power off (someone else's shutdown)"
+  NOTICE_MS="$(now_ms)"
+  ct_exec busctl call org.freedesktop.login1 /org/freedesktop/login1 \
+    org.freedesktop.login1.Manager PowerOff b false || fail "root's PowerOff was refused"
+  prep="$(wait_for_prepare 10)" || fail "no PrepareForShutdown after root's PowerOff"
+  [[ "$(ct_exec busctl get-property org.freedesktop.login1 /org/freedesktop/login1 \
+        org.freedesktop.login1.Manager PreparingForShutdown)" == "b true" ]] \
+    || fail "logind does not report PreparingForShutdown during the delay"
+  step "real logind: a second PowerOff during the delay"
+  out="$(logind_as nthd PowerOff b false)" && fail "logind accepted a second PowerOff: $out"
+  log "logind answered: $out"
+  [[ "$out" == *"already a shutdown or sleep operation in progress"* ]] \
+    || fail "unexpected answer to a second PowerOff: $out"
+  step "spot terminate notice while the node drains"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  wait_until 8 _nthd_saw_shutdown_under_way \
+    || fail "nthd did not notice the shutdown under way"
+  timing "nthd stood down +$(fmt_ms $(( $(now_ms) - NOTICE_MS )))"
+  [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "nthd called logind although a shutdown was under way"
+  expect_nthd_active
+  save_mock_state
+  step "the first shutdown completes through the lock"
+  ct_wait_exit $((E2E_DRAIN_SECS + 20)) || fail "container still running after the drain"
+  timing "halted +$(fmt_ms $((CT_EXIT_MS - prep))) after PrepareForShutdown"
+  (( CT_EXIT_MS - prep >= E2E_DRAIN_SECS * 1000 - 200 )) || fail "halted before the drain ended"
+  [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "nthd called logind during the shutdown"
 }
 
 # ---------------------------------------------------------------- driver
