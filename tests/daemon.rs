@@ -347,3 +347,123 @@ async fn tells_systemd_ready_status_watchdog_and_stopping() {
     );
     assert!(rest.contains("STOPPING=1"), "{rest}");
 }
+
+fn scheduled_reboot(event_id: &str) -> Response {
+    Response::json(
+        200,
+        format!(
+            r#"[{{"NotBefore":"21 Jan 2019 09:00:43 GMT","Code":"system-reboot","EventId":"{event_id}","State":"active"}}]"#
+        ),
+    )
+}
+
+fn this_boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// After the reboot nthd itself asked for, AWS may still list the event: nthd must not reboot
+/// the node again for it. A new event id is still acted on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_its_own_reboot_a_still_listed_event_does_not_reboot_again() {
+    let (bus, logind, imds, state) = setup().await;
+    let env = [
+        ("NTHD_ACTION_SCHEDULED_REBOOT", "reboot"),
+        ("NTHD_SLOW_POLL_INTERVAL", "300ms"),
+    ];
+    imds.set(aws::SCHEDULED_PATH, scheduled_reboot("instance-event-9"));
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &env);
+    assert!(
+        logind
+            .wait_for_method("Reboot", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    assert!(n.stop().await.success());
+
+    // The node reboots: logind starts afresh and the boot id changes.
+    logind.restart().await.unwrap();
+    let file = state.path().join("state.json");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    let boot = this_boot_id();
+    assert!(
+        saved.contains(&boot) && saved.contains("instance-event-9") && saved.contains("\"done\""),
+        "{saved}"
+    );
+    std::fs::write(
+        &file,
+        saved.replace(&boot, "11111111-2222-3333-4444-555555555555"),
+    )
+    .unwrap();
+
+    let mut n2 = Nthd::start(bus.address(), &imds.url(), state.path(), &env);
+    assert!(
+        n2.wait_log("already acted on", Duration::from_secs(5))
+            .await,
+        "{}",
+        n2.log()
+    );
+    // Scheduled events are polled every 300 ms here: many chances to reboot again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(logind.reboot_count(), 1, "{}", n2.log());
+    assert!(n2.running(), "{}", n2.log());
+
+    // The record is per event: a new maintenance event is acted on.
+    imds.set(aws::SCHEDULED_PATH, scheduled_reboot("instance-event-10"));
+    assert!(
+        logind
+            .wait_for_method("Reboot", 2, Duration::from_secs(5))
+            .await,
+        "{}",
+        n2.log()
+    );
+}
+
+/// nthd died after writing its "started" record but before logind got the call (same boot,
+/// logind not shutting down): the restarted nthd calls once, and not again after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_the_call_reached_logind_is_retried_once() {
+    let (bus, logind, imds, state) = setup().await;
+    imds.set(aws::SPOT_PATH, spot("terminate"));
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await
+    );
+    assert!(n.stop().await.success());
+    // Rewind: the record says "started" and logind never saw a call.
+    logind.restart().await.unwrap();
+    let file = state.path().join("state.json");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(saved.contains("\"done\""), "{saved}");
+    std::fs::write(&file, saved.replace("\"done\"", "\"started\"")).unwrap();
+    let calls_before = logind.power_off_count();
+
+    let mut n2 = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        logind
+            .wait_for_method("PowerOff", calls_before + 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n2.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(logind.power_off_count(), calls_before + 1, "{}", n2.log());
+    assert!(n2.stop().await.success());
+
+    // Now done: a third start (logind fresh again) does not call.
+    logind.restart().await.unwrap();
+    let n3 = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    assert!(
+        n3.wait_log("already acted on", Duration::from_secs(5))
+            .await,
+        "{}",
+        n3.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(logind.power_off_count(), calls_before + 1, "{}", n3.log());
+}
