@@ -441,6 +441,57 @@ async fn shutdown_started_elsewhere_first() {
     assert!(n.running(), "{}", n.log());
 }
 
+/// logind hangs: it owns its name, the bus queues calls for it, and nothing answers. nthd's
+/// logind calls time out (3 s for a read, 10 s for PowerOff), it says logind looks hung, and
+/// it keeps feeding the watchdog well inside the unit's WatchdogSec=30s: a wedged logind must
+/// not get nthd killed. Once logind is back, PowerOff succeeds exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logind_hangs() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut notify = Notify::new();
+    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    // Up and talking to logind (it asks CanPowerOff at start).
+    assert!(
+        logind
+            .wait_for_method("CanPowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    logind.stop().await.unwrap();
+    let hung = nthd_testkit::logind::HungLogind::take_name(bus.address()).unwrap();
+    let t0 = Instant::now();
+    imds.set(aws::SPOT_PATH, notice());
+    assert!(
+        n.wait_log(
+            "logind PowerOff did not answer within 10s; is systemd-logind hung?",
+            Duration::from_secs(20)
+        )
+        .await,
+        "{}",
+        n.log()
+    );
+    assert!(n.running(), "{}", n.log());
+    let gap = notify.longest_watchdog_gap(t0);
+    eprintln!("longest watchdog gap while logind hung: {gap:?}");
+    assert!(
+        gap < Duration::from_secs(15),
+        "watchdog gap {gap:?} while logind hung (WatchdogSec=30s)"
+    );
+    drop(hung);
+    logind.start().await.unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while common::successes(&logind, "PowerOff") == 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(common::successes(&logind, "PowerOff"), 1, "{}", n.log());
+    assert!(n.running(), "{}", n.log());
+}
+
 /// polkit denies: the error names the polkit action and the fix; after the grant, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polkit_denies() {

@@ -850,6 +850,77 @@ async fn connect_and_serve(address: String, shared: Arc<Shared>) -> zbus::Result
     Ok(conn)
 }
 
+/// A "process" that owns `org.freedesktop.login1` and never reads its socket again: a hung
+/// logind (a stopped or wedged process). The bus accepts calls for it and queues them; callers
+/// get no answer until their own timeout. Dropping it closes the socket, and the bus releases
+/// the name. Stop the [`FakeLogind`] first, or the name is taken.
+pub struct HungLogind {
+    _sock: std::os::unix::net::UnixStream,
+}
+
+impl HungLogind {
+    /// Connects to the bus at `address` (`unix:path=...`) with a hand-rolled D-Bus handshake,
+    /// says Hello, takes the name, and then stops reading.
+    pub fn take_name(address: &str) -> io::Result<HungLogind> {
+        use std::io::{Read, Write};
+        let path = address
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("unix:path="))
+            .ok_or_else(|| io::Error::other(format!("not a unix:path= address: {address}")))?;
+        let mut sock = std::os::unix::net::UnixStream::connect(path)?;
+        sock.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let uid: String = std::fs::read_to_string("/proc/self/status")?
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .unwrap_or("0")
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        sock.write_all(format!("\0AUTH EXTERNAL {uid}\r\n").as_bytes())?;
+        let mut buf = [0u8; 512];
+        let n = sock.read(&mut buf)?;
+        if !buf[..n].starts_with(b"OK ") {
+            return Err(io::Error::other(format!(
+                "bus refused the handshake: {}",
+                String::from_utf8_lossy(&buf[..n])
+            )));
+        }
+        sock.write_all(b"BEGIN\r\n")?;
+        let call = |member: &str, body: Option<(&str, u32)>| -> io::Result<Vec<u8>> {
+            let b = Message::method_call("/org/freedesktop/DBus", member)
+                .destination("org.freedesktop.DBus")
+                .interface("org.freedesktop.DBus");
+            let m = match body {
+                Some(args) => b.build(&args),
+                None => b.build(&()),
+            }
+            .map_err(io::Error::other)?;
+            Ok(m.data().to_vec())
+        };
+        sock.write_all(&call("Hello", None)?)?;
+        // DBUS_NAME_FLAG_DO_NOT_QUEUE (4): fail rather than wait behind a serving fake.
+        sock.write_all(&call("RequestName", Some((LOGIN1_NAME, 4)))?)?;
+        // Wait until the bus says the name is ours (NameAcquired names it in its body).
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !seen
+            .windows(LOGIN1_NAME.len())
+            .any(|w| w == LOGIN1_NAME.as_bytes())
+        {
+            if std::time::Instant::now() > deadline {
+                return Err(io::Error::other("the bus never confirmed the name"));
+            }
+            let n = sock.read(&mut buf)?;
+            if n == 0 {
+                return Err(io::Error::other("the bus closed the connection"));
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        Ok(HungLogind { _sock: sock })
+    }
+}
+
 impl FakeLogind {
     /// Connect to the bus at `address`, own `org.freedesktop.login1` and serve the manager, on
     /// the current tokio runtime (which must keep running for the fake to answer).

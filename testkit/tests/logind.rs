@@ -470,3 +470,20 @@ fn serve_blocking_works_without_a_runtime() {
     assert_eq!(fake.power_off_count(), 1);
     drop(fake);
 }
+
+/// A hung logind: the name is owned, the call is accepted by the bus, and no answer comes.
+#[tokio::test]
+async fn hung_logind_never_answers_until_it_goes_away() {
+    let bus = PrivateBus::start().unwrap();
+    let fake = FakeLogind::serve(bus.address()).await.unwrap();
+    fake.stop().await.unwrap();
+    let hung = nthd_testkit::logind::HungLogind::take_name(bus.address()).unwrap();
+    let conn = bus.connect().await.unwrap();
+    let p = login1_proxy(&conn).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(2), p.can_power_off()).await;
+    assert!(r.is_err(), "a hung logind answered: {r:?}");
+    drop(hung);
+    fake.start().await.unwrap();
+    let p = login1_proxy(&conn).await.unwrap();
+    assert_eq!(p.can_power_off().await.unwrap(), "yes");
+}
