@@ -56,11 +56,15 @@ pub enum ImdsError {
          (is something other than the metadata service answering on that address?)"
     )]
     TooLarge { url: String, limit: usize },
-    #[error("the answer from {url} is not what nthd expects: {reason} (body starts {snippet:?})")]
+    /// The body itself is logged at debug level only (metadata bodies stay out of info logs).
+    #[error(
+        "the answer from {url} is not what nthd expects: {reason} ({bytes} bytes; \
+         NTHD_LOG_LEVEL=debug logs the body)"
+    )]
     Malformed {
         url: String,
         reason: String,
-        snippet: String,
+        bytes: usize,
     },
     #[error(
         "IMDSv2 token request PUT {url} was refused with HTTP {status}. nthd needs IMDSv2: \
@@ -98,14 +102,20 @@ impl ImdsError {
     }
 
     pub fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
-        let mut end = body.len().min(80);
+        let mut end = body.len().min(2048);
         while !body.is_char_boundary(end) {
             end -= 1;
         }
+        tracing::debug!(
+            "unexpected answer from {url} ({} bytes): {:?}{}",
+            body.len(),
+            &body[..end],
+            if end < body.len() { " (cut)" } else { "" }
+        );
         ImdsError::Malformed {
             url: url.to_string(),
             reason: reason.into(),
-            snippet: body[..end].to_string(),
+            bytes: body.len(),
         }
     }
 }

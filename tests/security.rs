@@ -1,0 +1,152 @@
+//! Security properties of the running daemon: no listening sockets unless metrics are asked
+//! for, and metadata bodies stay out of the log at the default (info) level.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::Nthd;
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+
+const MARKER: &str = "BODY-MARKER-5e1d7c";
+
+/// The socket inodes a process holds.
+fn socket_inodes(pid: u32) -> HashSet<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Listening (or, for UDP, bound) sockets among `inodes`, as "proto local-address" lines.
+fn listening(inodes: &HashSet<u64>) -> Vec<String> {
+    let mut out = Vec::new();
+    for proto in ["tcp", "tcp6", "udp", "udp6"] {
+        let Ok(table) = std::fs::read_to_string(format!("/proc/net/{proto}")) else {
+            continue;
+        };
+        for line in table.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(st), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let inode: u64 = inode.parse().unwrap_or(0);
+            // TCP state 0A is LISTEN; any UDP socket in the table is bound and can receive.
+            let listens = proto.starts_with("udp") || *st == "0A";
+            if listens && inodes.contains(&inode) {
+                out.push(format!("{proto} {local}"));
+            }
+        }
+    }
+    // /proc/net/unix: Num RefCount Protocol Flags Type St Inode [Path]; Flags 00010000 is
+    // __SO_ACCEPTCON, a listening stream socket.
+    let unix = std::fs::read_to_string("/proc/net/unix").unwrap();
+    for line in unix.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(flags), Some(inode)) = (f.get(3), f.get(6)) else {
+            continue;
+        };
+        let inode: u64 = inode.parse().unwrap_or(0);
+        if inodes.contains(&inode) && *flags == "00010000" {
+            out.push(format!("unix {}", f.get(7).unwrap_or(&"(unnamed)")));
+        }
+    }
+    out
+}
+
+async fn running_nthd(env: &[(&str, &str)]) -> (PrivateBus, FakeLogind, MockImds, Nthd) {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let n = Nthd::start(bus.address(), &imds.url(), state.path(), env);
+    // Up, polling and connected to logind (it asks CanPowerOff at start).
+    assert!(
+        logind
+            .wait_for_method("CanPowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    std::mem::forget(state);
+    (bus, logind, imds, n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_listening_socket_unless_metrics_are_asked_for() {
+    let (_bus, _logind, _imds, n) = running_nthd(&[]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let inodes = socket_inodes(n.child.id());
+    assert!(
+        !inodes.is_empty(),
+        "nthd holds no sockets at all? (it talks to D-Bus and IMDS)"
+    );
+    let l = listening(&inodes);
+    assert!(l.is_empty(), "nthd listens by default: {l:?}");
+
+    // The check does see a listener when there is one.
+    let (_bus, _logind, _imds, n) = running_nthd(&[("NTHD_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let l = listening(&socket_inodes(n.child.id()));
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert!(l[0].starts_with("tcp 0100007F:"), "{l:?}");
+}
+
+/// A notice body with something extra in it, and a malformed answer on another source: at the
+/// default level neither body reaches the log, though the notice is acted on and the error is
+/// reported. At debug level the body is there, so the marker really reached nthd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_bodies_stay_out_of_the_info_log() {
+    for level in ["info", "debug"] {
+        let (_bus, logind, imds, n) = running_nthd(&[
+            ("NTHD_LOG_LEVEL", level),
+            ("NTHD_SLOW_POLL_INTERVAL", "200ms"),
+        ])
+        .await;
+        imds.set(
+            aws::REBALANCE_PATH,
+            Response::json(
+                200,
+                format!("{{\"noticeTime\": 17, \"x\": \"{MARKER}-broken\""),
+            ),
+        );
+        imds.set(
+            aws::SPOT_PATH,
+            Response::json(
+                200,
+                format!(
+                    r#"{{"action":"terminate","time":"2030-01-01T00:02:00Z","note":"{MARKER}"}}"#
+                ),
+            ),
+        );
+        assert!(
+            logind
+                .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+                .await,
+            "{}",
+            n.log()
+        );
+        assert!(
+            n.wait_log(aws::REBALANCE_PATH, Duration::from_secs(5))
+                .await,
+            "the malformed rebalance answer is reported: {}",
+            n.log()
+        );
+        let log = n.log();
+        if level == "info" {
+            assert!(!log.contains(MARKER), "a body reached the info log:\n{log}");
+        } else {
+            assert!(log.contains(MARKER), "debug shows the body:\n{log}");
+        }
+    }
+}
