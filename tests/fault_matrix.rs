@@ -330,37 +330,62 @@ async fn logind_restarted_while_running() {
     assert_once(&logind, &mut n).await;
 }
 
-/// PowerOff fails (not a denial): logged, retried, then done once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn poweroff_returns_an_error() {
+/// A running nthd with a spot notice listed and logind answering PowerOff with `error`.
+/// Bind it whole (`let c = ...`): destructuring with `..` would drop the bus at once. Fields
+/// drop in order, so nthd is killed before its bus goes away.
+struct ErrorCell {
+    n: Nthd,
+    notify: Notify,
+    logind: FakeLogind,
+    _imds: MockImds,
+    _state: tempfile::TempDir,
+    _bus: PrivateBus,
+}
+
+async fn notice_with_power_off_error(error: (&str, &str)) -> ErrorCell {
     let bus = PrivateBus::start().unwrap();
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    logind.set_power_off_error(Some((
-        "org.freedesktop.DBus.Error.Failed",
-        "Operation not supported",
-    )));
+    logind.set_power_off_error(Some(error));
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
     imds.set(aws::SPOT_PATH, notice());
     let state = tempfile::tempdir().unwrap();
-    let mut notify = Notify::new();
-    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    let notify = Notify::new();
+    let n = start(bus.address(), &imds.url(), state.path(), &notify);
+    ErrorCell {
+        n,
+        notify,
+        logind,
+        _imds: imds,
+        _state: state,
+        _bus: bus,
+    }
+}
+
+/// PowerOff fails (not a denial): logged, retried, then done once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poweroff_returns_an_error() {
+    let mut c = notice_with_power_off_error((
+        "org.freedesktop.DBus.Error.Failed",
+        "Operation not supported",
+    ))
+    .await;
     assert!(
-        logind
+        c.logind
             .wait_for_method("PowerOff", 2, Duration::from_secs(5))
             .await,
         "retried"
     );
     assert!(
-        n.log().contains("logind PowerOff failed") && n.log().contains("retrying"),
+        c.n.log().contains("logind PowerOff failed") && c.n.log().contains("retrying"),
         "{}",
-        n.log()
+        c.n.log()
     );
     assert!(
-        notify.last_status().contains("logind error"),
+        c.notify.last_status().contains("logind error"),
         "{}",
-        notify.last_status()
+        c.notify.last_status()
     );
-    common::clear_error_then_one_poweroff(&logind, &mut n).await;
+    common::clear_error_then_one_poweroff(&c.logind, &mut c.n).await;
 }
 
 const IN_PROGRESS: (&str, &str) = (
@@ -372,28 +397,21 @@ const IN_PROGRESS: (&str, &str) = (
 /// shutdown: nthd names the cause and retries; once logind is free, PowerOff once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logind_busy_with_another_operation() {
-    let bus = PrivateBus::start().unwrap();
-    let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    logind.set_power_off_error(Some(IN_PROGRESS));
-    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
-    imds.set(aws::SPOT_PATH, notice());
-    let state = tempfile::tempdir().unwrap();
-    let notify = Notify::new();
-    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    let mut c = notice_with_power_off_error(IN_PROGRESS).await;
     assert!(
-        logind
+        c.logind
             .wait_for_method("PowerOff", 2, Duration::from_secs(5))
             .await,
         "retried:\n{}",
-        n.log()
+        c.n.log()
     );
-    let log = n.log();
+    let log = c.n.log();
     assert!(
         log.contains("a shutdown or sleep operation is already in progress")
             && log.contains("systemctl list-jobs"),
         "{log}"
     );
-    common::clear_error_then_one_poweroff(&logind, &mut n).await;
+    common::clear_error_then_one_poweroff(&c.logind, &mut c.n).await;
 }
 
 /// Someone else's shutdown gets in between nthd's PreparingForShutdown check and its PowerOff:
@@ -401,44 +419,37 @@ async fn logind_busy_with_another_operation() {
 /// call again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_started_elsewhere_first() {
-    let bus = PrivateBus::start().unwrap();
-    let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    logind.set_power_off_error(Some(IN_PROGRESS));
-    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
-    imds.set(aws::SPOT_PATH, notice());
-    let state = tempfile::tempdir().unwrap();
-    let notify = Notify::new();
-    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    let mut c = notice_with_power_off_error(IN_PROGRESS).await;
     assert!(
-        logind
+        c.logind
             .wait_for_method("PowerOff", 1, Duration::from_secs(5))
             .await,
         "{}",
-        n.log()
+        c.n.log()
     );
     // The other shutdown is now visible (logind's delay phase).
-    logind.set_preparing(true);
+    c.logind.set_preparing(true);
     assert!(
-        n.wait_log(
+        c.n.wait_log(
             "logind is already preparing for shutdown; not calling PowerOff again",
             Duration::from_secs(5)
         )
         .await,
         "{}",
-        n.log()
+        c.n.log()
     );
     // Several retry periods (300 ms) later: still the one refused call, and nthd is up.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(logind.power_off_count() <= 2, "{}", n.log());
-    let n_calls = logind.power_off_count();
+    assert!(c.logind.power_off_count() <= 2, "{}", c.n.log());
+    let n_calls = c.logind.power_off_count();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
-        logind.power_off_count(),
+        c.logind.power_off_count(),
         n_calls,
         "called again:\n{}",
-        n.log()
+        c.n.log()
     );
-    assert!(n.running(), "{}", n.log());
+    assert!(c.n.running(), "{}", c.n.log());
 }
 
 /// logind hangs: it owns its name, the bus queues calls for it, and nothing answers. nthd's
@@ -495,29 +506,23 @@ async fn logind_hangs() {
 /// polkit denies: the error names the polkit action and the fix; after the grant, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polkit_denies() {
-    let bus = PrivateBus::start().unwrap();
-    let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    logind.set_power_off_error(Some((
+    let mut c = notice_with_power_off_error((
         "org.freedesktop.DBus.Error.AccessDenied",
         "Permission denied",
-    )));
-    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
-    imds.set(aws::SPOT_PATH, notice());
-    let state = tempfile::tempdir().unwrap();
-    let notify = Notify::new();
-    let mut n = start(bus.address(), &imds.url(), state.path(), &notify);
+    ))
+    .await;
     assert!(
-        logind
+        c.logind
             .wait_for_method("PowerOff", 2, Duration::from_secs(5))
             .await
     );
-    let log = n.log();
+    let log = c.n.log();
     assert!(
         log.contains("polkit did not grant org.freedesktop.login1.power-off")
             && log.contains("nthd.pkla"),
         "{log}"
     );
-    common::clear_error_then_one_poweroff(&logind, &mut n).await;
+    common::clear_error_then_one_poweroff(&c.logind, &mut c.n).await;
 }
 
 /// CanPowerOff answers `challenge`: nthd warns at start with the fix, and still acts when a
