@@ -64,27 +64,22 @@ fn listening(inodes: &HashSet<u64>) -> Vec<String> {
     out
 }
 
-async fn running_nthd(env: &[(&str, &str)]) -> (PrivateBus, FakeLogind, MockImds, Nthd) {
+/// A running nthd and what it talks to; bind the whole tuple so none of it is dropped early.
+type Running = (Nthd, FakeLogind, MockImds, tempfile::TempDir, PrivateBus);
+
+async fn running_nthd(env: &[(&str, &str)]) -> Running {
     let bus = PrivateBus::start().unwrap();
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
     let state = tempfile::tempdir().unwrap();
     let n = Nthd::start(bus.address(), &imds.url(), state.path(), env);
-    // Up, polling and connected to logind (it asks CanPowerOff at start).
-    assert!(
-        logind
-            .wait_for_method("CanPowerOff", 1, Duration::from_secs(5))
-            .await,
-        "{}",
-        n.log()
-    );
-    std::mem::forget(state);
-    (bus, logind, imds, n)
+    common::expect_started(&logind, &n).await;
+    (n, logind, imds, state, bus)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_listening_socket_unless_metrics_are_asked_for() {
-    let (_bus, _logind, _imds, n) = running_nthd(&[]).await;
+    let (n, _logind, _imds, _state, _bus) = running_nthd(&[]).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let inodes = socket_inodes(n.child.id());
     assert!(
@@ -95,7 +90,8 @@ async fn no_listening_socket_unless_metrics_are_asked_for() {
     assert!(l.is_empty(), "nthd listens by default: {l:?}");
 
     // The check does see a listener when there is one.
-    let (_bus, _logind, _imds, n) = running_nthd(&[("NTHD_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let (n, _logind, _imds, _state, _bus) =
+        running_nthd(&[("NTHD_METRICS_LISTEN", "127.0.0.1:0")]).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let l = listening(&socket_inodes(n.child.id()));
     assert_eq!(l.len(), 1, "{l:?}");
@@ -108,7 +104,7 @@ async fn no_listening_socket_unless_metrics_are_asked_for() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_bodies_stay_out_of_the_info_log() {
     for level in ["info", "debug"] {
-        let (_bus, logind, imds, n) = running_nthd(&[
+        let (n, logind, imds, _state, _bus) = running_nthd(&[
             ("NTHD_LOG_LEVEL", level),
             ("NTHD_SLOW_POLL_INTERVAL", "200ms"),
         ])

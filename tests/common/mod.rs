@@ -162,6 +162,16 @@ impl Notify {
     }
 }
 
+/// Waits until nthd is up and talking to logind (it asks CanPowerOff at start).
+pub async fn expect_started(l: &nthd_testkit::logind::FakeLogind, n: &Nthd) {
+    assert!(
+        l.wait_for_method("CanPowerOff", 1, Duration::from_secs(5))
+            .await,
+        "nthd never asked logind CanPowerOff:\n{}",
+        n.log()
+    );
+}
+
 /// Successful calls of `method` the fake logind answered.
 pub fn successes(l: &nthd_testkit::logind::FakeLogind, method: &str) -> usize {
     l.calls_of(method)
