@@ -3,6 +3,9 @@
 #
 #   tests/deny.sh
 #
+# 0. `cargo fetch --locked` (crates.io only): cargo-deny reads `cargo metadata`, which needs
+#    the crates of every platform (windows-sys and the like) even though deny.toml checks
+#    Linux targets only. A cache that never fetched them fails under --offline.
 # 1. Licences, bans and sources: always, offline. Any finding fails.
 # 2. Advisories (RustSec): the database is fetched from GitHub. Where GitHub cannot be reached
 #    (this project's CI machines), a database already on the machine is used instead, and its
@@ -14,10 +17,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo-deny >/dev/null; then
+# `cargo deny` also finds cargo-deny in $CARGO_HOME/bin when that is not on PATH.
+if ! cargo deny --version >/dev/null 2>&1; then
     echo "deny.sh: installing cargo-deny" >&2
     cargo install --locked cargo-deny
 fi
+
+# Every platform's crates, so that the offline steps below find them (a no-op once cached).
+cargo fetch --locked
 
 # Duplicate versions only warn (deny.toml); their inclusion trees are noise here.
 cargo deny --offline check --hide-inclusion-graph licenses bans sources
