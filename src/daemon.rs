@@ -498,11 +498,67 @@ impl Daemon {
     }
 }
 
+/// Tells the platform to go ahead (Azure `StartRequests`) for the events acted on in this boot,
+/// once kubelet has drained. nthd is stopped at the end of the shutdown it requested, but also by
+/// a package upgrade or `systemctl restart` in the middle of the drain, and then an
+/// acknowledgement would let Azure evict the VM mid-drain. So it acknowledges only when PID 1
+/// says the system is stopping. Without that answer it stays silent: the platform then goes
+/// ahead at its own deadline, which is the safe side.
+async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) {
+    if d.opts.dry_run {
+        return;
+    }
+    let ids = d.state.event_ids_this_boot();
+    if ids.is_empty() {
+        return;
+    }
+    let list = ids.join(", ");
+    let state = tokio::time::timeout(LOGIND_READ_TIMEOUT, d.logind.system_state())
+        .await
+        .unwrap_or_else(|_| {
+            Err(logind_timeout(
+                "Get org.freedesktop.systemd1.Manager.SystemState",
+            ))
+        });
+    match state {
+        Ok(s) if s == "stopping" => {}
+        Ok(s) => {
+            tracing::info!(
+                "stopped while the system is not shutting down (systemd SystemState is {s:?}): \
+                 not acknowledging {list} to the platform, so it keeps waiting for the drain"
+            );
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{e}; not acknowledging {list} to the platform: without knowing that the system \
+                 is shutting down, the platform is left to go ahead at its own deadline"
+            );
+            return;
+        }
+    }
+    let (reply_tx, reply_rx) = oneshot::channel();
+    if ack_tx.send((ids, reply_tx)).await.is_err() {
+        return;
+    }
+    match tokio::time::timeout(Duration::from_secs(5), reply_rx).await {
+        Ok(Ok(Ok(n))) if n > 0 => {
+            tracing::info!("acknowledged {n} event(s) to the platform: {list}")
+        }
+        Ok(Ok(Ok(_))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!("could not acknowledge events {list}: {e}"),
+        _ => tracing::warn!("acknowledging events {list} timed out"),
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
+    // The default action of SIGHUP is to exit, which systemd counts as a clean stop: nthd would
+    // then silently stop watching. It is handled and ignored instead.
+    let mut sighup = signal(SignalKind::hangup())?;
 
     let now = SystemTime::now();
     let state_dir = opts.state_dir();
@@ -640,33 +696,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     }
                 }
             }
+            _ = sighup.recv() => tracing::info!(
+                "SIGHUP: ignored, nthd keeps watching. It reads its settings only at start; to \
+                 apply changed settings run: systemctl restart nthd"
+            ),
             _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
         }
     }
 
     notify(&[sd_notify::NotifyState::Stopping]);
-    // Being stopped during the shutdown nthd started means kubelet has drained: tell the
-    // platform to go ahead (Azure StartRequests) for the events acted on in this boot.
-    if d.planner.shutting_down().is_some() && !d.opts.dry_run {
-        let ids = d.state.event_ids_this_boot();
-        if !ids.is_empty() {
-            let (reply_tx, reply_rx) = oneshot::channel();
-            if ack_tx.send((ids.clone(), reply_tx)).await.is_ok() {
-                match tokio::time::timeout(Duration::from_secs(5), reply_rx).await {
-                    Ok(Ok(Ok(n))) if n > 0 => tracing::info!(
-                        "acknowledged {n} event(s) to the platform: {}",
-                        ids.join(", ")
-                    ),
-                    Ok(Ok(Ok(_))) => {}
-                    Ok(Ok(Err(e))) => {
-                        tracing::warn!("could not acknowledge events {}: {e}", ids.join(", "))
-                    }
-                    _ => tracing::warn!("acknowledging events {} timed out", ids.join(", ")),
-                }
-            }
-        }
-    }
+    acknowledge_on_stop(&mut d, &ack_tx).await;
     task.abort();
     Ok(())
 }

@@ -41,6 +41,9 @@ pub trait Manager {
 pub trait Systemd {
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
+    /// `running`, `degraded`, ... and `stopping` once a shutdown transaction is queued.
+    #[zbus(property)]
+    fn system_state(&self) -> zbus::Result<String>;
     fn get_unit(&self, name: &str) -> zbus::Result<zbus::OwnedObjectPath>;
 }
 
@@ -375,6 +378,26 @@ impl Logind {
 }
 
 impl Logind {
+    /// PID 1's `SystemState`: `stopping` once the shutdown transaction is queued, that is, once
+    /// logind's delay is over and the machine is really going down. `PreparingForShutdown` is
+    /// already true during kubelet's drain, so it cannot tell a restart mid-drain from the end.
+    pub async fn system_state(&mut self) -> Result<String, LogindError> {
+        self.manager().await?;
+        let conn = self.conn.as_ref().expect("connected above");
+        let p = SystemdProxy::builder(conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .map_err(|e| LogindError::Call {
+                method: "proxy",
+                reason: e.to_string(),
+            })?;
+        p.system_state().await.map_err(|e| LogindError::Call {
+            method: "Get org.freedesktop.systemd1.Manager.SystemState",
+            reason: e.to_string(),
+        })
+    }
+
     /// The `ActiveState` of a unit (`active`, `inactive`, ...), or `not-loaded`.
     pub async fn unit_state(&mut self, unit: &str) -> Result<String, LogindError> {
         self.manager().await?;

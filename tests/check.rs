@@ -4,58 +4,19 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nthd::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{login1_proxy, FakeLogind, PrivateBus};
+use nthd_testkit::systemd::FakeSystemd;
 use serde_json::Value;
-
-/// A fake `org.freedesktop.systemd1` with a version and one unit state.
-#[derive(Clone)]
-struct FakeSystemd {
-    version: Arc<Mutex<String>>,
-    nthd_state: Arc<Mutex<String>>,
-}
-
-#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
-impl FakeSystemd {
-    #[zbus(property)]
-    fn version(&self) -> String {
-        self.version.lock().unwrap().clone()
-    }
-    fn get_unit(&self, name: &str) -> zbus::fdo::Result<zbus::OwnedObjectPath> {
-        if name == "nthd.service" {
-            Ok(
-                zbus::ObjectPath::try_from("/org/freedesktop/systemd1/unit/nthd_2eservice")
-                    .unwrap()
-                    .into(),
-            )
-        } else {
-            Err(zbus::fdo::Error::Failed("no such unit".into()))
-        }
-    }
-}
-
-struct FakeUnit {
-    state: Arc<Mutex<String>>,
-}
-
-#[zbus::interface(name = "org.freedesktop.systemd1.Unit")]
-impl FakeUnit {
-    #[zbus(property)]
-    fn active_state(&self) -> String {
-        self.state.lock().unwrap().clone()
-    }
-}
 
 struct Env {
     bus: PrivateBus,
     logind: FakeLogind,
     imds: MockImds,
     systemd: FakeSystemd,
-    _sd_conn: zbus::Connection,
     root: tempfile::TempDir,
 }
 
@@ -64,22 +25,7 @@ async fn env() -> Env {
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
     logind.set_inhibit_delay_max(Duration::from_secs(90));
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
-    let systemd = FakeSystemd {
-        version: Arc::new(Mutex::new("252.38-1~deb12u1".into())),
-        nthd_state: Arc::new(Mutex::new("active".into())),
-    };
-    let sd_conn = zbus::connection::Builder::address(bus.address())
-        .name("org.freedesktop.systemd1")
-        .serve_at("/org/freedesktop/systemd1", systemd.clone())
-        .serve_at(
-            "/org/freedesktop/systemd1/unit/nthd_2eservice",
-            FakeUnit {
-                state: systemd.nthd_state.clone(),
-            },
-        )
-        .build()
-        .await
-        .unwrap();
+    let systemd = FakeSystemd::serve(bus.address()).await.unwrap();
     let root = tempfile::tempdir().unwrap();
     write(root.path(), "etc/passwd", &format!(
         "root:x:0:0:root:/root:/bin/bash\nnthd:x:998:998:nthd:/var/lib/nthd:/usr/sbin/nologin\nme:x:{}:100::/:/bin/sh\n",
@@ -95,7 +41,6 @@ async fn env() -> Env {
         logind,
         imds,
         systemd,
-        _sd_conn: sd_conn,
         root,
     }
 }
@@ -212,8 +157,8 @@ async fn each_failure_is_reported_with_its_fix() {
         "etc/systemd/logind.conf",
         "[Login]\nPowerKeyIgnoreInhibited=yes\n",
     );
-    *e.systemd.version.lock().unwrap() = "219".into();
-    *e.systemd.nthd_state.lock().unwrap() = "inactive".into();
+    e.systemd.set_version("219");
+    e.systemd.set_nthd_state("inactive");
     write(e.root.path(), "etc/passwd", "root:x:0:0::/:/bin/sh\n");
     e.imds.set(
         aws::SPOT_PATH,

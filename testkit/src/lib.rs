@@ -5,6 +5,7 @@
 //!   Also shipped as the `nthd-mock-imds` binary.
 //! * [`logind`] — a private `dbus-daemon` ([`logind::PrivateBus`]) and a fake
 //!   `org.freedesktop.login1` ([`logind::FakeLogind`]). Also shipped as `nthd-fake-logind`.
+//! * [`systemd`] — a fake `org.freedesktop.systemd1` (version, `SystemState`, one unit).
 //! * [`kubelet`] — a stand-in for kubelet's Graceful Node Shutdown manager (delay inhibitor +
 //!   `PrepareForShutdown` handling), shipped as `nthd-fake-kubelet`.
 //!
@@ -14,6 +15,7 @@
 pub mod imds;
 pub mod kubelet;
 pub mod logind;
+pub mod systemd;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

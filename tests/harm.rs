@@ -1,0 +1,194 @@
+//! Never harm at the edges (issue #15): the real `nthd` binary against the mock IMDS, a fake
+//! logind and a fake systemd1 on a private bus. Signals, restarts in the middle of a drain, and
+//! the Azure acknowledgement that must wait for the real shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{expect_started, successes, Nthd};
+
+use nthd::provider::{aws, azure};
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+use nthd_testkit::systemd::FakeSystemd;
+
+struct Env {
+    bus: PrivateBus,
+    logind: FakeLogind,
+    systemd: FakeSystemd,
+    imds: MockImds,
+    state: tempfile::TempDir,
+}
+
+async fn env() -> Env {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let systemd = FakeSystemd::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    Env {
+        bus,
+        logind,
+        systemd,
+        imds,
+        state: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn signal(n: &Nthd, sig: &str) {
+    let pid = n.child.id().to_string();
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_is_logged_and_ignored_and_the_next_notice_still_powers_off() {
+    let e = env().await;
+    let mut n = Nthd::start(e.bus.address(), &e.imds.url(), e.state.path(), &[]);
+    expect_started(&e.logind, &n).await;
+    signal(&n, "HUP");
+    assert!(
+        n.wait_log("SIGHUP: ignored", Duration::from_secs(5)).await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(n.running(), "a SIGHUP ended nthd:\n{}", n.log());
+    e.imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    assert!(
+        e.logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await,
+        "no PowerOff after the SIGHUP:\n{}",
+        n.log()
+    );
+}
+
+fn azure_preempt(id: &str) -> Response {
+    let event = serde_json::json!({
+        "EventId": id,
+        "EventType": "Preempt",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm1"],
+        "EventStatus": "Scheduled",
+        "NotBefore": "Mon, 19 Sep 2050 18:29:47 GMT",
+        "Description": "spot eviction",
+        "EventSource": "Platform",
+        "DurationInSeconds": -1,
+    });
+    Response::json(
+        200,
+        serde_json::json!({"DocumentIncarnation": 1, "Events": [event]}).to_string(),
+    )
+}
+
+fn acks(imds: &MockImds) -> Vec<String> {
+    imds.requests_for(azure::EVENTS_PATH)
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.body)
+        .collect()
+}
+
+fn start_azure(e: &Env) -> Nthd {
+    Nthd::start(
+        e.bus.address(),
+        &e.imds.url(),
+        e.state.path(),
+        &[("NTHD_PROVIDER", "azure")],
+    )
+}
+
+/// A `systemctl restart nthd` (or a package upgrade) while kubelet drains must not tell Azure
+/// to go ahead; the stop at the end of the real shutdown must, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_drain_does_not_acknowledge_but_the_real_shutdown_does() {
+    let e = env().await;
+    e.imds.set(azure::NAME_PATH, Response::text(200, "vm1"));
+    e.imds.set(azure::EVENTS_PATH, azure_preempt("E1"));
+    let mut first = start_azure(&e);
+    assert!(
+        e.logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(10))
+            .await,
+        "{}",
+        first.log()
+    );
+    assert!(e.logind.preparing(), "the fake logind holds the shutdown");
+
+    // Restarted mid-drain: systemd is still running.
+    first.stop().await;
+    assert!(
+        first.log().contains("not acknowledging E1"),
+        "{}",
+        first.log()
+    );
+    assert_eq!(acks(&e.imds), Vec::<String>::new(), "{}", first.log());
+
+    // The new instance neither calls again nor acknowledges on its own.
+    let mut second = start_azure(&e);
+    assert!(
+        second
+            .wait_log("already acted on; not repeated", Duration::from_secs(10))
+            .await,
+        "{}",
+        second.log()
+    );
+    assert_eq!(successes(&e.logind, "PowerOff"), 1, "{}", second.log());
+
+    // The drain is over and systemd queues poweroff.target: now the stop acknowledges.
+    e.systemd.set_system_state("stopping");
+    second.stop().await;
+    assert_eq!(
+        acks(&e.imds),
+        vec![r#"{"StartRequests":[{"EventId":"E1"}]}"#.to_string()],
+        "{}",
+        second.log()
+    );
+    assert!(
+        second
+            .log()
+            .contains("acknowledged 1 event(s) to the platform: E1"),
+        "{}",
+        second.log()
+    );
+}
+
+/// Without an answer from PID 1 nthd does not acknowledge: Azure goes ahead at its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_from_systemd_means_no_acknowledgement() {
+    let e = env().await;
+    drop(e.systemd);
+    e.imds.set(azure::NAME_PATH, Response::text(200, "vm1"));
+    e.imds.set(azure::EVENTS_PATH, azure_preempt("E2"));
+    let mut n = Nthd::start(
+        e.bus.address(),
+        &e.imds.url(),
+        e.state.path(),
+        &[("NTHD_PROVIDER", "azure")],
+    );
+    assert!(
+        e.logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(10))
+            .await,
+        "{}",
+        n.log()
+    );
+    n.stop().await;
+    assert!(acks(&e.imds).is_empty(), "{}", n.log());
+    assert!(
+        n.log().contains("SystemState") && n.log().contains("not acknowledging E2"),
+        "{}",
+        n.log()
+    );
+}
