@@ -8,7 +8,7 @@ use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand,
 
 use crate::imds::ClientOptions;
 use crate::policy::{Action, PolicyConfig};
-use crate::provider::{Cloud, NoticeKind, KINDS};
+use crate::provider::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::timefmt::parse_duration;
 
 #[derive(Parser, Debug)]
@@ -275,6 +275,22 @@ fn parse_action(s: &str) -> Result<Action, String> {
         .ok_or_else(|| format!("`{s}` is not an action; use ignore, log, poweroff or reboot"))
 }
 
+/// The action for one kind. `reboot` is refused for kinds without a platform event id: after
+/// the reboot the notice is still listed, nthd cannot tell it from a new one, and it would
+/// reboot again on every boot.
+fn parse_kind_action(info: &'static KindInfo, s: &str) -> Result<Action, String> {
+    let action = parse_action(s)?;
+    if action == Action::Reboot && !info.kind.has_event_id() {
+        return Err(format!(
+            "`reboot` is refused for {} ({}): its notices carry no platform event id, so after \
+             the reboot nthd could not tell the still-listed notice from a new one and would \
+             reboot on every boot. Use poweroff, log or ignore",
+            info.name, info.env
+        ));
+    }
+    Ok(action)
+}
+
 impl FromArgMatches for ActionSettings {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut s = ActionSettings::default();
@@ -301,7 +317,7 @@ impl Args for ActionSettings {
                     .long(k.flag)
                     .env(k.env)
                     .value_name("ACTION")
-                    .value_parser(parse_action)
+                    .value_parser(move |s: &str| parse_kind_action(k, s))
                     .action(ArgAction::Set)
                     .global(true)
                     .help_heading("Actions per notice kind (ignore|log|poweroff|reboot)")
@@ -425,6 +441,30 @@ mod tests {
         assert!(e.contains("too short"), "{e}");
         let e = parse(&["--provider", "oracle"]).unwrap_err().to_string();
         assert!(e.contains("oracle"), "{e}");
+    }
+
+    #[test]
+    fn reboot_only_for_kinds_with_an_event_id() {
+        for k in KINDS {
+            let flag = format!("--{}=reboot", k.flag);
+            match parse(&[&flag]) {
+                Ok(c) => {
+                    assert!(k.kind.has_event_id(), "{} accepted reboot", k.name);
+                    assert_eq!(c.opts.policy().action(k.kind), Action::Reboot);
+                }
+                Err(e) => {
+                    assert!(!k.kind.has_event_id(), "{} refused reboot: {e}", k.name);
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(k.env) && e.contains("reboot on every boot"),
+                        "{e}"
+                    );
+                    assert_eq!(parse(&[&flag]).unwrap_err().exit_code(), 2);
+                }
+            }
+        }
+        // poweroff stays allowed everywhere.
+        assert!(parse(&["--action-rebalance=poweroff"]).is_ok());
     }
 
     #[test]

@@ -383,7 +383,23 @@ impl Daemon {
             self.metrics.action(n.kind, action, "already_shutting_down");
             return true;
         }
-        self.record(n, action, Phase::Started);
+        if !self.record(n, action, Phase::Started) && action == Action::Reboot {
+            // Without the record, the event still listed after the reboot would look new and
+            // nthd would reboot again, on every boot. A power-off cannot loop that way.
+            tracing::error!(
+                message_id = MSG_ACTION_FAILED,
+                nthd_kind = n.kind.name(),
+                nthd_notice_id = n.id.as_str(),
+                nthd_action = action.name(),
+                "not rebooting for {}: the record of it could not be written first, and without \
+                 it nthd would reboot again on every boot while the event is listed. Make the \
+                 state directory writable; nthd retries in {}",
+                n.id,
+                timefmt::format_duration(self.planner.config().retry_delay)
+            );
+            self.metrics.action(n.kind, action, "state_unwritable");
+            return false;
+        }
         let answer = tokio::time::timeout(Duration::from_secs(10), self.logind.act(action)).await;
         if answer.is_err() {
             self.logind.reset();
@@ -426,15 +442,20 @@ impl Daemon {
         }
     }
 
-    fn record(&mut self, n: &Notice, action: Action, phase: Phase) {
-        if let Err(e) = self.state.record(
+    /// Records a phase of an action; false (and logged) when the file could not be written.
+    fn record(&mut self, n: &Notice, action: Action, phase: Phase) -> bool {
+        match self.state.record(
             &n.id,
             n.event_id.as_deref(),
             action,
             phase,
             SystemTime::now(),
         ) {
-            tracing::error!("{e}");
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("{e}");
+                false
+            }
         }
     }
 

@@ -192,3 +192,67 @@ async fn no_answer_from_systemd_means_no_acknowledgement() {
         n.log()
     );
 }
+
+/// A reboot whose record cannot be written first would loop: the event is still listed after
+/// the reboot and looks new. nthd refuses until the record can be written, then reboots once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_reboot_without_first_writing_its_record() {
+    let e = env().await;
+    let missing = e.state.path().join("not-yet");
+    e.imds.set(
+        aws::SCHEDULED_PATH,
+        Response::json(
+            200,
+            r#"[{"NotBefore":"21 Jan 2019 09:00:43 GMT","Code":"system-reboot","EventId":"instance-event-7","State":"active"}]"#,
+        ),
+    );
+    let n = Nthd::start(
+        e.bus.address(),
+        &e.imds.url(),
+        &missing,
+        &[
+            ("NTHD_ACTION_SCHEDULED_REBOOT", "reboot"),
+            ("NTHD_SLOW_POLL_INTERVAL", "300ms"),
+        ],
+    );
+    assert!(
+        n.wait_log(
+            "not rebooting for aws/scheduled/instance-event-7",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(e.logind.reboot_count(), 0, "{}", n.log());
+
+    std::fs::create_dir(&missing).unwrap();
+    assert!(
+        e.logind
+            .wait_for_method("Reboot", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    let saved = std::fs::read_to_string(missing.join("state.json")).unwrap();
+    assert!(saved.contains("instance-event-7"), "{saved}");
+}
+
+/// `reboot` for a kind without an event id is a bad setting: exit 2 at once, naming it.
+#[test]
+fn reboot_for_a_kind_without_an_event_id_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .arg("run")
+        .env_clear()
+        .env("NTHD_ACTION_REBALANCE", "reboot")
+        .env("NTHD_SETTINGS_FILE", "none")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NTHD_ACTION_REBALANCE") && err.contains("reboot on every boot"),
+        "{err}"
+    );
+}

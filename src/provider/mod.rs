@@ -171,6 +171,24 @@ impl NoticeKind {
     pub fn from_name(name: &str) -> Option<NoticeKind> {
         KINDS.iter().find(|k| k.name == name).map(|k| k.kind)
     }
+
+    /// Whether notices of this kind carry a platform event id (AWS scheduled events, Azure
+    /// Scheduled Events). Only those can be told apart across a reboot: a spot notice or a
+    /// rebalance recommendation still listed after a reboot looks exactly like a new one.
+    pub fn has_event_id(self) -> bool {
+        use NoticeKind::*;
+        matches!(
+            self,
+            ScheduledStop
+                | ScheduledReboot
+                | ScheduledMaintenance
+                | AzurePreempt
+                | AzureTerminate
+                | AzureReboot
+                | AzureRedeploy
+                | AzureFreeze
+        )
+    }
 }
 
 impl fmt::Display for NoticeKind {
