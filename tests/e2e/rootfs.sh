@@ -116,11 +116,27 @@ EOF
   rm -f "$r/usr/sbin/policy-rc.d"
 }
 
+# Install the host tools that are missing, by their Debian package, as
+# tests/run-all.sh and tests/e2e/demo.sh do; or fail at once naming the package.
+ensure_host_tools() {
+  local pair pkgs=()
+  for pair in debootstrap:debootstrap systemd-nspawn:systemd-container \
+              nsenter:util-linux flock:util-linux; do
+    command -v "${pair%%:*}" >/dev/null || pkgs+=("${pair#*:}")
+  done
+  ((${#pkgs[@]})) || return 0
+  log "installing ${pkgs[*]} (apt-get)"
+  { command -v apt-get >/dev/null && apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; } ||
+    die "missing host tools; install the Debian package(s): apt-get install ${pkgs[*]}"
+  need debootstrap systemd-nspawn nsenter flock
+}
+
 main() {
   [[ $EUID -eq 0 ]] || die "rootfs.sh must run as root"
   local force=0
   [[ "${1:-}" == "--force" ]] && force=1
-  need debootstrap systemd-nspawn nsenter flock
+  ensure_host_tools
   mkdir -p "$E2E_DIR"
   exec 9>"$E2E_DIR/rootfs.lock"
   flock 9
