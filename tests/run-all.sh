@@ -7,21 +7,49 @@
 #   4. smoke runs of the benchmark and the fuzzers, and cargo-deny
 # Usage: tests/run-all.sh [--quick]   (--quick: stage 1 only)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export CARGO_TERM_COLOR=never
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
+t_suite=$SECONDS
+
+# Prerequisites you install yourself (README "Prerequisites"): fail at once, naming them.
+missing=()
+if ! command -v cargo >/dev/null 2>&1 || ! command -v rustc >/dev/null 2>&1; then
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then
+        missing+=("cargo is not on PATH; add rustup's: . \"\$HOME/.cargo/env\"")
+    else
+        missing+=("Rust >= 1.85 (cargo, rustc) through rustup: curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\"")
+    fi
+else
+    rust_version=$(rustc --version | awk '{print $2}')
+    IFS=. read -r rust_major rust_minor _ <<<"$rust_version"
+    if [ "$rust_major" -lt 1 ] || { [ "$rust_major" = 1 ] && [ "$rust_minor" -lt 85 ]; }; then
+        missing+=("Rust >= 1.85; $(command -v rustc) is $rust_version (Debian 12's own is 1.63): install rustup (https://rustup.rs) or run: rustup update stable")
+    fi
+fi
+command -v gcc >/dev/null 2>&1 || missing+=("gcc (the linker cargo uses): apt-get install gcc")
+command -v python3 >/dev/null 2>&1 || missing+=("python3 (packaging/build.sh): apt-get install python3")
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "run-all.sh: missing prerequisites:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    exit 1
+fi
 
 # System packages the tests use (dbus-daemon for the fake logind, debootstrap and
 # systemd-nspawn for the real-system suite, the linters for the packages).
 need=()
 for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
-            ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd; do
+            ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
+            dpkg-parsechangelog:dpkg-dev; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing ${need[*]}"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }; then
+        echo "run-all.sh: could not install ${need[*]}; install them (apt-get install ${need[*]}) and rerun" >&2
+        exit 1
+    fi
 fi
 
 declare -a names results
@@ -56,4 +84,6 @@ for i in "${!names[@]}"; do
     else fail=$((fail + 1)); echo "  FAILED  ${names[$i]}"; fi
 done
 echo "stages: $pass passed, $fail failed"
+t_suite=$((SECONDS - t_suite))
+echo "whole suite: ${t_suite}s ($((t_suite / 60)) min $((t_suite % 60)) s)"
 [ $fail = 0 ]
