@@ -67,7 +67,7 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
         /// When the simulated platform would act (default: the kind's usual lead time).
-        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        #[arg(long, value_parser = duration, allow_hyphen_values = true, value_name = "DURATION")]
         deadline_in: Option<Duration>,
     },
     /// Write the man page and shell completions into a directory (used by packaging).
@@ -111,16 +111,65 @@ pub enum LogTarget {
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "`{s}` is negative; give a duration of zero or more, e.g. 500ms, 1s, 2m"
+        ));
+    }
     parse_duration(s)
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = duration(s)?;
     if d < Duration::from_millis(100) {
         return Err(format!("`{s}` is too short; use at least 100ms"));
     }
     Ok(d)
 }
+
+/// The fast poll interval: never as long as the longest notice any cloud gives (Alibaba spot,
+/// 5 minutes), or nthd could read nothing before the instance is gone.
+fn poll_interval(s: &str) -> Result<Duration, String> {
+    let d = positive_duration(s)?;
+    let longest = KINDS_LEAD_TIME_MAX;
+    if d >= longest {
+        return Err(format!(
+            "`{s}` is not shorter than the longest notice any cloud gives ({}, Alibaba Cloud \
+             spot); nthd would miss interruption notices. Use 1s (the default) or a few seconds",
+            crate::timefmt::format_duration(longest)
+        ));
+    }
+    Ok(d)
+}
+
+/// The longest lead time among the clouds' interruption notices.
+const KINDS_LEAD_TIME_MAX: Duration = Duration::from_secs(300);
+
+/// The slow poll interval (AWS rebalance recommendations and scheduled events).
+fn slow_poll_interval(s: &str) -> Result<Duration, String> {
+    let d = positive_duration(s)?;
+    if d > Duration::from_secs(600) {
+        return Err(format!(
+            "`{s}` is longer than 10m; a rebalance recommendation usually comes only 10-20 \
+             minutes before the interruption and would be seen late or not at all. Use 20s \
+             (the default) or up to 10m"
+        ));
+    }
+    Ok(d)
+}
+
+/// A setting that cannot work. nthd stops with [`BAD_SETTING_EXIT`], which the unit lists in
+/// `RestartPreventExitStatus=`, so systemd does not restart it in a loop.
+#[derive(Debug, thiserror::Error)]
+#[error("{setting}={value:?}: {reason}")]
+pub struct BadSetting {
+    pub setting: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// The exit status for a bad setting (the same as clap's usage errors).
+pub const BAD_SETTING_EXIT: u8 = 2;
 
 fn notice_kind(s: &str) -> Result<NoticeKind, String> {
     kind_list(s).and_then(|l| match l.0.as_slice() {
@@ -191,20 +240,25 @@ pub struct Options {
     pub aws_imdsv1: bool,
 
     /// How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x.
-    #[arg(long, env = "NTHD_POLL_INTERVAL", default_value = "1s", value_parser = positive_duration, global = true)]
+    #[arg(long, env = "NTHD_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval, allow_hyphen_values = true, global = true)]
     pub poll_interval: Duration,
 
     /// How often slow sources are read (AWS rebalance and scheduled events).
-    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = "20s", value_parser = positive_duration, global = true)]
+    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = "20s", value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]
     pub slow_poll_interval: Duration,
 
     /// GCP: how long one long-poll (wait_for_change) waits before it is re-armed.
-    #[arg(long, env = "NTHD_GCP_WAIT", default_value = "60s", value_parser = positive_duration, global = true)]
+    #[arg(long, env = "NTHD_GCP_WAIT", default_value = "60s", value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub gcp_wait: Duration,
 
     /// Timeout for one metadata request.
-    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = "2s", value_parser = positive_duration, global = true)]
+    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = "2s", value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub request_timeout: Duration,
+
+    /// Settings file read, as the packaged unit reads it, for variables not already in the
+    /// environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none).
+    #[arg(long, env = "NTHD_SETTINGS_FILE", global = true, value_name = "PATH")]
+    pub settings_file: Option<String>,
 
     /// Do everything but the logind call; log what would have happened.
     #[arg(long, env = "NTHD_DRY_RUN", global = true)]
@@ -235,15 +289,15 @@ pub struct Options {
     pub deadline_kinds: KindList,
 
     /// Time kept free between the end of the drain and the platform's deadline.
-    #[arg(long, env = "NTHD_SAFETY_MARGIN", default_value = "2m", value_parser = duration, global = true)]
+    #[arg(long, env = "NTHD_SAFETY_MARGIN", default_value = "2m", value_parser = duration, allow_hyphen_values = true, global = true)]
     pub safety_margin: Duration,
 
     /// Drain budget assumed when logind's InhibitDelayMaxUSec cannot be read.
-    #[arg(long, env = "NTHD_FALLBACK_DRAIN_BUDGET", default_value = "5m", value_parser = duration, global = true)]
+    #[arg(long, env = "NTHD_FALLBACK_DRAIN_BUDGET", default_value = "5m", value_parser = duration, allow_hyphen_values = true, global = true)]
     pub fallback_drain_budget: Duration,
 
     /// Wait between retries of a failed power action.
-    #[arg(long, env = "NTHD_RETRY_DELAY", default_value = "5s", value_parser = positive_duration, global = true)]
+    #[arg(long, env = "NTHD_RETRY_DELAY", default_value = "5s", value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub retry_delay: Duration,
 
     /// Write Prometheus metrics to this file (atomically) for node_exporter's textfile collector.
@@ -333,6 +387,46 @@ impl Args for ActionSettings {
 }
 
 impl Options {
+    /// Checks what clap cannot check flag by flag, before anything starts: the endpoint, and
+    /// the poll interval against the shortest notice of the cloud, when the cloud is known.
+    pub fn validate(&self) -> Result<(), BadSetting> {
+        if let Some(url) = &self.imds_endpoint {
+            crate::imds::normalize_base(url).map_err(|e| BadSetting {
+                setting: "NTHD_IMDS_ENDPOINT".into(),
+                value: url.clone(),
+                reason: match e {
+                    crate::imds::ImdsError::BadEndpoint { reason, .. } => {
+                        format!("{reason}; give http://HOST[:PORT], e.g. http://169.254.169.254")
+                    }
+                    other => other.to_string(),
+                },
+            })?;
+        }
+        match self.provider.cloud() {
+            Some(cloud) => self.validate_for(cloud),
+            None => Ok(()),
+        }
+    }
+
+    /// The poll interval must be well inside the cloud's shortest notice.
+    pub fn validate_for(&self, cloud: Cloud) -> Result<(), BadSetting> {
+        let lead = cloud.notice_lead_time();
+        if self.poll_interval * 2 > lead {
+            return Err(BadSetting {
+                setting: "NTHD_POLL_INTERVAL".into(),
+                value: crate::timefmt::format_duration(self.poll_interval),
+                reason: format!(
+                    "on {cloud}, {} comes only {} ahead; polling this rarely would see it late \
+                     or not at all. Use at most {} (the default is 1s)",
+                    cloud.shortest_notice(),
+                    crate::timefmt::format_duration(lead),
+                    crate::timefmt::format_duration(lead / 2)
+                ),
+            });
+        }
+        Ok(())
+    }
+
     pub fn policy(&self) -> PolicyConfig {
         let mut p = PolicyConfig::default();
         for (kind, action) in &self.actions.overrides {
@@ -349,6 +443,7 @@ impl Options {
         ClientOptions {
             request_timeout: self.request_timeout,
             connect_timeout: self.request_timeout.min(Duration::from_secs(1)),
+            endpoint_set: self.imds_endpoint.is_some(),
             ..ClientOptions::default()
         }
     }
@@ -441,6 +536,38 @@ mod tests {
         assert!(e.contains("too short"), "{e}");
         let e = parse(&["--provider", "oracle"]).unwrap_err().to_string();
         assert!(e.contains("oracle"), "{e}");
+    }
+
+    #[test]
+    fn negative_and_pointless_intervals_are_refused_by_name() {
+        let e = parse(&["--poll-interval", "-1s"]).unwrap_err().to_string();
+        assert!(
+            e.contains("--poll-interval") && e.contains("negative"),
+            "{e}"
+        );
+        let e = parse(&["once", "--retry-delay=-5s"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--retry-delay") && e.contains("negative"), "{e}");
+        let e = parse(&["--poll-interval", "48h"]).unwrap_err().to_string();
+        assert!(e.contains("would miss interruption notices"), "{e}");
+        let e = parse(&["--slow-poll-interval", "1h"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rebalance recommendation"), "{e}");
+        // Per cloud: 20s is fine on Alibaba (5 min), not on Azure (30 s).
+        let c = parse(&["--poll-interval", "20s"]).unwrap();
+        assert!(c.opts.validate_for(Cloud::Alibaba).is_ok());
+        let e = c.opts.validate_for(Cloud::Azure).unwrap_err().to_string();
+        assert!(
+            e.starts_with("NTHD_POLL_INTERVAL=\"20s\"") && e.contains("Azure Preempt"),
+            "{e}"
+        );
+        let c = parse(&["--provider", "gcp", "--poll-interval", "20s"]).unwrap();
+        assert!(c.opts.validate().is_err());
+        let c = parse(&["--imds-endpoint", "https://x"]).unwrap();
+        let e = c.opts.validate().unwrap_err().to_string();
+        assert!(e.starts_with("NTHD_IMDS_ENDPOINT=\"https://x\""), "{e}");
     }
 
     #[test]

@@ -656,6 +656,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 last_progress = Instant::now();
                 match msg {
                     FromProvider::Detected(det, describe) => {
+                        // With auto-detection the cloud is known only now.
+                        opts.validate_for(det.cloud)?;
                         tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
                         d.metrics.set_provider(det.cloud);
                         d.cloud = Some(det.cloud);
@@ -676,10 +678,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     }
                     FromProvider::Observed(obs) => {
                         d.metrics.observation(&obs);
-                        for e in &obs.errors {
-                            let msg = e.error.to_string();
+                        for (sources, msg) in obs.grouped_errors() {
                             if d.last_error.as_deref() != Some(&msg) {
-                                tracing::warn!(nthd_source = e.source, "{msg}");
+                                tracing::warn!(nthd_source = sources.join(",").as_str(), "{msg}");
                             }
                         }
                         let err = obs.errors.first().map(|e| e.error.to_string());

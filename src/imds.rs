@@ -18,6 +18,9 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// The largest body nthd reads; anything longer is an error and is not read to the end.
     pub max_body: usize,
+    /// The endpoint was given by the user (`NTHD_IMDS_ENDPOINT`), so the advice on a failed
+    /// connection is about that endpoint, not "set NTHD_IMDS_ENDPOINT".
+    pub endpoint_set: bool,
 }
 
 impl Default for ClientOptions {
@@ -26,6 +29,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(2),
             max_body: 256 * 1024,
+            endpoint_set: false,
         }
     }
 }
@@ -33,12 +37,12 @@ impl Default for ClientOptions {
 /// Why a metadata request failed. Every message names the URL and what the user can do.
 #[derive(Debug, thiserror::Error)]
 pub enum ImdsError {
-    #[error(
-        "cannot reach {url}: {reason}. Check that the metadata service is enabled for this \
-         instance and reachable from the host (link-local route, firewall, the unit's \
-         IPAddressAllow=), or set NTHD_IMDS_ENDPOINT"
-    )]
-    Connect { url: String, reason: String },
+    #[error("cannot reach {url}: {reason}. {advice}")]
+    Connect {
+        url: String,
+        reason: String,
+        advice: &'static str,
+    },
     #[error(
         "no answer from {url} within {}; the metadata service is slow or throttling \
          (IMDS limits packets per second per interface); nthd keeps retrying",
@@ -201,7 +205,10 @@ impl ImdsClient {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(b);
         }
-        let mut resp = req.send().await.map_err(|e| classify(&url, timeout, e))?;
+        let mut resp = req
+            .send()
+            .await
+            .map_err(|e| classify(&url, timeout, e, self.opts.endpoint_set))?;
         let status = resp.status();
         let etag = resp
             .headers()
@@ -217,7 +224,11 @@ impl ImdsClient {
             }
         }
         let mut buf: Vec<u8> = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&url, timeout, e))? {
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| classify(&url, timeout, e, self.opts.endpoint_set))?
+        {
             if buf.len() + chunk.len() > self.opts.max_body {
                 return Err(ImdsError::TooLarge {
                     url,
@@ -246,7 +257,8 @@ impl ImdsClient {
     }
 }
 
-fn normalize_base(base: &str) -> Result<String, ImdsError> {
+/// Checks a metadata base URL (`http://host[:port]`) and returns it without a trailing slash.
+pub fn normalize_base(base: &str) -> Result<String, ImdsError> {
     let trimmed = base.trim().trim_end_matches('/');
     let bad = |reason: &str| ImdsError::BadEndpoint {
         url: base.to_string(),
@@ -265,7 +277,15 @@ fn normalize_base(base: &str) -> Result<String, ImdsError> {
     Ok(trimmed.to_string())
 }
 
-fn classify(url: &str, timeout: Duration, e: reqwest::Error) -> ImdsError {
+/// What to check when the default endpoint cannot be reached.
+const ADVICE_DEFAULT: &str = "Check that the metadata service is enabled for this instance and \
+     reachable from the host (link-local route, firewall, the unit's IPAddressAllow=), or set \
+     NTHD_IMDS_ENDPOINT";
+/// What to check when the endpoint the user set cannot be reached.
+const ADVICE_SET: &str = "Check that a metadata service listens at the address NTHD_IMDS_ENDPOINT \
+     names, and that the unit's IPAddressAllow= admits it";
+
+fn classify(url: &str, timeout: Duration, e: reqwest::Error, endpoint_set: bool) -> ImdsError {
     if e.is_timeout() {
         return ImdsError::Timeout {
             url: url.to_string(),
@@ -281,6 +301,11 @@ fn classify(url: &str, timeout: Duration, e: reqwest::Error) -> ImdsError {
     ImdsError::Connect {
         url: url.to_string(),
         reason,
+        advice: if endpoint_set {
+            ADVICE_SET
+        } else {
+            ADVICE_DEFAULT
+        },
     }
 }
 

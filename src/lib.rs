@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod once;
 pub mod policy;
 pub mod provider;
+pub mod settings;
 pub mod simulate;
 pub mod state;
 pub mod timefmt;
@@ -28,7 +29,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    match cli.command.clone().unwrap_or(Command::Run) {
+    let command = cli.command.clone().unwrap_or(Command::Run);
+    if !matches!(command, Command::GenerateAssets { .. }) {
+        cli.opts.validate()?;
+    }
+    match command {
         Command::Run => {
             rt.block_on(daemon::run(cli.opts))?;
             Ok(ExitCode::SUCCESS)

@@ -29,6 +29,13 @@ pub fn stderr_is_journal() -> bool {
     dev.parse::<u64>().ok() == Some(meta.dev()) && ino.parse::<u64>().ok() == Some(meta.ino())
 }
 
+static TO_JOURNALD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether [`init`] sent the logs to journald (otherwise they go to stderr).
+pub fn to_journald() -> bool {
+    TO_JOURNALD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Sets up the global subscriber. Returns a note for the log when journald was wanted but
 /// could not be used.
 pub fn init(level: LevelFilter, target: LogTarget) -> Option<String> {
@@ -47,6 +54,7 @@ pub fn init(level: LevelFilter, target: LogTarget) -> Option<String> {
                     .with_syslog_identifier("nthd".into())
                     .with_filter(level);
                 tracing_subscriber::registry().with(layer).init();
+                TO_JOURNALD.store(true, std::sync::atomic::Ordering::Relaxed);
                 return None;
             }
             Err(e) => note = Some(format!("cannot log to journald ({e}); logging to stderr")),

@@ -5,6 +5,17 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Before clap reads the environment: the packaged settings files, as the unit reads them.
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let settings = match nthd::settings::load_into_env(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("nthd: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let cli = nthd::config::Cli::parse();
     let level = match nthd::logging::level(&cli.opts.log_level) {
         Ok(l) => l,
@@ -16,13 +27,27 @@ fn main() -> ExitCode {
     if let Some(note) = nthd::logging::init(level, cli.opts.log_target) {
         tracing::warn!("{note}");
     }
+    if let Some(line) = settings.describe() {
+        match cli.command {
+            None | Some(nthd::config::Command::Run) => tracing::info!("{line}"),
+            Some(_) => eprintln!("nthd: {line}"),
+        }
+    }
     match nthd::run(cli) {
         Ok(code) => code,
         Err(e) => {
+            // Once: to the journal with its fields, or as one plain line on stderr.
             let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            tracing::error!("{}", chain.join(": "));
-            eprintln!("nthd: {}", chain.join(": "));
-            ExitCode::FAILURE
+            if nthd::logging::to_journald() {
+                tracing::error!("{}", chain.join(": "));
+            } else {
+                eprintln!("nthd: {}", chain.join(": "));
+            }
+            // A bad setting gets its own status, which the unit does not restart on.
+            match e.downcast_ref::<nthd::config::BadSetting>() {
+                Some(_) => ExitCode::from(nthd::config::BAD_SETTING_EXIT),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

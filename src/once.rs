@@ -12,6 +12,18 @@ use crate::policy::{decide, When};
 use crate::provider::Provider;
 use crate::timefmt;
 
+/// What to say when no notice is listed: "none" only for sources that answered.
+fn none_line(obs: &crate::provider::Observation) -> String {
+    match (obs.fresh.len(), obs.errors.len()) {
+        (0, _) => "unknown: no source could be read, so nthd cannot tell (see the error below)"
+            .to_string(),
+        (_, 0) => "none".to_string(),
+        (read, failed) => {
+            format!("none from the {read} source(s) read; {failed} could not be read (see below)")
+        }
+    }
+}
+
 pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
     let detection = resolve_cloud(opts).await.context("detecting the cloud")?;
     let mut provider = build_provider(detection.cloud, opts)?;
@@ -72,6 +84,7 @@ pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
                 "reason": d.reason,
                 "raw": n.raw,
             })).collect::<Vec<_>>(),
+            "read": obs.fresh,
             "errors": obs.errors.iter().map(|e| serde_json::json!({
                 "source": e.source, "error": e.error.to_string(),
             })).collect::<Vec<_>>(),
@@ -82,7 +95,7 @@ pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
         println!("watching: {}", provider.describe());
         println!("drain budget: {budget_note}");
         if rows.is_empty() {
-            println!("notices: none");
+            println!("notices: {}", none_line(&obs));
         }
         for (n, d) in &rows {
             println!("notice: {} — {}", n.kind, n.detail);
@@ -108,8 +121,8 @@ pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
             );
             println!("  because: {}", d.reason);
         }
-        for e in &obs.errors {
-            println!("error: {}: {}", e.source, e.error);
+        for (sources, msg) in obs.grouped_errors() {
+            println!("error: {}: {msg}", sources.join(", "));
         }
     }
     Ok(if obs.fresh.is_empty() {

@@ -67,6 +67,7 @@ async fn run(e: &Env, extra: &[(&str, &str)]) -> (bool, Value) {
     cmd.args(["check", "--json", "--root"])
         .arg(e.root.path())
         .env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
         .env("DBUS_SYSTEM_BUS_ADDRESS", e.bus.address())
         .env("NTHD_PROVIDER", "aws")
         .env("NTHD_IMDS_ENDPOINT", e.imds.url())
@@ -305,6 +306,7 @@ fn text_output_uses_marks_and_prints_fixes() {
     let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
         .args(["check", "--root", "/nonexistent"])
         .env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
         .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
         .env("NTHD_PROVIDER", "aws")
         .env("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9")
@@ -318,4 +320,37 @@ fn text_output_uses_marks_and_prints_fixes() {
         "{s}"
     );
     assert!(s.contains("required check(s) failed"), "{s}");
+}
+
+/// With no bus, the checks that need logind are listed as skipped, with the reason, instead of
+/// silently missing from the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_bus_lists_the_logind_checks_as_skipped() {
+    let e = env().await;
+    let (ok, v) = run(
+        &e,
+        &[
+            ("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus"),
+            ("NTHD_ACTION_SCHEDULED_REBOOT", "reboot"),
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(status(&v, "system bus and logind"), "fail");
+    for name in [
+        "logind permits power-off",
+        "logind permits reboot",
+        "kubelet inhibitor lock",
+        "drain budget",
+        "power key honours inhibitors",
+    ] {
+        assert_eq!(status(&v, name), "skip", "{name}: {v:#}");
+        assert!(
+            get(&v, name)["value"]
+                .as_str()
+                .unwrap()
+                .contains("system bus and logind"),
+            "{v:#}"
+        );
+    }
 }

@@ -256,3 +256,81 @@ fn reboot_for_a_kind_without_an_event_id_is_refused_at_start() {
         "{err}"
     );
 }
+
+fn nthd_cmd(bus: &str, settings: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_nthd"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+        .env("NTHD_LOG_TARGET", "stderr")
+        .env("NTHD_SETTINGS_FILE", settings)
+        .stdin(std::process::Stdio::null());
+    c
+}
+
+/// A fire drill run by hand reads the daemon's settings file: with the daemon set to `log`,
+/// `simulate spot-terminate --yes` must not power off. A real variable still wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_read_the_settings_file_and_the_environment_wins() {
+    let e = env().await;
+    let file = e.state.path().join("nthd.default");
+    std::fs::write(
+        &file,
+        "# as /etc/default/nthd\nNTHD_ACTION_SPOT_TERMINATE=log\nNTHD_PROVIDER=aws\n",
+    )
+    .unwrap();
+    let state = e.state.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let addr = e.bus.address().to_string();
+    let (f, s) = (file.clone(), state.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        nthd_cmd(&addr, &f)
+            .env("NTHD_STATE_DIR", &s)
+            .args(["simulate", "spot-terminate", "--yes"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains(&format!("settings from {} (2 values)", file.display())),
+        "{text}"
+    );
+    assert!(text.contains("decision: log"), "{text}");
+    assert_eq!(e.logind.power_off_count(), 0, "{text}");
+
+    // The environment overrides the file.
+    let addr = e.bus.address().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        nthd_cmd(&addr, &file)
+            .env("NTHD_STATE_DIR", &state)
+            .env("NTHD_ACTION_SPOT_TERMINATE", "poweroff")
+            .args(["simulate", "spot-terminate", "--yes"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("(1 value)"), "{text}");
+    assert_eq!(e.logind.power_off_count(), 1, "{text}");
+}
+
+/// A settings file that exists but is unusable stops the command (exit 2) instead of
+/// silently falling back to defaults.
+#[test]
+fn an_unusable_settings_file_is_a_bad_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nthd");
+    std::fs::write(&file, "export NTHD_DRY_RUN=true\n").unwrap();
+    let out = nthd_cmd("unix:path=/nonexistent", &file)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 1") && err.contains("export"), "{err}");
+}

@@ -11,6 +11,7 @@ fn once(url: &str, extra: &[&str]) -> std::process::Output {
         .args(["once", "--provider", "aws", "--imds-endpoint", url])
         .args(extra)
         .env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
         .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
         .env("NTHD_LOG_LEVEL", "error")
         .output()
@@ -103,6 +104,7 @@ fn waits_for_azures_slow_first_answer() {
     let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
         .args(["once", "--provider", "azure", "--imds-endpoint", &m.url()])
         .env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
         .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
         .env("NTHD_LOG_LEVEL", "error")
         .output()
@@ -118,4 +120,38 @@ fn waits_for_azures_slow_first_answer() {
     assert!(s.contains("notice: azure-preempt"), "{s}");
     assert!(s.contains("decision: poweroff now"), "{s}");
     assert!(!s.contains("error:"), "{s}");
+}
+
+/// Nothing listening: no "notices: none" (nothing was read), exit 1, the shared error once,
+/// and advice about the endpoint that was set rather than "set NTHD_IMDS_ENDPOINT".
+#[test]
+fn nothing_listening_is_unknown_not_none() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = once(&format!("http://127.0.0.1:{port}"), &[]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(!s.contains("notices: none"), "{s}");
+    assert!(
+        s.contains("notices: unknown: no source could be read"),
+        "{s}"
+    );
+    let errors: Vec<&str> = s.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one line for the one failing token request: {s}"
+    );
+    assert!(
+        errors[0].contains("aws/spot/instance-action, aws/autoscaling"),
+        "{s}"
+    );
+    assert!(!s.contains("or set NTHD_IMDS_ENDPOINT"), "{s}");
+    assert!(
+        s.contains("listens at the address NTHD_IMDS_ENDPOINT names"),
+        "{s}"
+    );
 }

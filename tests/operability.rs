@@ -13,6 +13,7 @@ fn nthd(bus: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Output 
     let mut c = Command::new(env!("CARGO_BIN_EXE_nthd"));
     c.args(args)
         .env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
         .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
         .env("NTHD_LOG_TARGET", "stderr")
         .stdin(Stdio::null());
@@ -163,6 +164,7 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
         Command::new(env!("CARGO_BIN_EXE_nthd"))
             .arg("run")
             .env_clear()
+            .env("NTHD_SETTINGS_FILE", "none")
             .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
             .env("NTHD_PROVIDER", "aws")
             .env("NTHD_IMDS_ENDPOINT", imds.url())

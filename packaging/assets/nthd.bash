@@ -59,7 +59,7 @@ _nthd() {
 
     case "${cmd}" in
         nthd)
-            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help --version run once check simulate generate-assets help"
+            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help --version run once check simulate generate-assets help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -86,6 +86,10 @@ _nthd() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -209,7 +213,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__check)
-            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
+            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -240,6 +244,10 @@ _nthd() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -363,7 +371,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__generate__subcmd__assets)
-            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
+            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -394,6 +402,10 @@ _nthd() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -615,7 +627,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__once)
-            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
+            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -642,6 +654,10 @@ _nthd() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -765,7 +781,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__run)
-            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
+            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -792,6 +808,10 @@ _nthd() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -915,7 +935,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__simulate)
-            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
+            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -946,6 +966,10 @@ _nthd() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

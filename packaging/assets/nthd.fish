@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= slow-poll-interval= gcp-wait= request-timeout= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -34,6 +34,7 @@ complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often t
 complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
 journald\t''
@@ -85,6 +86,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How 
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
 journald\t''
@@ -129,6 +131,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
 journald\t''
@@ -175,6 +178,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'Ho
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
 journald\t''
@@ -221,6 +225,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
 journald\t''
@@ -267,6 +272,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-inter
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
 journald\t''

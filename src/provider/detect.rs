@@ -179,6 +179,7 @@ pub async fn detect(
         connect_timeout: timeout,
         request_timeout: timeout,
         max_body: 64 * 1024,
+        endpoint_set: endpoint.is_some(),
     };
     let base = |c: Cloud| endpoint.unwrap_or(c.default_endpoint());
     let (aws, gcp, azure, alibaba) = tokio::join!(

@@ -45,6 +45,16 @@ impl Cloud {
         }
     }
 
+    /// The notice with the shortest lead time, for messages.
+    pub fn shortest_notice(self) -> &'static str {
+        match self {
+            Cloud::Aws => "the AWS spot instance-action notice",
+            Cloud::Gcp => "the GCP preemption notice",
+            Cloud::Azure => "the Azure Preempt Scheduled Event",
+            Cloud::Alibaba => "the Alibaba Cloud spot termination notice",
+        }
+    }
+
     /// The shortest lead time the platform promises before it acts on an interruption.
     pub fn notice_lead_time(self) -> std::time::Duration {
         std::time::Duration::from_secs(match self {
@@ -264,6 +274,20 @@ pub struct Observation {
 impl Observation {
     pub fn ok(&self) -> bool {
         self.errors.is_empty()
+    }
+
+    /// The errors with the same message merged, in first-seen order: one failing token request
+    /// is one error, not one per source that needed the token.
+    pub fn grouped_errors(&self) -> Vec<(Vec<&'static str>, String)> {
+        let mut out: Vec<(Vec<&'static str>, String)> = Vec::new();
+        for e in &self.errors {
+            let msg = e.error.to_string();
+            match out.iter_mut().find(|(_, m)| *m == msg) {
+                Some((sources, _)) => sources.push(e.source),
+                None => out.push((vec![e.source], msg)),
+            }
+        }
+        out
     }
 }
 

@@ -21,6 +21,7 @@ impl Nthd {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
         cmd.arg("run")
             .env_clear()
+            .env("NTHD_SETTINGS_FILE", "none")
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
             .env("NTHD_PROVIDER", "aws")
