@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Build, check and lint the nthd .deb and .rpm.
 #
-#   packaging/build.sh
+#   packaging/build.sh [--deb-only]
+#
+# --deb-only: only what the README demo needs: the .deb with its file list
+#             and maintainer-script checks (steps 2-4, first check of 5).
+#             No cargo-generate-rpm, no .rpm, no lintian, no rpmlint: run
+#             without it before a release.
 #
 # Idempotent: installs the tools it needs only when they are missing, and
 # can be rerun at will. Steps:
@@ -36,10 +41,19 @@ assets=target/assets
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 
+deb_only=0
+case "${1:-}" in
+    "") ;;
+    --deb-only) deb_only=1 ;;
+    *) die "unknown argument '$1' (usage: packaging/build.sh [--deb-only])" ;;
+esac
+tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION")
+[ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
+
 # --- 1. tools -----------------------------------------------------------------
 say "tools"
 installed=$(cargo install --list)
-for spec in "cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION"; do
+for spec in "${tools[@]}"; do
     name=${spec%@*} version=${spec#*@}
     if grep -qx "$name v$version:" <<<"$installed"; then
         echo "$name $version already installed"
@@ -48,9 +62,13 @@ for spec in "cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_R
     fi
 done
 missing=()
-command -v lintian >/dev/null || missing+=(lintian)
-command -v rpmlint >/dev/null || missing+=(rpmlint)
-command -v rpm >/dev/null || missing+=(rpm)
+if [ $deb_only = 0 ]; then
+    command -v lintian >/dev/null || missing+=(lintian)
+    command -v rpmlint >/dev/null || missing+=(rpmlint)
+    command -v rpm >/dev/null || missing+=(rpm)
+fi
+# dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
+command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "please install: ${missing[*]}"
@@ -138,14 +156,16 @@ say "cargo deb"
 deb=$(cargo deb --no-build | tail -n1)
 [ -f "$deb" ] || die "cargo deb did not report a package path"
 
-say "cargo generate-rpm"
-rm -rf target/generate-rpm
-cargo generate-rpm
-rpms=(target/generate-rpm/nthd-"$version"-1.*.rpm)
-if [ ${#rpms[@]} -ne 1 ] || [ ! -f "${rpms[0]}" ]; then
-    die "expected one rpm, got: ${rpms[*]}"
+if [ $deb_only = 0 ]; then
+    say "cargo generate-rpm"
+    rm -rf target/generate-rpm
+    cargo generate-rpm
+    rpms=(target/generate-rpm/nthd-"$version"-1.*.rpm)
+    if [ ${#rpms[@]} -ne 1 ] || [ ! -f "${rpms[0]}" ]; then
+        die "expected one rpm, got: ${rpms[*]}"
+    fi
+    rpmfile=${rpms[0]}
 fi
-rpmfile=${rpms[0]}
 
 # --- 5. checks ----------------------------------------------------------------
 say "deb contents"
@@ -177,6 +197,13 @@ for s in postinst prerm postrm; do
     dpkg-deb -I "$deb" "$s" | sh -n || die "$s: syntax error"
 done
 echo "ok"
+
+if [ $deb_only = 1 ]; then
+    say "package (--deb-only: no .rpm, no lintian)"
+    printf '%s\t%s bytes\n' "$deb" "$(stat -c %s "$deb")"
+    echo "systemd-analyze security exposure: $exposure"
+    exit 0
+fi
 
 say "rpm contents"
 rpm -qp --qf '[%{FILENAMES}\n]' "$rpmfile" | sort >"$tmp/rpm.files"
