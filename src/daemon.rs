@@ -13,7 +13,7 @@ use crate::config::Options;
 use crate::imds::{ImdsClient, ImdsError};
 use crate::logind::Logind;
 use crate::metrics::Metrics;
-use crate::policy::{Action, Command, Decision, Planner, When};
+use crate::policy::{Action, Cancelled, Command, Decision, Planner, When};
 use crate::provider::detect::{self, Detection, Dmi};
 use crate::provider::{aws, AnyProvider, Cloud, Notice, Observation, Provider};
 use crate::state::{self, Phase, State};
@@ -24,6 +24,9 @@ use crate::timefmt;
 pub const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
 pub const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
 pub const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
+
+/// How long after logind accepted a power action nthd starts watching for its cancellation.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the loop waits for a logind property read: a hung bus must not stall polling.
 const LOGIND_READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -239,6 +242,8 @@ struct Daemon {
     last_error: Option<String>,
     logind_error: Option<String>,
     grant_checked: bool,
+    /// When logind accepted the power action nthd asked for (to watch for its cancellation).
+    accepted_at: Option<Instant>,
     last_status: String,
 }
 
@@ -342,9 +347,58 @@ impl Daemon {
                 ),
                 Command::Execute { notice, action } => {
                     let ok = self.execute(&notice, action).await;
+                    if ok {
+                        self.accepted_at = Some(Instant::now());
+                    }
                     self.planner
                         .record_result(&notice.id, ok, SystemTime::now());
                 }
+            }
+        }
+    }
+
+    /// Once logind accepted the power action, watches that the shutdown really goes on. If logind
+    /// is no longer preparing for it while PID 1 is not stopping, someone cancelled it (a
+    /// `PrepareForShutdown(false)`, a logind restart mid-drain): while the notice is still
+    /// listed, nthd acts again, once.
+    async fn watch_cancellation(&mut self) {
+        let Some((id, action)) = self.planner.shutting_down().cloned() else {
+            return;
+        };
+        // logind sets PreparingForShutdown before it answers; give a moment all the same.
+        if self.opts.dry_run || self.accepted_at.is_none_or(|t| t.elapsed() < CANCEL_GRACE) {
+            return;
+        }
+        let preparing =
+            tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.preparing_for_shutdown()).await;
+        if !matches!(preparing, Ok(Ok(false))) {
+            return;
+        }
+        let state = tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.system_state()).await;
+        if matches!(&state, Ok(Ok(s)) if s == "stopping") {
+            return;
+        }
+        self.accepted_at = None;
+        match self.planner.shutdown_cancelled(SystemTime::now()) {
+            Cancelled::NotShuttingDown => {}
+            Cancelled::NoLongerListed(_) => tracing::warn!(
+                nthd_notice_id = id.as_str(),
+                "the {action} requested for {id} was cancelled (logind is no longer preparing for \
+                 shutdown); the notice is no longer listed, so nthd does not act again"
+            ),
+            Cancelled::AlreadyRetried(_) => tracing::warn!(
+                nthd_notice_id = id.as_str(),
+                "the {action} requested for {id} was cancelled a second time; nthd leaves it \
+                 cancelled (someone is cancelling on purpose)"
+            ),
+            Cancelled::ActingAgain(_, cmds) => {
+                tracing::warn!(
+                    nthd_notice_id = id.as_str(),
+                    "the {action} requested for {id} was cancelled (logind is no longer preparing \
+                     for shutdown, and the system is not stopping) while the notice is still \
+                     listed: acting again, once"
+                );
+                self.handle(cmds).await;
             }
         }
     }
@@ -615,6 +669,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         last_error: None,
         logind_error: None,
         grant_checked: false,
+        accepted_at: None,
         last_status: String::new(),
         opts: opts.clone(),
     };
@@ -691,6 +746,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                         d.refresh_budget().await;
                         let cmds = d.planner.observe(&obs.notices, &obs.fresh, SystemTime::now(), d.budget);
                         d.handle(cmds).await;
+                        d.watch_cancellation().await;
                         d.metrics.notices(&d.planner, SystemTime::now());
                         if !ready {
                             notify(&[sd_notify::NotifyState::Ready]);

@@ -246,6 +246,19 @@ struct Want {
     attempts: u32,
 }
 
+/// What [`Planner::shutdown_cancelled`] made of a cancelled shutdown.
+#[derive(Debug, PartialEq)]
+pub enum Cancelled {
+    /// No power action had succeeded.
+    NotShuttingDown,
+    /// The notice is gone or no longer active: nothing to do again.
+    NoLongerListed(String),
+    /// It was cancelled once before: not again.
+    AlreadyRetried(String),
+    /// Wanted again; here is what is due now.
+    ActingAgain(String, Vec<Command>),
+}
+
 /// The state kept between polls.
 #[derive(Debug)]
 pub struct Planner {
@@ -258,6 +271,8 @@ pub struct Planner {
     done: HashSet<String>,
     /// Set once a power action succeeded: the machine is going down.
     shutting_down: Option<(String, Action)>,
+    /// Fingerprints acted on again after their shutdown was cancelled: each gets one more try.
+    reopened: HashSet<String>,
 }
 
 impl Planner {
@@ -268,6 +283,7 @@ impl Planner {
             wants: BTreeMap::new(),
             done: HashSet::new(),
             shutting_down: None,
+            reopened: HashSet::new(),
         }
     }
 
@@ -466,6 +482,38 @@ impl Planner {
         } else {
             w.retry_at = now.checked_add(self.cfg.retry_delay);
         }
+    }
+
+    /// The shutdown a power action started was cancelled (logind stopped preparing for it while
+    /// the system kept running). If the notice is still listed and active, its action is wanted
+    /// again, once: a second cancellation is left alone, since someone is cancelling on purpose.
+    pub fn shutdown_cancelled(&mut self, now: SystemTime) -> Cancelled {
+        let Some((id, action)) = self.shutting_down.take() else {
+            return Cancelled::NotShuttingDown;
+        };
+        let Some(n) = self
+            .known
+            .get(&id)
+            .filter(|n| n.status == NoticeStatus::Active)
+        else {
+            return Cancelled::NoLongerListed(id);
+        };
+        if !self.reopened.insert(id.clone()) {
+            return Cancelled::AlreadyRetried(id);
+        }
+        self.done.remove(&id);
+        self.wants.insert(
+            id.clone(),
+            Want {
+                notice: n.clone(),
+                action,
+                at: None,
+                retry_at: None,
+                in_flight: false,
+                attempts: 0,
+            },
+        );
+        Cancelled::ActingAgain(id, self.tick(now))
     }
 
     /// Attempts made for a wanted action (0 if none is wanted).
@@ -708,6 +756,59 @@ mod tests {
                 ..
             }]
         ));
+    }
+
+    #[test]
+    fn a_cancelled_shutdown_is_acted_on_again_once_while_listed() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(NoticeKind::SpotTerminate, "spot", None);
+        let fresh = ["test/source"];
+        assert_eq!(p.shutdown_cancelled(t(NOW)), Cancelled::NotShuttingDown);
+        let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
+        assert!(cmds.iter().any(|c| matches!(c, Command::Execute { .. })));
+        p.record_result("spot", true, t(NOW));
+        assert!(p.shutting_down().is_some());
+        // Still listed: nothing more while the shutdown is under way.
+        let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 1), None);
+        assert!(!cmds.iter().any(|c| matches!(c, Command::Execute { .. })));
+
+        // Cancelled: the same action once more, at once.
+        match p.shutdown_cancelled(t(NOW + 2)) {
+            Cancelled::ActingAgain(id, cmds) => {
+                assert_eq!(id, "spot");
+                assert_eq!(
+                    cmds,
+                    vec![Command::Execute {
+                        notice: n.clone(),
+                        action: Action::PowerOff
+                    }]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        p.record_result("spot", true, t(NOW + 2));
+        // Cancelled again: left alone.
+        assert_eq!(
+            p.shutdown_cancelled(t(NOW + 3)),
+            Cancelled::AlreadyRetried("spot".into())
+        );
+        let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 4), None);
+        assert!(!cmds.iter().any(|c| matches!(c, Command::Execute { .. })));
+    }
+
+    #[test]
+    fn a_cancelled_shutdown_for_a_notice_no_longer_listed_is_not_redone() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let n = notice(NoticeKind::SpotTerminate, "spot", None);
+        let fresh = ["test/source"];
+        p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
+        p.record_result("spot", true, t(NOW));
+        p.observe(&[], &fresh, t(NOW + 1), None);
+        assert_eq!(
+            p.shutdown_cancelled(t(NOW + 2)),
+            Cancelled::NoLongerListed("spot".into())
+        );
+        assert!(p.tick(t(NOW + 3)).is_empty());
     }
 
     #[test]

@@ -334,3 +334,72 @@ fn an_unusable_settings_file_is_a_bad_setting() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 1") && err.contains("export"), "{err}");
 }
+
+/// logind accepted the PowerOff, then the shutdown was cancelled (PrepareForShutdown(false))
+/// while the notice is still listed: nthd sees it and acts again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_shutdown_is_requested_again_once() {
+    let e = env().await;
+    e.imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    let n = Nthd::start(e.bus.address(), &e.imds.url(), e.state.path(), &[]);
+    assert!(
+        e.logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    e.logind.cancel_shutdown().await.unwrap();
+    assert!(
+        e.logind
+            .wait_for_method("PowerOff", 2, Duration::from_secs(10))
+            .await,
+        "the cancelled shutdown was not requested again:\n{}",
+        n.log()
+    );
+    assert!(n.log().contains("acting again, once"), "{}", n.log());
+    assert_eq!(successes(&e.logind, "PowerOff"), 2, "{}", n.log());
+
+    // A second cancellation is left alone.
+    e.logind.cancel_shutdown().await.unwrap();
+    assert!(
+        n.wait_log("cancelled a second time", Duration::from_secs(10))
+            .await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(e.logind.calls_of("PowerOff").len(), 2, "{}", n.log());
+}
+
+/// While PID 1 is stopping, logind's flag going false is the end of the shutdown, not a
+/// cancellation: no second call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_second_call_while_the_system_is_stopping() {
+    let e = env().await;
+    e.imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    let n = Nthd::start(e.bus.address(), &e.imds.url(), e.state.path(), &[]);
+    assert!(
+        e.logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await,
+        "{}",
+        n.log()
+    );
+    e.systemd.set_system_state("stopping");
+    e.logind.set_preparing(false);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(e.logind.calls_of("PowerOff").len(), 1, "{}", n.log());
+}
