@@ -638,6 +638,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let now = SystemTime::now();
     let state_dir = opts.state_dir();
     let boot_id = state::current_boot_id();
+    if boot_id == state::UNKNOWN_BOOT {
+        tracing::error!(
+            "cannot read the boot id (/proc/sys/kernel/random/boot_id and /proc/stat are hidden, \
+             e.g. by ProcSubset=pid in a drop-in): nthd cannot tell this boot from an earlier \
+             one, so it acts on every notice it sees, possibly once more after a restart. \
+             Remove ProcSubset=pid from the unit's drop-ins"
+        );
+    }
     let (st, report) = State::load(&state_dir, boot_id, now);
     if let Some(e) = &report.error {
         match &report.moved_aside {

@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::Action;
 
+/// The state file's format version.
+const VERSION: u32 = 1;
+
 /// How long records are kept.
 pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
@@ -73,16 +76,28 @@ pub struct LoadReport {
     pub error: Option<String>,
 }
 
-/// This boot's id (`/proc/sys/kernel/random/boot_id`), or a fallback that changes per boot.
+/// The boot id used when neither `/proc/sys/kernel/random/boot_id` nor `/proc/stat` can be read
+/// (for example `ProcSubset=pid` in a drop-in hides both).
+pub const UNKNOWN_BOOT: &str = "unknown-boot";
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), or a fallback that changes per boot
+/// (`btime` in `/proc/stat`), or [`UNKNOWN_BOOT`].
 pub fn current_boot_id() -> String {
-    if let Ok(s) = fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+    boot_id_from(
+        Path::new("/proc/sys/kernel/random/boot_id"),
+        Path::new("/proc/stat"),
+    )
+}
+
+fn boot_id_from(boot_id: &Path, stat: &Path) -> String {
+    if let Ok(s) = fs::read_to_string(boot_id) {
         let s = s.trim();
         if !s.is_empty() {
             return s.to_string();
         }
     }
     // Fall back to the boot time from /proc/stat (btime): the same for the whole boot.
-    fs::read_to_string("/proc/stat")
+    fs::read_to_string(stat)
         .ok()
         .and_then(|s| {
             s.lines().find_map(|l| {
@@ -90,7 +105,7 @@ pub fn current_boot_id() -> String {
                     .map(|v| format!("btime-{}", v.trim()))
             })
         })
-        .unwrap_or_else(|| "unknown-boot".into())
+        .unwrap_or_else(|| UNKNOWN_BOOT.into())
 }
 
 fn unix_now(now: SystemTime) -> u64 {
@@ -123,24 +138,41 @@ impl State {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (state, report),
             Err(e) => {
-                report.error = Some(format!("cannot read {}: {e}", path.display()));
+                let why = format!("cannot read {}: {e}", path.display());
+                state.set_aside(&mut report, "unreadable", why, now);
                 return (state, report);
             }
         };
-        let file: File = match serde_json::from_slice(&bytes) {
-            Ok(f) => f,
+        let file = match serde_json::from_slice::<File>(&bytes) {
+            Ok(f) if f.version == VERSION => f,
+            Ok(f) => {
+                let why = format!(
+                    "{} has format version {}, which this nthd (version {VERSION}) does not know",
+                    path.display(),
+                    f.version
+                );
+                state.set_aside(&mut report, "unknown-version", why, now);
+                return (state, report);
+            }
             Err(e) => {
-                let aside = dir.join(format!("state.json.corrupt-{}", unix_now(now)));
-                report.error = Some(format!("{} is corrupt ({e})", path.display()));
-                if fs::rename(&path, &aside).is_ok() {
-                    report.moved_aside = Some(aside);
-                }
+                let why = format!("{} is corrupt ({e})", path.display());
+                state.set_aside(&mut report, "corrupt", why, now);
                 return (state, report);
             }
         };
-        let cutoff = unix_now(now).saturating_sub(RETENTION.as_secs());
-        for r in file.records {
-            if r.at_unix < cutoff {
+        let now_unix = unix_now(now);
+        let cutoff = now_unix.saturating_sub(RETENTION.as_secs());
+        let mut clamped = false;
+        for mut r in file.records {
+            // A record "from the future" was written before the wall clock was set back: keep it
+            // as of now (and write that back), or it would never expire.
+            if r.at_unix > now_unix {
+                r.at_unix = now_unix;
+                clamped = true;
+            }
+            // The wall clock may also have jumped forward: a record of this very boot is never
+            // expired by it.
+            if r.at_unix < cutoff && r.boot_id != state.boot_id {
                 report.expired += 1;
             } else if r.event_id.is_none() && r.boot_id != state.boot_id {
                 report.dropped_other_boot += 1;
@@ -149,7 +181,33 @@ impl State {
             }
         }
         report.loaded = state.records.len();
+        if clamped {
+            // Best effort: if it fails, the next record written saves it.
+            let _ = state.save();
+        }
         (state, report)
+    }
+
+    /// Moves a file that cannot be used out of the way, so it is kept for inspection and never
+    /// overwritten. If even that fails, the state stays in memory only: nthd then refuses to
+    /// reboot (it cannot persist the record first) rather than overwrite what it could not read.
+    fn set_aside(&mut self, report: &mut LoadReport, tag: &str, why: String, now: SystemTime) {
+        let Some(path) = self.path.clone() else {
+            return;
+        };
+        let aside = path.with_file_name(format!("state.json.{tag}-{}", unix_now(now)));
+        match fs::rename(&path, &aside) {
+            Ok(()) => report.moved_aside = Some(aside),
+            Err(e) => {
+                self.path = None;
+                report.error = Some(format!(
+                    "{why}; it could not be moved aside either ({e}), so nthd keeps its state in \
+                     memory and leaves the file as it is"
+                ));
+                return;
+            }
+        }
+        report.error = Some(why);
     }
 
     pub fn boot_id(&self) -> &str {
@@ -170,10 +228,24 @@ impl State {
     /// went through (that boot ended). A `started` record from this boot does not: nthd may
     /// have died before the call reached logind, so the daemon retries, after checking that
     /// logind is not already shutting down.
+    ///
+    /// When the boot id is unknown, this boot cannot be told from another one, so nothing may be
+    /// skipped because of it: a record without an event id never counts (a spot notice is acted
+    /// on, at worst once more after a restart, where logind's shutdown-under-way guard stops a
+    /// second call), and a `started` record with one counts only for a reboot, which must not
+    /// loop.
     pub fn acted_ids(&self) -> Vec<String> {
+        let unknown = self.boot_id == UNKNOWN_BOOT;
         self.records
             .iter()
-            .filter(|r| r.phase == Phase::Done || r.boot_id != self.boot_id)
+            .filter(|r| {
+                if unknown {
+                    r.event_id.is_some()
+                        && (r.phase == Phase::Done || r.action == Action::Reboot.name())
+                } else {
+                    r.phase == Phase::Done || r.boot_id != self.boot_id
+                }
+            })
             .map(|r| r.id.clone())
             .collect()
     }
@@ -213,7 +285,7 @@ impl State {
             return Ok(());
         };
         let file = File {
-            version: 1,
+            version: VERSION,
             records: self.records.clone(),
         };
         let err = |reason: String| StateError::Write {
@@ -225,8 +297,15 @@ impl State {
     }
 }
 
-/// Writes `path` atomically: a temporary file beside it, fsync, rename, fsync of the directory.
+/// Writes `path` atomically and durably, mode 0600: a temporary file beside it, fsync, rename,
+/// fsync of the directory.
 pub fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    write_replace(path, body, 0o600, true)
+}
+
+/// Replaces `path` atomically (readers see the old or the new file, never a partial one) with
+/// exactly `mode`, whatever the umask. `durable` adds the fsyncs that make it survive a crash.
+pub fn write_replace(path: &Path, body: &[u8], mode: u32, durable: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -234,16 +313,27 @@ pub fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
         .unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A leftover of a process that had this pid before; removing a symlink removes only
+        // the link. Then O_EXCL and O_NOFOLLOW: never write through a link someone planted.
+        let _ = fs::remove_file(&tmp);
         let mut f = fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(mode)
             .open(&tmp)?;
+        // fchmod is not subject to the umask (the unit's UMask=0077 would make 0644 into 0600).
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
         f.write_all(body)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
+        if durable {
+            if let Ok(d) = fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
         }
         Ok(())
     })();
@@ -360,6 +450,84 @@ mod tests {
     }
 
     #[test]
+    fn unreadable_and_unknown_version_files_are_set_aside_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: reading fails with something other than
+        // "not found".
+        fs::create_dir(dir.path().join("state.json")).unwrap();
+        let (mut s, r) = State::load(dir.path(), "b".into(), t(NOW));
+        assert!(r.error.as_deref().unwrap().contains("cannot read"), "{r:?}");
+        let aside = r.moved_aside.unwrap();
+        assert!(
+            aside.ends_with(format!("state.json.unreadable-{NOW}")),
+            "{aside:?}"
+        );
+        s.record("x", None, Action::PowerOff, Phase::Done, t(NOW))
+            .unwrap();
+        assert!(aside.is_dir(), "the unreadable original is kept");
+
+        let dir = tempfile::tempdir().unwrap();
+        let body = br#"{"version":2,"records":[]}"#;
+        fs::write(dir.path().join("state.json"), body).unwrap();
+        let (_, r) = State::load(dir.path(), "b".into(), t(NOW));
+        assert!(
+            r.error.as_deref().unwrap().contains("format version 2"),
+            "{r:?}"
+        );
+        assert_eq!(fs::read(r.moved_aside.unwrap()).unwrap(), body);
+    }
+
+    #[test]
+    fn retention_survives_wall_clock_jumps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
+        // Written while the clock was a year ahead, then set right.
+        s.record(
+            "e1",
+            Some("e1"),
+            Action::Reboot,
+            Phase::Done,
+            t(NOW + 365 * 86400),
+        )
+        .unwrap();
+        let (s2, r) = State::load(dir.path(), "boot-b".into(), t(NOW));
+        assert_eq!(r.loaded, 1);
+        assert_eq!(
+            s2.records()[0].at_unix,
+            NOW,
+            "clamped to now, so it can expire"
+        );
+        let (_, r) = State::load(
+            dir.path(),
+            "boot-b".into(),
+            t(NOW + RETENTION.as_secs() + 1),
+        );
+        assert_eq!(r.expired, 1);
+
+        // The clock jumps forward past the retention within one boot: this boot's records stay.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
+        s.record("spot", None, Action::PowerOff, Phase::Done, t(NOW))
+            .unwrap();
+        let later = t(NOW + RETENTION.as_secs() * 2);
+        let (s2, r) = State::load(dir.path(), "boot-a".into(), later);
+        assert_eq!((r.expired, s2.acted_ids()), (0, vec!["spot".to_string()]));
+    }
+
+    #[test]
+    fn temporary_files_never_follow_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        fs::write(&target, b"keep").unwrap();
+        let p = dir.path().join("f");
+        let tmp = dir.path().join(format!(".f.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&target, &tmp).unwrap();
+        write_atomic(&p, b"new").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
     fn atomic_write_leaves_no_temporary_files() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
@@ -367,6 +535,56 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn an_unknown_boot_id_never_makes_a_notice_be_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = dir.path().join("none");
+        assert_eq!(boot_id_from(&none, &none), UNKNOWN_BOOT);
+        let stat = dir.path().join("stat");
+        fs::write(&stat, "cpu 1 2 3\nbtime 1700000000\n").unwrap();
+        assert_eq!(boot_id_from(&none, &stat), "btime-1700000000");
+
+        // Written in one boot whose id could not be read...
+        let (mut s, _) = State::load(dir.path(), UNKNOWN_BOOT.into(), t(NOW));
+        let rec = |s: &mut State, id: &str, ev: Option<&str>, a: Action, p: Phase| {
+            s.record(id, ev, a, p, t(NOW)).unwrap()
+        };
+        rec(
+            &mut s,
+            "aws/spot/terminate",
+            None,
+            Action::PowerOff,
+            Phase::Done,
+        );
+        rec(
+            &mut s,
+            "azure/E1",
+            Some("E1"),
+            Action::PowerOff,
+            Phase::Started,
+        );
+        rec(
+            &mut s,
+            "aws/scheduled/e2",
+            Some("e2"),
+            Action::Reboot,
+            Phase::Started,
+        );
+        rec(
+            &mut s,
+            "aws/scheduled/e3",
+            Some("e3"),
+            Action::PowerOff,
+            Phase::Done,
+        );
+        // ...and read in a later one, also unknown: the spot notice of an earlier boot and the
+        // power-off that may never have reached logind are acted on; a reboot is not repeated.
+        let (s2, _) = State::load(dir.path(), UNKNOWN_BOOT.into(), t(NOW + 60));
+        let mut ids = s2.acted_ids();
+        ids.sort();
+        assert_eq!(ids, vec!["aws/scheduled/e2", "aws/scheduled/e3"]);
     }
 
     #[test]
