@@ -792,6 +792,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     }
 
     notify(&[sd_notify::NotifyState::Stopping]);
+    d.metrics.flush_now();
     acknowledge_on_stop(&mut d, &ack_tx).await;
     task.abort();
     Ok(())

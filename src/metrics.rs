@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::policy::{Action, Planner};
 use crate::provider::{Cloud, NoticeKind, Observation, KINDS};
@@ -40,6 +40,47 @@ pub struct Metrics {
     last_ok: Option<f64>,
     shared: Option<Arc<Mutex<String>>>,
     write_error: Option<String>,
+    /// What the textfile holds now: when it was written and what, for deciding the next write.
+    written: Option<(Instant, String)>,
+}
+
+/// How often the textfile is rewritten when only counters, timestamps and "seconds until"
+/// gauges moved. Anything else (a notice, an action, a new series) is written at once.
+pub const TEXTFILE_REFRESH: Duration = Duration::from_secs(10);
+
+/// Series whose values move on every poll: rewriting the file for them alone waits for
+/// [`TEXTFILE_REFRESH`].
+const FAST_MOVING: [&str; 4] = [
+    "nthd_imds_reads_total",
+    "nthd_last_successful_poll_timestamp_seconds",
+    "nthd_notice_deadline_seconds",
+    "nthd_termination_in_seconds",
+];
+
+/// Whether the textfile must be rewritten now: the series changed, a value other than the fast
+/// moving ones changed, or the last write is older than [`TEXTFILE_REFRESH`].
+fn textfile_due(old: Option<&(Instant, String)>, new: &str) -> bool {
+    let Some((at, old)) = old else {
+        return true;
+    };
+    if old == new {
+        return false;
+    }
+    if at.elapsed() >= TEXTFILE_REFRESH {
+        return true;
+    }
+    let series = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(|l| {
+                if FAST_MOVING.iter().any(|m| l.starts_with(m)) {
+                    l.rsplit_once(' ').map_or(l, |(k, _)| k).to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect()
+    };
+    series(old) != series(new)
 }
 
 fn unix(t: SystemTime) -> f64 {
@@ -206,8 +247,17 @@ impl Metrics {
         }
         let text = self.render();
         if let Some(path) = &self.opts.textfile {
-            match crate::state::write_atomic(path, text.as_bytes()) {
-                Ok(()) => self.write_error = None,
+            if !textfile_due(self.written.as_ref(), &text) {
+                self.publish(text);
+                return;
+            }
+            // 0644: node_exporter runs as another user. No fsync: a crash losing one write
+            // of metrics is harmless, and this runs on the daemon's only thread.
+            match crate::state::write_replace(path, text.as_bytes(), 0o644, false) {
+                Ok(()) => {
+                    self.write_error = None;
+                    self.written = Some((Instant::now(), text.clone()));
+                }
                 Err(e) => {
                     let msg = format!(
                         "cannot write the metrics file {}: {e}; check the directory exists and \
@@ -221,11 +271,25 @@ impl Metrics {
                 }
             }
         }
+        self.publish(text);
+    }
+
+    /// Hands the text to the `/metrics` server, if there is one.
+    fn publish(&self, text: String) {
         if let Some(s) = &self.shared {
             if let Ok(mut g) = s.lock() {
                 *g = text;
             }
         }
+    }
+
+    /// Writes the textfile now if it is behind (at a clean stop).
+    pub fn flush_now(&mut self) {
+        self.written = self
+            .written
+            .take()
+            .map(|(_, t)| (Instant::now() - TEXTFILE_REFRESH, t));
+        self.flush();
     }
 }
 
@@ -270,5 +334,68 @@ async fn serve(addr: SocketAddr, shared: Arc<Mutex<String>>) {
             };
             let _ = sock.write_all(resp.as_bytes()).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_textfile_is_0644_and_rewritten_only_when_it_matters() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("nthd.prom");
+        // The unit's UMask=0077.
+        let old_umask = unsafe { libc::umask(0o077) };
+        let mut m = Metrics::new(MetricsOptions {
+            textfile: Some(file.clone()),
+            listen: None,
+        });
+        m.set_provider(Cloud::Aws);
+        unsafe { libc::umask(old_umask) };
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o644);
+        let inode = meta.ino();
+
+        // A first read adds series: written at once. Then only counters move: not rewritten.
+        let obs = |ok: bool| Observation {
+            notices: vec![],
+            fresh: if ok {
+                vec!["aws/spot/instance-action"]
+            } else {
+                vec![]
+            },
+            errors: vec![],
+        };
+        m.observation(&obs(true));
+        let planner = Planner::new(crate::policy::PolicyConfig::default());
+        m.notices(&planner, SystemTime::now());
+        let inode2 = std::fs::metadata(&file).unwrap().ino();
+        assert_ne!(inode, inode2, "new series are written at once");
+        for _ in 0..20 {
+            m.observation(&obs(true));
+            m.notices(&planner, SystemTime::now());
+        }
+        assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode2);
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("outcome=\"ok\"} 1\n"));
+
+        // An action is written at once, with the counters as they are then.
+        m.action(NoticeKind::SpotTerminate, Action::PowerOff, "ok");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("result=\"ok\"} 1"), "{text}");
+        assert!(text.contains("outcome=\"ok\"} 21\n"), "{text}");
+
+        // At a clean stop whatever is behind is written.
+        m.observation(&obs(true));
+        m.notices(&planner, SystemTime::now());
+        assert!(!std::fs::read_to_string(&file).unwrap().contains("} 22\n"));
+        m.flush_now();
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("outcome=\"ok\"} 22\n"));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }
