@@ -245,6 +245,41 @@ struct Daemon {
     /// When logind accepted the power action nthd asked for (to watch for its cancellation).
     accepted_at: Option<Instant>,
     last_status: String,
+    watchdog: Watchdog,
+}
+
+/// systemd's watchdog. The main loop pings it on a tick of a third of `WatchdogSec=`, and also
+/// right before every logind call, each of which is bounded: so a hung logind, whatever the
+/// chain of calls, never makes the gap longer than the longest single call (10 s) while the
+/// metadata watcher is healthy.
+struct Watchdog {
+    enabled: bool,
+    /// The loop is healthy while observations keep arriving within this.
+    healthy_window: Duration,
+    last_progress: Instant,
+}
+
+impl Watchdog {
+    fn new(opts: &Options) -> Watchdog {
+        Watchdog {
+            enabled: sd_notify::watchdog_enabled().is_some(),
+            healthy_window: (opts.gcp_wait + opts.request_timeout * 4 + Duration::from_secs(10))
+                .max(opts.slow_poll_interval + Duration::from_secs(10)),
+            last_progress: Instant::now(),
+        }
+    }
+
+    /// Pings when enabled and the metadata watcher is healthy; false when withheld.
+    fn ping(&self) -> bool {
+        if !self.enabled {
+            return true;
+        }
+        if self.last_progress.elapsed() >= self.healthy_window {
+            return false;
+        }
+        notify(&[sd_notify::NotifyState::Watchdog]);
+        true
+    }
 }
 
 impl Daemon {
@@ -265,7 +300,9 @@ impl Daemon {
             } else {
                 "CanPowerOff"
             };
-            let answer = tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.can(action)).await;
+            let answer =
+                tokio::time::timeout(LOGIND_READ_TIMEOUT, self.keepalive().logind.can(action))
+                    .await;
             match answer.unwrap_or_else(|_| Err(logind_timeout(method))) {
                 Ok(v) if v == "yes" => {}
                 Ok(v) => tracing::warn!(
@@ -288,7 +325,11 @@ impl Daemon {
             return;
         }
         self.budget_read_at = Some(Instant::now());
-        let read = tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.inhibit_delay_max()).await;
+        let read = tokio::time::timeout(
+            LOGIND_READ_TIMEOUT,
+            self.keepalive().logind.inhibit_delay_max(),
+        )
+        .await;
         if read.is_err() {
             self.logind.reset();
         }
@@ -369,12 +410,16 @@ impl Daemon {
         if self.opts.dry_run || self.accepted_at.is_none_or(|t| t.elapsed() < CANCEL_GRACE) {
             return;
         }
-        let preparing =
-            tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.preparing_for_shutdown()).await;
+        let preparing = tokio::time::timeout(
+            LOGIND_READ_TIMEOUT,
+            self.keepalive().logind.preparing_for_shutdown(),
+        )
+        .await;
         if !matches!(preparing, Ok(Ok(false))) {
             return;
         }
-        let state = tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.system_state()).await;
+        let state =
+            tokio::time::timeout(LOGIND_READ_TIMEOUT, self.keepalive().logind.system_state()).await;
         if matches!(&state, Ok(Ok(s)) if s == "stopping") {
             return;
         }
@@ -425,8 +470,11 @@ impl Daemon {
         }
         // Acting once across restarts: if logind is already on its way down (our own earlier
         // call, or someone else's), another call could only do harm for a reboot.
-        if let Ok(Ok(true)) =
-            tokio::time::timeout(LOGIND_READ_TIMEOUT, self.logind.preparing_for_shutdown()).await
+        if let Ok(Ok(true)) = tokio::time::timeout(
+            LOGIND_READ_TIMEOUT,
+            self.keepalive().logind.preparing_for_shutdown(),
+        )
+        .await
         {
             tracing::warn!(
                 nthd_notice_id = n.id.as_str(),
@@ -454,7 +502,9 @@ impl Daemon {
             self.metrics.action(n.kind, action, "state_unwritable");
             return false;
         }
-        let answer = tokio::time::timeout(Duration::from_secs(10), self.logind.act(action)).await;
+        let answer =
+            tokio::time::timeout(Duration::from_secs(10), self.keepalive().logind.act(action))
+                .await;
         if answer.is_err() {
             self.logind.reset();
         }
@@ -511,6 +561,12 @@ impl Daemon {
                 false
             }
         }
+    }
+
+    /// Pings the watchdog before a logind call that may take its whole timeout.
+    fn keepalive(&mut self) -> &mut Self {
+        self.watchdog.ping();
+        self
     }
 
     /// Sends STATUS= when it changed: every message costs systemd (and nthd) a wakeup.
@@ -588,7 +644,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
         return;
     }
     let list = ids.join(", ");
-    let state = tokio::time::timeout(LOGIND_READ_TIMEOUT, d.logind.system_state())
+    let state = tokio::time::timeout(LOGIND_READ_TIMEOUT, d.keepalive().logind.system_state())
         .await
         .unwrap_or_else(|_| {
             Err(logind_timeout(
@@ -678,6 +734,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         logind_error: None,
         grant_checked: false,
         accepted_at: None,
+        watchdog: Watchdog::new(&opts),
         last_status: String::new(),
         opts: opts.clone(),
     };
@@ -696,15 +753,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
     let task = tokio::spawn(provider_task(opts.clone(), tx, ack_rx));
 
-    let watchdog = sd_notify::watchdog_enabled();
-    let mut wd_tick =
-        tokio::time::interval(watchdog.map(|w| w / 3).unwrap_or(Duration::from_secs(3600)));
+    let mut wd_tick = tokio::time::interval(
+        sd_notify::watchdog_enabled()
+            .map(|w| w / 3)
+            .unwrap_or(Duration::from_secs(3600)),
+    );
     wd_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The loop is healthy while observations keep arriving; a provider stuck for longer than
-    // this lets the watchdog restart nthd.
-    let healthy_window = (opts.gcp_wait + opts.request_timeout * 4 + Duration::from_secs(10))
-        .max(opts.slow_poll_interval + Duration::from_secs(10));
-    let mut last_progress = Instant::now();
     let mut ready = false;
 
     loop {
@@ -716,7 +770,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     tracing::error!("the metadata watcher stopped; nthd exits so systemd restarts it");
                     anyhow::bail!("metadata watcher stopped");
                 };
-                last_progress = Instant::now();
+                d.watchdog.last_progress = Instant::now();
                 match msg {
                     FromProvider::Detected(det, describe) => {
                         // With auto-detection the cloud is known only now.
@@ -771,15 +825,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 d.send_status();
             }
             _ = wd_tick.tick() => {
-                if watchdog.is_some() {
-                    if last_progress.elapsed() < healthy_window {
-                        notify(&[sd_notify::NotifyState::Watchdog]);
-                    } else {
-                        tracing::error!(
-                            "no word from the metadata watcher for {}; withholding the watchdog ping so systemd restarts nthd",
-                            timefmt::format_duration(last_progress.elapsed())
-                        );
-                    }
+                if !d.watchdog.ping() {
+                    tracing::error!(
+                        "no word from the metadata watcher for {}; withholding the watchdog ping so systemd restarts nthd",
+                        timefmt::format_duration(d.watchdog.last_progress.elapsed())
+                    );
                 }
             }
             _ = sighup.recv() => tracing::info!(

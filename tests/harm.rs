@@ -403,3 +403,49 @@ async fn no_second_call_while_the_system_is_stopping() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(e.logind.calls_of("PowerOff").len(), 1, "{}", n.log());
 }
+
+/// The watchdog with the unit's own interval (WatchdogSec=30s, so a ping every 10 s) while
+/// logind hangs through several retry cycles: every logind call is bounded and preceded by a
+/// ping, so the longest gap stays at one call's timeout (10 s), leaving >= 10 s of margin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_margin_with_the_units_own_interval_while_logind_hangs() {
+    let e = env().await;
+    let mut notify = common::Notify::new();
+    let n = Nthd::start(
+        e.bus.address(),
+        &e.imds.url(),
+        e.state.path(),
+        &[
+            ("NOTIFY_SOCKET", notify.path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "30000000"),
+            ("NTHD_RETRY_DELAY", "100ms"),
+        ],
+    );
+    expect_started(&e.logind, &n).await;
+    e.logind.stop().await.unwrap();
+    let _hung = nthd_testkit::logind::HungLogind::take_name(e.bus.address()).unwrap();
+    let t0 = std::time::Instant::now();
+    e.imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    // Long enough for the 60 s budget re-read to join a retry cycle (3 s + 3 s + 10 s).
+    tokio::time::sleep(Duration::from_secs(75)).await;
+    let gap = notify.longest_watchdog_gap(t0);
+    eprintln!("longest watchdog gap over 75 s of a hung logind, WatchdogSec=30s: {gap:?}");
+    assert!(
+        n.log().matches("is systemd-logind hung?").count() >= 3,
+        "{}",
+        n.log()
+    );
+    // One call's timeout, plus slack for a loaded machine; before the pings ahead of each
+    // call, a retry cycle alone held the loop for 13-16 s, and the worst chain for 22 s.
+    assert!(
+        gap <= Duration::from_secs(12),
+        "watchdog gap {gap:?}, more than one logind call's 10 s (WatchdogSec=30s)\n{}",
+        n.log()
+    );
+}
