@@ -139,10 +139,10 @@ pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError
     let detail = match deadline {
         Some(_) => format!("spot instance termination-time {text}"),
         None => {
-            tracing::warn!(
-                "spot termination-time {:?} at {url} does not parse; acting as if it were now",
-                cap_raw(text)
-            );
+            let t = crate::logging::clean(text, 64);
+            crate::logging::warn_limited(&format!("alibaba-time {t}"), || {
+                format!("spot termination-time \"{t}\" at {url} does not parse; acting as if it were now")
+            });
             format!(
                 "spot instance termination-time {:?} (unparseable, taken as now)",
                 text.chars().take(64).collect::<String>()

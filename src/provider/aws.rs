@@ -18,6 +18,7 @@ use super::{
     SourceState,
 };
 use crate::imds::{status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache};
+use crate::logging::{clean, warn_limited};
 use crate::timefmt;
 
 pub const TOKEN_PATH: &str = "/latest/api/token";
@@ -206,19 +207,19 @@ pub fn parse_spot(url: &str, body: &str) -> Result<Notice, ImdsError> {
         "stop" => NoticeKind::SpotStop,
         "hibernate" => NoticeKind::SpotHibernate,
         _ => {
-            tracing::warn!(
-                "unknown spot instance-action {:?} at {url}; treating it as unknown",
-                v.action
-            );
+            let a = clean(&v.action, 64);
+            warn_limited(&format!("aws-spot-action {a}"), || {
+                format!("unknown spot instance-action \"{a}\" at {url}; treating it as unknown")
+            });
             NoticeKind::Unknown
         }
     };
     let deadline = v.time.as_deref().and_then(timefmt::parse_any);
-    if v.time.is_some() && deadline.is_none() {
-        tracing::warn!(
-            "spot instance-action time {:?} at {url} does not parse; acting as if it were now",
-            v.time
-        );
+    if let (Some(t), None) = (&v.time, deadline) {
+        let t = clean(t, 64);
+        warn_limited(&format!("aws-spot-time {t}"), || {
+            format!("spot instance-action time \"{t}\" at {url} does not parse; acting as if it were now")
+        });
     }
     Ok(Notice {
         kind,
@@ -299,10 +300,10 @@ pub fn parse_scheduled(url: &str, body: &str) -> Result<Vec<Notice>, ImdsError> 
             "instance-reboot" | "system-reboot" => NoticeKind::ScheduledReboot,
             "system-maintenance" => NoticeKind::ScheduledMaintenance,
             _ => {
-                tracing::warn!(
-                    "unknown scheduled event code {:?} at {url}; treating it as unknown",
-                    ev.code
-                );
+                let c = clean(&ev.code, 64);
+                warn_limited(&format!("aws-code {c}"), || {
+                    format!("unknown scheduled event code \"{c}\" at {url}; treating it as unknown")
+                });
                 NoticeKind::Unknown
             }
         };
@@ -311,18 +312,21 @@ pub fn parse_scheduled(url: &str, body: &str) -> Result<Vec<Notice>, ImdsError> 
             "completed" => NoticeStatus::Completed,
             "active" | "" => NoticeStatus::Active,
             other => {
-                tracing::warn!(
-                    "unknown scheduled event state {other:?} at {url}; treating it as active"
-                );
+                let st = clean(other, 64);
+                warn_limited(&format!("aws-state {st}"), || {
+                    format!(
+                        "unknown scheduled event state \"{st}\" at {url}; treating it as active"
+                    )
+                });
                 NoticeStatus::Active
             }
         };
         let deadline = ev.not_before.as_deref().and_then(timefmt::parse_any);
-        if ev.not_before.is_some() && deadline.is_none() {
-            tracing::warn!(
-                "scheduled event NotBefore {:?} at {url} does not parse",
-                ev.not_before
-            );
+        if let (Some(nb), None) = (&ev.not_before, deadline) {
+            let nb = clean(nb, 64);
+            warn_limited(&format!("aws-notbefore {nb}"), || {
+                format!("scheduled event NotBefore \"{nb}\" at {url} does not parse")
+            });
         }
         let event_id = ev
             .event_id

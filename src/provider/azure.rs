@@ -47,6 +47,7 @@ use super::{
     SourceState,
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::logging::{clean, warn_limited};
 use crate::timefmt;
 
 /// Path (without the query) of the Scheduled Events document.
@@ -155,7 +156,10 @@ pub fn parse_document(url: &str, body: &str) -> Result<Document, ImdsError> {
             })
             .map(str::to_string);
         if event_id.is_none() {
-            tracing::warn!("Scheduled Event {i} at {url} has no usable EventId: {e}");
+            let shown = clean(&e.to_string(), 200);
+            warn_limited(&format!("azure-no-eventid {shown}"), || {
+                format!("Scheduled Event {i} at {url} has no usable EventId: {shown}")
+            });
         }
         let resources = match o.get("Resources") {
             Some(Value::Array(a)) => a
@@ -218,29 +222,34 @@ pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
         "redeploy" => NoticeKind::AzureRedeploy,
         "freeze" => NoticeKind::AzureFreeze,
         _ => {
-            tracing::warn!(
-                "unknown Scheduled Event type {:?} at {url}; treating it as unknown",
-                ev.event_type
-            );
+            let t = clean(&ev.event_type, 64);
+            warn_limited(&format!("azure-type {t}"), || {
+                format!("unknown Scheduled Event type \"{t}\" at {url}; treating it as unknown")
+            });
             NoticeKind::Unknown
         }
     };
     match ev.event_status.to_ascii_lowercase().as_str() {
         "scheduled" | "started" => {}
-        _ => tracing::warn!(
-            "unknown Scheduled Event status {:?} at {url}; treating it as active",
-            ev.event_status
-        ),
+        _ => {
+            let st = clean(&ev.event_status, 64);
+            warn_limited(&format!("azure-status {st}"), || {
+                format!("unknown Scheduled Event status \"{st}\" at {url}; treating it as active")
+            })
+        }
     }
     let deadline = if ev.not_before.is_empty() {
         None
     } else {
         let d = timefmt::parse_any(&ev.not_before);
         if d.is_none() {
-            tracing::warn!(
-                "Scheduled Event NotBefore {:?} at {url} does not parse; acting as if it were now",
-                ev.not_before
-            );
+            let nb = clean(&ev.not_before, 64);
+            warn_limited(&format!("azure-notbefore {nb}"), || {
+                format!(
+                    "Scheduled Event NotBefore \"{nb}\" at {url} does not parse; acting as if \
+                     it were now"
+                )
+            });
         }
         d
     };
@@ -393,11 +402,11 @@ impl Azure {
                     if self.warned_unattributed.len() < 1024 && self.warned_unattributed.insert(key)
                     {
                         tracing::warn!(
-                            "Scheduled Event {} {id} for {:?} is not acted on: this VM's name \
+                            "Scheduled Event {} {id} for [{}] is not acted on: this VM's name \
                              is not known yet ({} cannot be read); nthd retries and \
                              re-evaluates the event once it can",
-                            ev.event_type,
-                            ev.resources,
+                            clean(&ev.event_type, 64),
+                            clean(&ev.resources.join(", "), 200),
                             self.client.url(NAME_PATH),
                         );
                     }

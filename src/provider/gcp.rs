@@ -422,7 +422,10 @@ pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, 
         "TERMINATE_ON_HOST_MAINTENANCE" => NoticeKind::GcpTerminateMaintenance,
         "MIGRATE_ON_HOST_MAINTENANCE" => NoticeKind::GcpMigrate,
         other => {
-            tracing::warn!("unknown maintenance-event {other:?} at {url}; treating it as unknown");
+            let v = crate::logging::clean(other, 64);
+            crate::logging::warn_limited(&format!("gcp-maintenance {v}"), || {
+                format!("unknown maintenance-event \"{v}\" at {url}; treating it as unknown")
+            });
             NoticeKind::Unknown
         }
     };

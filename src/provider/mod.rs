@@ -239,6 +239,9 @@ pub struct Notice {
     pub raw: String,
 }
 
+/// The longest notice summary nthd logs or prints, in characters.
+pub const MAX_DETAIL: usize = 400;
+
 /// How much of a raw answer a notice keeps.
 pub const RAW_CAP: usize = 2048;
 
@@ -348,8 +351,14 @@ impl Provider for AnyProvider {
     fn describe(&self) -> String {
         each!(self, p => p.describe())
     }
+    /// Every notice's summary is cleaned here, once for all clouds: it holds metadata text
+    /// (Azure's Description, AWS codes) that reaches logs, STATUS= and terminals.
     async fn observe(&mut self) -> Observation {
-        each!(self, p => p.observe().await)
+        let mut obs = each!(self, p => p.observe().await);
+        for n in &mut obs.notices {
+            n.detail = crate::logging::clean(&n.detail, MAX_DETAIL);
+        }
+        obs
     }
     fn next_due(&self) -> Instant {
         each!(self, p => p.next_due())
