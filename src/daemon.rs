@@ -362,6 +362,18 @@ impl Daemon {
                     decision,
                     already_done,
                 } => log_announce(&notice, &decision, already_done),
+                Command::Drifted { notice, from } => tracing::debug!(
+                    nthd_notice_id = notice.id.as_str(),
+                    "notice {} ({}): deadline moved from {} to {}",
+                    notice.kind,
+                    notice.id,
+                    from.map(timefmt::format_rfc3339)
+                        .unwrap_or_else(|| "none".into()),
+                    notice
+                        .deadline
+                        .map(timefmt::format_rfc3339)
+                        .unwrap_or_else(|| "none".into())
+                ),
                 Command::Gone { notice } => {
                     tracing::info!(
                         nthd_notice_id = notice.id.as_str(),

@@ -210,6 +210,51 @@ fn ignore(reason: &str) -> Decision {
     }
 }
 
+/// How far a deadline may move earlier before the notice is announced again: less is jitter,
+/// more changes when nthd acts.
+pub const EARLIER_BY: Duration = Duration::from_secs(5);
+/// How far a deadline may move later and still be drift, not news: amazon-ec2-metadata-mock
+/// recomputes "now + 2 min" on every request, so its spot time moves by the poll interval (up
+/// to `NTHD_SLOW_POLL_INTERVAL` for a rebalance recommendation) each time. A platform that
+/// postpones an event by more is announced again.
+pub const LATER_BY: Duration = Duration::from_secs(60);
+
+/// Whether a deadline (or a deferred time) moved enough to be announced again.
+fn moved(old: Option<SystemTime>, new: Option<SystemTime>) -> bool {
+    match (old, new) {
+        (Some(a), Some(b)) => match a.duration_since(b) {
+            Ok(earlier) => earlier > EARLIER_BY,
+            Err(later) => later.duration() > LATER_BY,
+        },
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
+/// How a notice differs from the one listed under the same fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    New,
+    /// Kind or status changed, or the deadline appeared or [`moved`]: announced again.
+    Announce,
+    /// Only the deadline moved, within [`EARLIER_BY`] / [`LATER_BY`], or went away.
+    Drifted,
+    Same,
+}
+
+fn change(old: &Notice, new: &Notice) -> Change {
+    if old.kind != new.kind || old.status != new.status {
+        return Change::Announce;
+    }
+    if old.deadline == new.deadline {
+        Change::Same
+    } else if moved(old.deadline, new.deadline) {
+        Change::Announce
+    } else {
+        Change::Drifted
+    }
+}
+
 /// What the planner asks the daemon to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -219,6 +264,11 @@ pub enum Command {
         decision: Decision,
         /// Already acted on (this boot, or an event remembered across reboots).
         already_done: bool,
+    },
+    /// A notice's deadline moved later (or a little earlier): an update, not news.
+    Drifted {
+        notice: Notice,
+        from: Option<SystemTime>,
     },
     /// A notice is no longer listed by its source.
     Gone { notice: Notice },
@@ -355,20 +405,24 @@ impl Planner {
         }
 
         for n in notices {
-            let changed = match self.known.get(&n.id) {
-                None => true,
-                Some(old) => {
-                    old.kind != n.kind || old.status != n.status || old.deadline != n.deadline
-                }
-            };
+            let change = self
+                .known
+                .get(&n.id)
+                .map_or(Change::New, |old| change(old, n));
             let decision = decide(&self.cfg, n, now, budget);
-            if changed {
-                self.known.insert(n.id.clone(), n.clone());
-                out.push(Command::Announce {
-                    notice: n.clone(),
-                    decision: decision.clone(),
-                    already_done: self.done.contains(&n.id),
-                });
+            if change != Change::Same {
+                let previous = self.known.insert(n.id.clone(), n.clone());
+                match (change, previous) {
+                    (Change::Drifted, Some(old)) => out.push(Command::Drifted {
+                        notice: n.clone(),
+                        from: old.deadline,
+                    }),
+                    _ => out.push(Command::Announce {
+                        notice: n.clone(),
+                        decision: decision.clone(),
+                        already_done: self.done.contains(&n.id),
+                    }),
+                }
             }
             if n.status != NoticeStatus::Active {
                 if let Some(w) = self.wants.get(&n.id) {
@@ -405,7 +459,9 @@ impl Planner {
                 Some(w) => {
                     if !w.in_flight {
                         w.notice = n.clone();
-                        let changed = w.at != at || w.action != decision.action;
+                        // A deferred time that drifts later, or a little earlier, is an
+                        // update like its deadline: only a real move is announced again.
+                        let changed = moved(w.at, at) || w.action != decision.action;
                         w.at = at;
                         w.action = decision.action;
                         if let (true, Some(t)) = (changed, at) {
@@ -756,6 +812,45 @@ mod tests {
                 ..
             }]
         ));
+    }
+
+    fn announces(cmds: &[Command]) -> usize {
+        cmds.iter()
+            .filter(|c| matches!(c, Command::Announce { .. }))
+            .count()
+    }
+
+    /// amazon-ec2-metadata-mock recomputes a spot notice's `time` (now + 2 min) on every
+    /// request: that is one notice, announced once, not one per poll.
+    #[test]
+    fn a_drifting_deadline_is_announced_once_and_an_earlier_one_again() {
+        let mut cfg = PolicyConfig::default();
+        cfg.set_action(NoticeKind::SpotHibernate, Action::Log);
+        let mut p = Planner::new(cfg);
+        let fresh = ["test/source"];
+        let mut total = 0;
+        let mut drifted = 0;
+        for i in 0..29 {
+            let n = notice(NoticeKind::SpotHibernate, "spot", Some(NOW + i + 120));
+            let cmds = p.observe(&[n], &fresh, t(NOW + i), None);
+            total += announces(&cmds);
+            drifted += cmds
+                .iter()
+                .filter(|c| matches!(c, Command::Drifted { .. }))
+                .count();
+        }
+        assert_eq!((total, drifted), (1, 28));
+        // A few seconds earlier is jitter; more changes when nthd acts: announced again.
+        let n = notice(NoticeKind::SpotHibernate, "spot", Some(NOW + 28 + 120 - 3));
+        assert_eq!(announces(&p.observe(&[n], &fresh, t(NOW + 30), None)), 0);
+        let n = notice(NoticeKind::SpotHibernate, "spot", Some(NOW + 60));
+        let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 31), None);
+        assert_eq!(announces(&cmds), 1);
+        assert_eq!(
+            p.current()[0].deadline,
+            n.deadline,
+            "the new deadline is kept"
+        );
     }
 
     #[test]

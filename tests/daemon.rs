@@ -467,3 +467,29 @@ async fn a_crash_before_the_call_reached_logind_is_retried_once() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(logind.power_off_count(), calls_before + 1, "{}", n3.log());
 }
+
+/// amazon-ec2-metadata-mock recomputes a spot notice's `time` (now + 2 min) on every request.
+/// That is one notice: announced once, its drifting deadline only logged at debug.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drifting_spot_time_is_announced_once() {
+    let (bus, _logind, imds, state) = setup().await;
+    let n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        let t = SystemTime::now() + Duration::from_secs(120);
+        imds.set(
+            aws::SPOT_PATH,
+            Response::json(
+                200,
+                format!(
+                    "{{\n\t\"action\": \"hibernate\",\n\t\"time\": \"{}\"\n}}",
+                    nthd::timefmt::format_rfc3339(t)
+                ),
+            ),
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = n.log();
+    assert!(imds.count(aws::SPOT_PATH) >= 20, "{log}");
+    assert_eq!(log.matches("notice spot-hibernate").count(), 1, "{log}");
+}
