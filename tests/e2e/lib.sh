@@ -321,7 +321,7 @@ logind_set_inhibit_delay() {
   local secs="${1:-$E2E_INHIBIT_DELAY}" got
   ct_sh 'mkdir -p /etc/systemd/logind.conf.d &&
          printf "[Login]\nInhibitDelayMaxSec=%s\n" "$1" >/etc/systemd/logind.conf.d/99-kubelet.conf &&
-         systemctl kill -s HUP systemd-logind' "$secs" || return 1
+         systemctl kill --kill-whom=main -s HUP systemd-logind' "$secs" || return 1
   # logind re-reads its config asynchronously after SIGHUP.
   wait_until 5 _logind_delay_is "$secs" || {
     got="$(ct_exec busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec)"
@@ -415,6 +415,8 @@ nthd_configure() {
   ct_sh 'printf "%s\n" "$1" >/etc/default/nthd && systemctl start nthd' "$content" || return 1
   wait_until 10 nthd_active || { log "nthd not active after restart"; ct_exec systemctl status --no-pager nthd >&2; return 1; }
 }
+# Lines of nthd's journal (this boot) matching a fixed string, counted.
+nthd_journal_count() { ct_journal -u nthd | grep -cF -- "$1" || true; }
 nthd_active() { [[ "$(ct_exec systemctl is-active nthd 2>/dev/null)" == active ]]; }
 nthd_main_pid() { ct_exec systemctl show -p MainPID --value nthd; }
 nthd_restarts() { ct_exec systemctl show -p NRestarts --value nthd; }

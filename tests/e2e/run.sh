@@ -47,7 +47,8 @@ MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 # Scenario registry: name -> function scen_<name with - as _>.
 SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
            gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
-           shutdown-under-way)
+           shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
+           shutdown-cancelled)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -537,18 +538,24 @@ scen_alibaba_spot() {
 
 # --- nthd check, inside the node, as user nthd
 
-# nthd check as user nthd with /etc/default/nthd in its environment (as the
-# unit's EnvironmentFile= gives it to the daemon).
+# nthd check as user nthd, run by hand: it reads /etc/default/nthd itself, as
+# the unit's EnvironmentFile= gives it to the daemon.
 nthd_check_as_nthd() {
-  ct_exec runuser -u nthd -- /bin/sh -c 'set -a; . /etc/default/nthd; set +a; exec /usr/bin/nthd check "$@"' sh "$@" </dev/null
+  ct_exec runuser -u nthd -- /usr/bin/nthd check "$@" </dev/null
 }
 
 scen_check() {
   setup_node
-  local out rc bad name t0 took
+  local out rc bad name t0 took err
   step "nthd check --json as nthd (rule in place)"
   t0="$(now_ms)"
-  out="$(nthd_check_as_nthd --json)" && rc=0 || rc=$?
+  out="$(nthd_check_as_nthd --json 2>"$SDIR/check-stderr.txt")" && rc=0 || rc=$?
+  err="$(cat "$SDIR/check-stderr.txt")"
+  [[ "$err" == *"settings from /etc/default/nthd ("*"values); the environment and flags override them"* ]] \
+    || fail "nthd check did not say it read /etc/default/nthd: $err"
+  [[ "$(hjq -r '[.checks[] | select(.name == "cloud") | .value] | first' <<<"$out")" == *"set by NTHD_PROVIDER"* ]] \
+    || fail "nthd check run by hand did not take NTHD_PROVIDER from /etc/default/nthd"
+  log "nthd check read its settings itself: $err"
   took=$(( $(now_ms) - t0 ))
   printf '%s\n' "$out" >"$SDIR/check-pass.json"
   ((rc == 0)) || fail "nthd check --json exited $rc with everything in place: $(hjq -c '[.checks[] | select(.status != "pass")]' <<<"$out" 2>/dev/null)"
@@ -644,6 +651,108 @@ scen_shutdown_under_way() {
   timing "halted +$(fmt_ms $((CT_EXIT_MS - prep))) after PrepareForShutdown"
   (( CT_EXIT_MS - prep >= E2E_DRAIN_SECS * 1000 - 200 )) || fail "halted before the drain ended"
   [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "nthd called logind during the shutdown"
+}
+
+# --- Never stop quietly: SIGHUP is ignored; any exit but a bad setting restarts
+
+scen_sighup_and_restart() {
+  setup_node
+  local pid pid2 n0
+  pid="$(nthd_main_pid)"; n0="$(nthd_restarts)"
+  step "systemctl kill -s HUP nthd"
+  ct_exec systemctl kill --kill-whom=main -s HUP nthd || fail "systemctl kill -s HUP nthd"
+  wait_until 5 _nthd_logged "SIGHUP: ignored" || fail "nthd did not log the SIGHUP"
+  sleep 1
+  expect_nthd_active
+  [[ "$(nthd_main_pid)" == "$pid" ]] || fail "nthd's MainPID changed after SIGHUP ($pid -> $(nthd_main_pid))"
+  step "an exit systemd counts as clean (SIGTERM to the main process, not systemctl stop)"
+  ct_exec systemctl kill --kill-whom=main -s TERM nthd || fail "systemctl kill -s TERM nthd"
+  wait_until 15 _nthd_restarted_from "$pid" || fail "nthd was not restarted after a clean exit (Restart=always)"
+  pid2="$(nthd_main_pid)"
+  log "restarted: MainPID $pid -> $pid2, NRestarts $n0 -> $(nthd_restarts)"
+  timing "restart after clean exit, NRestarts $n0 -> $(nthd_restarts)"
+  step "the restarted nthd still acts"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
+}
+_nthd_logged() { (( $(nthd_journal_count "$1") > 0 )); }
+_nthd_restarted_from() { nthd_active && [[ "$(nthd_main_pid)" != "$1" && "$(nthd_main_pid)" != 0 ]]; }
+
+# --- A bad setting stops nthd with status 2, and systemd does not restart it
+
+scen_bad_setting() {
+  setup_node
+  local st n0 n1
+  n0="$(nthd_restarts)"
+  step "NTHD_POLL_INTERVAL=-1s in /etc/default/nthd"
+  ct_sh 'printf "NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_POLL_INTERVAL=-1s\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" || true
+  sleep 8   # four RestartSec=2s periods: a restart loop would show
+  st="$(ct_exec systemctl show -p ActiveState -p Result -p ExecMainStatus -p NRestarts nthd | tr '\n' ' ')"
+  log "nthd after 8 s: $st"
+  [[ "$st" == *"ActiveState=failed"* ]] || fail "nthd is not failed with a bad setting: $st"
+  [[ "$st" == *"ExecMainStatus=2"* ]] || fail "nthd did not exit 2 with a bad setting: $st"
+  n1="$(nthd_restarts)"
+  [[ "$n1" == "$n0" ]] || fail "systemd restarted nthd $((n1 - n0)) times for a bad setting"
+  (( $(nthd_journal_count "invalid value '-1s' for '--poll-interval") > 0 )) \
+    || fail "the journal does not name the bad setting: $(ct_journal -u nthd | tail -n 3)"
+  timing "failed with status 2, NRestarts $n0 -> $n1"
+  step "fixed and started again"
+  nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not start with the setting fixed"
+}
+
+# --- Azure: a restart of nthd in the middle of the drain acknowledges nothing;
+# the real shutdown's stop acknowledges once.
+
+scen_azure_restart_mid_drain() {
+  local E2E_DRAIN_SECS=15
+  setup_node --provider azure --pre _azure_pre
+  wait_until 10 _azure_name_read || fail "nthd did not read its VM name from $AZURE_NAME"
+  local id prep restarted acks n ack t released
+  id="$(_azure_event_id)"
+  step "Preempt for $AZ_VM (EventId $id)"
+  set_notice "$AZURE_EVENTS" "$(_azure_doc 2 "$id" Preempt "$AZ_VM" 60)"
+  prep="$(wait_for_prepare 10)" || fail "no PrepareForShutdown"
+  step "systemctl restart nthd while kubelet drains"
+  ct_exec systemctl restart nthd || fail "systemctl restart nthd during the drain"
+  restarted="$(now_ms)"
+  wait_until 10 nthd_active || fail "nthd did not come back after the restart"
+  (( $(nthd_journal_count "not acknowledging $id") > 0 )) \
+    || fail "the stopped nthd did not say it held back the acknowledgement"
+  [[ -z "$(_azure_acks)" ]] || fail "a restart mid-drain acknowledged: $(_azure_acks)"
+  timing "restart +$(fmt_ms $((restarted - prep))) into the drain, no ack"
+  expect_poweroff_through_lock 5
+  step "the real shutdown acknowledged once, after the drain"
+  acks="$(_azure_acks)"; n="$(grep -c . <<<"$acks" || true)"
+  ((n == 1)) || fail "expected exactly one acknowledgement, the mock logged $n: $acks"
+  ack="$acks"; t="$(hjq -r .t_ms <<<"$ack")"; released="$(kubelet_event_ms released)"
+  hjq -e --arg id "$id" '(.body | fromjson) == {"StartRequests":[{"EventId":$id}]}' <<<"$ack" >/dev/null \
+    || fail "the acknowledgement is not StartRequests for $id: $ack"
+  (( t >= released )) || fail "acknowledged $(fmt_ms $((released - t))) before the lock was released"
+  timing "ack +$(fmt_ms $((t - released))) after release"
+}
+
+# --- The shutdown nthd requested is cancelled (logind restarted mid-drain,
+# so the delayed PowerOff is gone): nthd sees it and asks again, once.
+
+scen_shutdown_cancelled() {
+  local E2E_DRAIN_SECS=20
+  setup_node
+  local prep st
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  prep="$(wait_for_prepare 10)" || fail "no PrepareForShutdown"
+  step "restart systemd-logind during the delay (the pending PowerOff is lost)"
+  ct_exec systemctl restart systemd-logind || fail "systemctl restart systemd-logind"
+  st="$(ct_exec busctl get-property org.freedesktop.login1 /org/freedesktop/login1 \
+        org.freedesktop.login1.Manager PreparingForShutdown)"
+  log "after the logind restart: PreparingForShutdown $st"
+  [[ "$st" == "b false" ]] || fail "logind still prepares for shutdown after its restart ($st): nothing was cancelled"
+  wait_until 15 _nthd_logged "acting again, once" || fail "nthd did not see the cancelled shutdown"
+  timing "cancel seen +$(fmt_ms $(( $(now_ms) - prep )))"
+  save_mock_state
+  ct_wait_exit $((E2E_DRAIN_SECS + 30)) || fail "the node did not power off after nthd asked again"
+  timing "halted +$(fmt_ms $((CT_EXIT_MS - prep)))"
+  local calls; calls="$(journal_json "$MSG_ACTION" | grep -c . || true)"
+  ((calls == 2)) || fail "expected nthd's PowerOff twice (first, then once after the cancellation), journal has $calls"
 }
 
 # ---------------------------------------------------------------- driver
