@@ -358,6 +358,7 @@ pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     if budget.is_some() {
         match logind.list_inhibitors().await {
             Ok(list) => {
+                out.push(no_block_inhibitor(&list));
                 let kubelet = list.iter().find(|i| {
                     i.delays_shutdown() && i.who.to_ascii_lowercase().contains("kubelet")
                 });
@@ -527,6 +528,37 @@ pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     out
 }
 
+/// A block inhibitor on shutdown makes logind refuse nthd's PowerOff until it is released.
+fn no_block_inhibitor(list: &[crate::logind::Inhibitor]) -> Check {
+    let holders: Vec<crate::logind::Inhibitor> = list
+        .iter()
+        .filter(|i| i.blocks_shutdown())
+        .cloned()
+        .collect();
+    if holders.is_empty() {
+        return check(
+            "no block inhibitor on shutdown",
+            true,
+            Status::Pass,
+            "none held",
+            None,
+        );
+    }
+    check(
+        "no block inhibitor on shutdown",
+        true,
+        Status::Fail,
+        crate::logind::describe_holders(&holders),
+        Some(
+            "while it is held logind refuses every PowerOff nthd asks for, so a notice cannot \
+             start the drain; nthd never overrides it (it is not granted \
+             power-off-ignore-inhibit). Have its holder release it, or take delay locks instead \
+             (systemd-inhibit --list shows them)"
+                .into(),
+        ),
+    )
+}
+
 /// The checks that need logind, listed as skipped when it cannot be reached, so the report
 /// never looks shorter and cleaner than it is.
 fn skipped_without_logind(opts: &Options) -> Vec<Check> {
@@ -535,6 +567,7 @@ fn skipped_without_logind(opts: &Options) -> Vec<Check> {
         names.push(("logind permits reboot", true));
     }
     names.extend([
+        ("no block inhibitor on shutdown", true),
         ("kubelet inhibitor lock", true),
         ("drain budget", false),
         ("power key honours inhibitors", false),

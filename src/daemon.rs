@@ -305,16 +305,41 @@ impl Daemon {
                     .await;
             match answer.unwrap_or_else(|_| Err(logind_timeout(method))) {
                 Ok(v) if v == "yes" => {}
-                Ok(v) => tracing::warn!(
-                    "logind {method} answers {v:?} for this user: polkit will refuse {}. Install \
-                     /usr/share/polkit-1/rules.d/50-nthd.rules (or the .pkla on polkit 0.105), \
-                     run nthd as user nthd, and check with: sudo -u nthd nthd check",
-                    crate::logind::polkit_action(action)
-                ),
+                Ok(v) => self.warn_cannot(method, action, &v).await,
                 Err(_) => return,
             }
         }
         self.grant_checked = true;
+    }
+
+    /// Says why logind would not power off for this user, naming a block inhibitor's holder
+    /// when there is one (then the polkit rule is not the problem).
+    async fn warn_cannot(&mut self, method: &str, action: Action, answer: &str) {
+        let list = tokio::time::timeout(
+            LOGIND_READ_TIMEOUT,
+            self.keepalive().logind.list_inhibitors(),
+        )
+        .await;
+        let holders: Vec<crate::logind::Inhibitor> = match list {
+            Ok(Ok(l)) => l.into_iter().filter(|i| i.blocks_shutdown()).collect(),
+            _ => Vec::new(),
+        };
+        if !holders.is_empty() {
+            tracing::warn!(
+                "logind {method} answers {answer:?}: {} holds a block inhibitor on shutdown. A \
+                 notice's drain cannot start until it is released; nthd never overrides it (it \
+                 is not granted power-off-ignore-inhibit) and retries until it is",
+                crate::logind::describe_holders(&holders)
+            );
+            return;
+        }
+        let why = crate::logind::can_answer_problem(answer).unwrap_or("");
+        tracing::warn!(
+            "logind {method} answers {answer:?} for this user ({why}): polkit will refuse {}. \
+             Install /usr/share/polkit-1/rules.d/50-nthd.rules (or the .pkla on polkit 0.105), \
+             run nthd as user nthd, and check with: sudo -u nthd nthd check",
+            crate::logind::polkit_action(action)
+        );
     }
 
     async fn refresh_budget(&mut self) {

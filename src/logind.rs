@@ -95,6 +95,17 @@ pub enum LogindError {
         method: &'static str,
         reason: String,
     },
+    #[error(
+        "logind refused {method}: {} holds a block inhibitor on shutdown ({reason}). The drain \
+         cannot start until it is released; nthd never overrides it (it is not granted \
+         power-off-ignore-inhibit) and retries until it is",
+        describe_holders(holders)
+    )]
+    Blocked {
+        method: &'static str,
+        holders: Vec<Inhibitor>,
+        reason: String,
+    },
     #[error("logind {method} failed: {reason}")]
     Call {
         method: &'static str,
@@ -109,9 +120,28 @@ impl LogindError {
             LogindError::NoLogind { .. } => "no_logind",
             LogindError::Denied { .. } => "denied",
             LogindError::Busy { .. } => "busy",
+            LogindError::Blocked { .. } => "blocked",
             LogindError::Call { .. } => "failed",
         }
     }
+}
+
+/// "kubelet-backup (why: nightly backup, pid 812, uid 0, mode block)", for each holder.
+pub fn describe_holders(holders: &[Inhibitor]) -> String {
+    let each: Vec<String> = holders
+        .iter()
+        .map(|i| {
+            format!(
+                "{} (why: {}, pid {}, uid {}, mode {})",
+                crate::logging::clean(&i.who, 64),
+                crate::logging::clean(&i.why, 120),
+                i.pid,
+                i.uid,
+                i.mode
+            )
+        })
+        .collect();
+    each.join("; ")
 }
 
 /// The D-Bus error name of a zbus error, if it is a D-Bus error reply.
@@ -185,6 +215,12 @@ fn classify(method: &'static str, action: Action, e: zbus::Error) -> LogindError
         ) => LogindError::NoLogind { method, reason },
         // logind allows one shutdown or sleep operation at a time.
         Some("org.freedesktop.login1.OperationInProgress") => LogindError::Busy { method, reason },
+        // systemd >= 258; the holders are filled in by `Logind::act`.
+        Some("org.freedesktop.login1.BlockedByInhibitorLock") => LogindError::Blocked {
+            method,
+            holders: Vec::new(),
+            reason,
+        },
         _ => match e {
             zbus::Error::InputOutput(_) | zbus::Error::Handshake(_) | zbus::Error::Address(_) => {
                 LogindError::NoBus {
@@ -278,10 +314,45 @@ impl Logind {
                 .await
                 .map_err(|e| classify("PowerOff", action, e)),
         };
-        if let Err(e) = &r {
-            self.on_error(e);
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let e = self.name_the_blocker(e).await;
+                self.on_error(&e);
+                Err(e)
+            }
         }
-        r
+    }
+
+    /// A refusal may be a block inhibitor, whatever it says: systemd <= 256 asks polkit for
+    /// `power-off-ignore-inhibit` ("Interactive authentication required"), 257 answers
+    /// AccessDenied "Access denied due to active block inhibitor", 258 and later
+    /// `BlockedByInhibitorLock`. So on any refusal nthd reads `ListInhibitors`, and when
+    /// someone holds a block lock on shutdown, that is the diagnosis, not the polkit rule.
+    async fn name_the_blocker(&mut self, e: LogindError) -> LogindError {
+        let (method, reason) = match &e {
+            LogindError::Denied { method, reason, .. }
+            | LogindError::Blocked { method, reason, .. } => (*method, reason.clone()),
+            _ => return e,
+        };
+        match self.list_inhibitors().await {
+            Ok(list) => {
+                let holders: Vec<Inhibitor> = list
+                    .into_iter()
+                    .filter(Inhibitor::blocks_shutdown)
+                    .collect();
+                if holders.is_empty() {
+                    e
+                } else {
+                    LogindError::Blocked {
+                        method,
+                        holders,
+                        reason,
+                    }
+                }
+            }
+            Err(_) => e,
+        }
     }
 
     /// logind's `InhibitDelayMaxUSec`: how long delay inhibitors (kubelet) may hold shutdown.
@@ -442,7 +513,36 @@ pub struct Inhibitor {
 impl Inhibitor {
     /// Whether this is a delay lock on shutdown, as kubelet takes.
     pub fn delays_shutdown(&self) -> bool {
-        self.mode == "delay" && self.what.split(':').any(|w| w == "shutdown")
+        self.mode == "delay" && self.on_shutdown()
+    }
+
+    /// Whether this is a block lock on shutdown (`block`, or 257's `block-weak`), which makes
+    /// logind refuse PowerOff to anyone not allowed to ignore inhibitors.
+    pub fn blocks_shutdown(&self) -> bool {
+        matches!(self.mode.as_str(), "block" | "block-weak") && self.on_shutdown()
+    }
+
+    fn on_shutdown(&self) -> bool {
+        self.what.split(':').any(|w| w == "shutdown")
+    }
+}
+
+/// What a `CanPowerOff` / `CanReboot` answer means for nthd, with what to do about it.
+/// systemd 260 added `inhibited`, `inhibitor-blocked` and `challenge-inhibitor-blocked`.
+pub fn can_answer_problem(answer: &str) -> Option<&'static str> {
+    match answer {
+        "yes" => None,
+        "challenge" => Some(
+            "polkit would ask for authentication: the rule granting user nthd is missing, or a \
+             block inhibitor on shutdown is held (polkit then asks for power-off-ignore-inhibit)",
+        ),
+        "inhibited" | "inhibitor-blocked" | "challenge-inhibitor-blocked" => Some(
+            "a block inhibitor on shutdown is held: logind refuses until its holder releases it \
+             (systemd-inhibit --list names it); nthd never overrides it",
+        ),
+        "no" => Some("logind says no for this user: polkit denies it outright"),
+        "na" => Some("logind says power-off is not available on this system"),
+        _ => Some("an answer this nthd does not know"),
     }
 }
 

@@ -354,3 +354,27 @@ async fn no_bus_lists_the_logind_checks_as_skipped() {
         );
     }
 }
+
+/// A block inhibitor on shutdown fails the check, naming its holder: logind would refuse every
+/// PowerOff while it is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_inhibitor_on_shutdown_fails_and_is_named() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    let (ok, v) = run(&e, &[]).await;
+    assert!(ok, "{v:#}");
+    assert_eq!(status(&v, "no block inhibitor on shutdown"), "pass");
+    let id = e
+        .logind
+        .hold_inhibitor("shutdown", "apt", "dpkg is running", "block", 777);
+    let (ok, v) = run(&e, &[]).await;
+    assert!(!ok);
+    let c = get(&v, "no block inhibitor on shutdown");
+    assert_eq!(c["status"], "fail");
+    assert_eq!(
+        c["value"],
+        "apt (why: dpkg is running, pid 777, uid 0, mode block)"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("never overrides"), "{c}");
+    e.logind.release_inhibitor(id);
+}

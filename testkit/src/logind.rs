@@ -45,6 +45,37 @@ pub const ERR_ACCESS_DENIED: &str = "org.freedesktop.DBus.Error.AccessDenied";
 pub const ERR_OPERATION_IN_PROGRESS: &str = "org.freedesktop.login1.OperationInProgress";
 /// Invalid arguments.
 pub const ERR_INVALID_ARGS: &str = "org.freedesktop.DBus.Error.InvalidArgs";
+/// systemd >= 258's refusal while a block inhibitor on shutdown is held.
+pub const ERR_BLOCKED_BY_INHIBITOR: &str = "org.freedesktop.login1.BlockedByInhibitorLock";
+
+/// How logind refuses `PowerOff`/`Reboot` while someone holds a block inhibitor on shutdown,
+/// and what `CanPowerOff` answers then, by systemd version (read at the release tags):
+/// <= 256 asks polkit for `power-off-ignore-inhibit` (so: "Interactive authentication
+/// required."), 257 denies at once, 258 has its own error, 260 adds `CanPowerOff` answers.
+pub fn block_refusal(systemd: u32) -> (&'static str, &'static str, &'static str) {
+    match systemd {
+        0..=256 => (
+            ERR_INTERACTIVE_AUTH_REQUIRED,
+            "Interactive authentication required.",
+            "challenge",
+        ),
+        257 => (
+            ERR_ACCESS_DENIED,
+            "Access denied due to active block inhibitor",
+            "challenge",
+        ),
+        258..=259 => (
+            ERR_BLOCKED_BY_INHIBITOR,
+            "Operation denied due to active block inhibitor",
+            "challenge",
+        ),
+        _ => (
+            ERR_BLOCKED_BY_INHIBITOR,
+            "Operation denied due to active block inhibitor",
+            "inhibitor-blocked",
+        ),
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // PrivateBus
@@ -316,6 +347,11 @@ impl Inhibitor {
     fn delays_shutdown(&self) -> bool {
         self.mode == "delay" && self.what.split(':').any(|w| w == "shutdown")
     }
+
+    fn blocks_shutdown(&self) -> bool {
+        matches!(self.mode.as_str(), "block" | "block-weak")
+            && self.what.split(':').any(|w| w == "shutdown")
+    }
 }
 
 /// Why a requested shutdown "proceeded".
@@ -383,6 +419,8 @@ struct State {
     handle_power_key: String,
     power_key_ignore_inhibited: bool,
     scheduled_shutdown: (String, u64),
+    /// The systemd version whose block-inhibitor behaviour is emulated ([`block_refusal`]).
+    systemd: u32,
     calls: Vec<Call>,
     inhibitors: Vec<Inhibitor>,
     next_inhibitor_id: u64,
@@ -407,6 +445,7 @@ impl Default for State {
             handle_power_key: "poweroff".into(),
             power_key_ignore_inhibited: false,
             scheduled_shutdown: (String::new(), 0),
+            systemd: 252,
             calls: Vec::new(),
             inhibitors: Vec::new(),
             next_inhibitor_id: 0,
@@ -510,6 +549,17 @@ impl Manager {
                 "PowerOff" => st.power_off_error.clone(),
                 _ => st.reboot_error.clone(),
             };
+            // Like logind: a block inhibitor on shutdown refuses everyone not allowed to
+            // ignore inhibitors (nthd never is), in the emulated version's words.
+            let err = err.or_else(|| {
+                st.inhibitors
+                    .iter()
+                    .any(Inhibitor::blocks_shutdown)
+                    .then(|| {
+                        let (name, msg, _) = block_refusal(st.systemd);
+                        LogindError::new(name, msg)
+                    })
+            });
             // Like logind: one shutdown or sleep operation at a time.
             let err = err.or_else(|| {
                 st.pending.as_ref().map(|_| {
@@ -621,7 +671,14 @@ impl Manager {
     }
 
     fn can_power_off(&self, #[zbus(header)] hdr: Header<'_>) -> String {
-        let v = lock(&self.shared.state).can_power_off.clone();
+        let v = {
+            let st = lock(&self.shared.state);
+            if st.inhibitors.iter().any(Inhibitor::blocks_shutdown) {
+                block_refusal(st.systemd).2.to_string()
+            } else {
+                st.can_power_off.clone()
+            }
+        };
         self.shared.record("CanPowerOff", json!([]), &hdr, None);
         v
     }
@@ -1081,6 +1138,42 @@ impl FakeLogind {
     /// What `CanPowerOff` answers (`"yes"`, `"no"`, `"challenge"`, `"na"`).
     pub fn set_can_power_off(&self, v: &str) {
         lock(&self.shared.state).can_power_off = v.into();
+    }
+
+    /// Holds an inhibitor on the fake's side, as if process `pid` of `uid` had taken it, until
+    /// [`FakeLogind::release_inhibitor`]. Unlike one taken over the bus, its lifetime does not
+    /// hang on a file descriptor that zbus buffers or a concurrently spawned child inherits.
+    pub fn hold_inhibitor(&self, what: &str, who: &str, why: &str, mode: &str, pid: u32) -> u64 {
+        let id = {
+            let mut st = lock(&self.shared.state);
+            st.next_inhibitor_id += 1;
+            let id = st.next_inhibitor_id;
+            st.inhibitors.push(Inhibitor {
+                id,
+                what: what.into(),
+                who: who.into(),
+                why: why.into(),
+                mode: mode.into(),
+                uid: 0,
+                pid,
+                sender: String::new(),
+                taken_at: SystemTime::now(),
+            });
+            id
+        };
+        self.shared.bump();
+        id
+    }
+
+    /// Releases an inhibitor held with [`FakeLogind::hold_inhibitor`].
+    pub fn release_inhibitor(&self, id: u64) {
+        lock(&self.shared.state).inhibitors.retain(|i| i.id != id);
+        self.shared.bump();
+    }
+
+    /// The systemd version whose block-inhibitor refusal is emulated (default 252).
+    pub fn set_systemd_version(&self, v: u32) {
+        lock(&self.shared.state).systemd = v;
     }
 
     /// What `CanReboot` answers.
