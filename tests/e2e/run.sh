@@ -48,7 +48,7 @@ MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
            gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
-           shutdown-cancelled)
+           shutdown-cancelled block-inhibitor)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -754,6 +754,46 @@ scen_shutdown_cancelled() {
   local calls; calls="$(journal_json "$MSG_ACTION" | grep -c . || true)"
   ((calls == 2)) || fail "expected nthd's PowerOff twice (first, then once after the cancellation), journal has $calls"
 }
+
+# --- A block inhibitor on shutdown (a backup agent): real logind refuses nthd's PowerOff;
+# nthd names the holder, never overrides it, and powers off once it is released.
+
+_blocker_named() {
+  (( $(nthd_journal_count "logind refused PowerOff: backup-agent (why: nightly backup, pid") > 0 ))
+}
+
+scen_block_inhibitor() {
+  setup_node
+  local out rc sysver t_rel prep
+  sysver="$(ct_exec busctl get-property org.freedesktop.systemd1 /org/freedesktop/systemd1 \
+        org.freedesktop.systemd1.Manager Version)"
+  log "systemd $sysver"
+  step "systemd-inhibit --what=shutdown --mode=block (backup-agent)"
+  ct_exec systemd-run -q --unit=blocker systemd-inhibit --what=shutdown --mode=block \
+    --who=backup-agent --why='nightly backup' sleep 600 || fail "could not start the blocker"
+  wait_until 5 _block_held || fail "the block inhibitor is not listed"
+  step "nthd check names the holder"
+  out="$(nthd_check_as_nthd --json 2>/dev/null)" && rc=0 || rc=$?
+  ((rc != 0)) || fail "nthd check passed with a block inhibitor held"
+  [[ "$(hjq -r '[.checks[] | select(.name == "no block inhibitor on shutdown") | .value] | first' <<<"$out")" \
+      == "backup-agent (why: nightly backup, pid "* ]] || fail "nthd check does not name the holder: $out"
+  step "spot notice while the block is held"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  wait_until 10 _blocker_named || fail "nthd did not name the block inhibitor's holder: $(ct_journal -u nthd | tail -n 3)"
+  (( $(nthd_journal_count "50-nthd.rules") == 0 )) || fail "nthd blamed the polkit rule for a block inhibitor"
+  (( $(nthd_journal_count "nthd never overrides it") > 0 )) || fail "nthd did not say it never overrides the lock"
+  ct_journal -u nthd | grep -F "logind refused PowerOff" | tail -n 1 | indent >&2
+  expect_no_poweroff 6
+  step "the holder exits"
+  ct_exec systemctl stop blocker || fail "could not stop the blocker"
+  t_rel="$(now_ms)"; NOTICE_MS="$t_rel"
+  prep="$(wait_for_prepare 10)" || fail "no PrepareForShutdown after the release"
+  # One retry interval (NTHD_RETRY_DELAY, 5 s) plus a poll.
+  (( prep - t_rel <= 6500 )) || fail "PrepareForShutdown $(fmt_ms $((prep - t_rel))) after the release: more than one retry interval"
+  timing "release -> prepare $(fmt_ms $((prep - t_rel)))"
+  expect_poweroff_through_lock 5
+}
+_block_held() { ct_exec systemd-inhibit --list --mode=block 2>/dev/null | grep -q backup-agent; }
 
 # ---------------------------------------------------------------- driver
 
