@@ -142,6 +142,26 @@ fn poll_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A boosted poll interval, or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Boost(pub Option<Duration>);
+
+impl std::fmt::Display for Boost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(d) => f.write_str(&crate::timefmt::format_duration(d)),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+fn boost_interval(s: &str) -> Result<Boost, String> {
+    if matches!(s.trim(), "off" | "0" | "none") {
+        return Ok(Boost(None));
+    }
+    positive_duration(s).map(|d| Boost(Some(d)))
+}
+
 /// The longest lead time among the clouds' interruption notices.
 const KINDS_LEAD_TIME_MAX: Duration = Duration::from_secs(300);
 
@@ -242,6 +262,11 @@ pub struct Options {
     /// How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x.
     #[arg(long, env = "NTHD_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval, allow_hyphen_values = true, global = true)]
     pub poll_interval: Duration,
+
+    /// AWS: while a rebalance recommendation is listed, read spot this often, for at most 30
+    /// minutes (the notice usually follows within 10-20); `off` keeps the normal interval.
+    #[arg(long, env = "NTHD_AWS_REBALANCE_BOOST", default_value = "200ms", value_parser = boost_interval, allow_hyphen_values = true, global = true, value_name = "DURATION|off")]
+    pub aws_rebalance_boost: Boost,
 
     /// How often slow sources are read (AWS rebalance and scheduled events).
     #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = "20s", value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]

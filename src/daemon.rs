@@ -58,6 +58,7 @@ pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsE
                 poll_interval: opts.poll_interval,
                 slow_poll_interval: opts.slow_poll_interval,
                 allow_imdsv1: opts.aws_imdsv1,
+                rebalance_boost: opts.aws_rebalance_boost.0,
                 ..aws::AwsOptions::default()
             },
         )),

@@ -375,6 +375,9 @@ async fn a_block_inhibitor_on_shutdown_fails_and_is_named() {
         c["value"],
         "apt (why: dpkg is running, pid 777, uid 0, mode block)"
     );
-    assert!(c["fix"].as_str().unwrap().contains("never overrides"), "{c}");
+    assert!(
+        c["fix"].as_str().unwrap().contains("never overrides"),
+        "{c}"
+    );
     e.logind.release_inhibitor(id);
 }

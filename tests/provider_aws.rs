@@ -402,3 +402,67 @@ async fn sources_are_polled_at_rates_that_fit_their_lead_times() {
         m.stats().connections
     );
 }
+
+/// Observes for `secs`, each poll when due; returns how many spot reads the mock saw.
+async fn run_for(p: &mut Aws, m: &MockImds, d: Duration) -> usize {
+    let before = m.count(aws::SPOT_PATH);
+    let end = std::time::Instant::now() + d;
+    while std::time::Instant::now() < end {
+        tokio::time::sleep_until(p.next_due().into()).await;
+        p.observe().await;
+    }
+    m.count(aws::SPOT_PATH) - before
+}
+
+/// A rebalance recommendation usually comes 10-20 minutes before the spot notice: while one is
+/// listed, spot is read every 200 ms, for at most the boost's limit, then at the normal pace.
+#[tokio::test]
+async fn a_rebalance_recommendation_speeds_up_spot_reads_for_a_while() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(
+        &m,
+        AwsOptions {
+            poll_interval: Duration::from_secs(1),
+            slow_poll_interval: Duration::from_millis(300),
+            rebalance_boost: Some(Duration::from_millis(200)),
+            boost_max: Duration::from_secs(3),
+            ..AwsOptions::default()
+        },
+    );
+    let normal = run_for(&mut p, &m, Duration::from_secs(2)).await;
+    assert!(
+        (1..=3).contains(&normal),
+        "{normal} spot reads in 2 s unboosted"
+    );
+    assert!(!p.boosted());
+
+    m.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#),
+    );
+    run_for(&mut p, &m, Duration::from_millis(400)).await;
+    assert!(p.boosted());
+    let boosted = run_for(&mut p, &m, Duration::from_secs(2)).await;
+    assert!(
+        (8..=11).contains(&boosted),
+        "{boosted} spot reads in 2 s boosted (every 200 ms)"
+    );
+    // Past the limit (3 s here, 30 min by default) the pace is normal again.
+    run_for(&mut p, &m, Duration::from_secs(1)).await;
+    assert!(!p.boosted());
+    let after = run_for(&mut p, &m, Duration::from_secs(2)).await;
+    assert!(
+        (1..=3).contains(&after),
+        "{after} spot reads in 2 s after the limit"
+    );
+
+    // Gone and back: a new recommendation boosts again.
+    m.clear(aws::REBALANCE_PATH);
+    run_for(&mut p, &m, Duration::from_millis(700)).await;
+    m.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, r#"{"noticeTime":"2030-01-01T01:00:00Z"}"#),
+    );
+    run_for(&mut p, &m, Duration::from_millis(700)).await;
+    assert!(p.boosted());
+}

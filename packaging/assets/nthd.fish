@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -31,6 +31,7 @@ azure\t''
 alibaba\t''"
 complete -c nthd -n "__fish_nthd_needs_command" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l request-timeout -d 'Timeout for one metadata request' -r
@@ -83,6 +84,7 @@ azure\t''
 alibaba\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l request-timeout -d 'Timeout for one metadata request' -r
@@ -128,6 +130,7 @@ azure\t''
 alibaba\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l request-timeout -d 'Timeout for one metadata request' -r
@@ -175,6 +178,7 @@ azure\t''
 alibaba\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l request-timeout -d 'Timeout for one metadata request' -r
@@ -222,6 +226,7 @@ azure\t''
 alibaba\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l request-timeout -d 'Timeout for one metadata request' -r
@@ -269,6 +274,7 @@ azure\t''
 alibaba\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l request-timeout -d 'Timeout for one metadata request' -r

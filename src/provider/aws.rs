@@ -32,6 +32,9 @@ const SRC_REBALANCE: &str = "aws/events/recommendations/rebalance";
 const SRC_SCHEDULED: &str = "aws/events/maintenance/scheduled";
 const SRC_ASG: &str = "aws/autoscaling/target-lifecycle-state";
 
+/// How long spot is read faster after a rebalance recommendation appeared, at most.
+pub const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
+
 /// The IPv6 endpoint, for IPv6-only subnets.
 pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
 
@@ -44,6 +47,12 @@ pub struct AwsOptions {
     pub allow_imdsv1: bool,
     /// Requested token lifetime (1..=21600 s).
     pub token_ttl: Duration,
+    /// While a rebalance recommendation is listed, spot is read this often (`None`: never
+    /// faster than `poll_interval`). A recommendation usually comes 10-20 minutes before the
+    /// interruption notice, so those minutes are when detection speed pays.
+    pub rebalance_boost: Option<Duration>,
+    /// The boost ends after this long even if the recommendation stays listed.
+    pub boost_max: Duration,
 }
 
 impl Default for AwsOptions {
@@ -53,6 +62,8 @@ impl Default for AwsOptions {
             slow_poll_interval: Duration::from_secs(20),
             allow_imdsv1: false,
             token_ttl: Duration::from_secs(21600),
+            rebalance_boost: Some(Duration::from_millis(200)),
+            boost_max: BOOST_MAX,
         }
     }
 }
@@ -64,6 +75,8 @@ pub struct Aws {
     /// Set once the token PUT was refused and IMDSv1 was allowed.
     v1_mode: bool,
     sources: Vec<SourceState>,
+    /// When the rebalance recommendation now listed was first seen (the boost's start).
+    rebalance_since: Option<Instant>,
 }
 
 #[derive(Deserialize)]
@@ -118,7 +131,51 @@ impl Aws {
             opts,
             v1_mode: false,
             sources,
+            rebalance_since: None,
         }
+    }
+
+    /// Whether spot is read at the boosted rate now.
+    pub fn boosted(&self) -> bool {
+        self.sources[0].interval != self.opts.poll_interval
+    }
+
+    /// Reads spot faster while a rebalance recommendation is listed, for at most
+    /// [`AwsOptions::boost_max`]; back to the normal interval when it goes or time is up.
+    fn adjust_boost(&mut self, now: Instant) {
+        let Some(boost) = self.opts.rebalance_boost else {
+            return;
+        };
+        let listed = self.sources[2]
+            .last
+            .iter()
+            .any(|n| n.kind == NoticeKind::Rebalance);
+        self.rebalance_since = match (listed, self.rebalance_since) {
+            (false, _) => None,
+            (true, None) => Some(now),
+            (true, since) => since,
+        };
+        let on = self
+            .rebalance_since
+            .is_some_and(|t| now.duration_since(t) < self.opts.boost_max);
+        let normal = self.opts.poll_interval;
+        let want = if on { boost.min(normal) } else { normal };
+        let spot = &mut self.sources[0];
+        if spot.interval == want {
+            return;
+        }
+        match on {
+            true => tracing::info!(
+                "a rebalance recommendation is listed: reading spot every {} for up to {}",
+                timefmt::format_duration(boost),
+                timefmt::format_duration(self.opts.boost_max)
+            ),
+            false => tracing::info!(
+                "reading spot every {} again",
+                timefmt::format_duration(self.opts.poll_interval)
+            ),
+        }
+        spot.set_interval(want, now);
     }
 
     pub fn tokens_fetched(&self) -> u64 {
@@ -382,10 +439,14 @@ impl Provider for Aws {
 
     fn describe(&self) -> String {
         format!(
-            "AWS IMDS{} at {}: spot every {}, ASG every {}, rebalance and scheduled events every {}",
+            "AWS IMDS{} at {}: spot every {}{}, ASG every {}, rebalance and scheduled events every {}",
             if self.v1_mode { "v1" } else { "v2" },
             self.client.base(),
             timefmt::format_duration(self.opts.poll_interval),
+            match self.opts.rebalance_boost {
+                Some(b) => format!(" (every {} after a rebalance recommendation)", timefmt::format_duration(b)),
+                None => String::new(),
+            },
             timefmt::format_duration(self.opts.poll_interval * 3),
             timefmt::format_duration(self.opts.slow_poll_interval),
         )
@@ -411,6 +472,7 @@ impl Provider for Aws {
                 break;
             }
         }
+        self.adjust_boost(Instant::now());
         gather(&self.sources, &mut obs);
         obs
     }

@@ -411,6 +411,15 @@ impl SourceState {
         self.next <= now
     }
 
+    /// Changes the interval from now on (the next read comes at most one new interval away).
+    /// The grid keeps its anchor, so a source sped up and slowed down again still falls due
+    /// with the others.
+    pub fn set_interval(&mut self, interval: std::time::Duration, now: Instant) {
+        self.interval = interval;
+        self.backoff = crate::imds::Backoff::new(interval);
+        self.next = self.next.min(self.next_on_grid(now));
+    }
+
     /// Records the outcome of one read and schedules the next one.
     pub fn record(
         &mut self,

@@ -56,6 +56,7 @@ const USAGE: &str =
 [--starts N] [--cases ID,ID,...] [--seed N] [--nthd PATH] [--out DIR]";
 
 const SPOT_PATH: &str = "/latest/meta-data/spot/instance-action";
+const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
 const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
 const GCP_PREEMPTED: &str = "/computeMetadata/v1/instance/preempted";
 const GCP_MAINTENANCE: &str = "/computeMetadata/v1/instance/maintenance-event";
@@ -332,6 +333,11 @@ enum Subject {
     Nthd {
         cloud: Cloud,
         interval: Option<Duration>,
+        /// Also write the metrics textfile (`NTHD_METRICS_TEXTFILE`), to price it.
+        textfile: bool,
+        /// A rebalance recommendation is listed from the start (AWS): spot is read at the
+        /// boosted rate.
+        rebalance: bool,
     },
     /// The bash + curl loop, sleeping this many seconds between reads.
     Curl { every: u32 },
@@ -440,6 +446,7 @@ impl World {
         nthd: &Path,
         cloud: Cloud,
         interval: Option<Duration>,
+        textfile: bool,
         notify: &Notify,
     ) -> Result<Proc, String> {
         let mut cmd = Command::new(nthd);
@@ -459,6 +466,9 @@ impl World {
             .stderr(self.log_file()?);
         if let Some(i) = interval {
             cmd.env("NTHD_POLL_INTERVAL", format!("{}ms", i.as_millis()));
+        }
+        if textfile {
+            cmd.env("NTHD_METRICS_TEXTFILE", self.dir.path().join("nthd.prom"));
         }
         Proc::spawn(cmd).map_err(|e| format!("cannot run {}: {e}", nthd.display()))
     }
@@ -492,10 +502,21 @@ impl World {
     ) -> Result<(Proc, Option<Notify>, Duration), String> {
         let t0 = Instant::now();
         match subject {
-            Subject::Nthd { cloud, interval } => {
+            Subject::Nthd {
+                cloud,
+                interval,
+                textfile,
+                rebalance,
+            } => {
+                if rebalance {
+                    self.imds.set(
+                        REBALANCE_PATH,
+                        Response::json(200, r#"{"noticeTime":"2026-01-01T00:00:00Z"}"#),
+                    );
+                }
                 let mut notify = Notify::bind(self.dir.path().join("notify"))
                     .map_err(|e| format!("notify socket: {e}"))?;
-                let mut p = self.spawn_nthd(nthd, cloud, interval, &notify)?;
+                let mut p = self.spawn_nthd(nthd, cloud, interval, textfile, &notify)?;
                 let Some(at) = notify.wait_ready(Duration::from_secs(10)).await else {
                     let how = if p.exited() { "exited" } else { "is running" };
                     return Err(format!(
@@ -655,6 +676,8 @@ fn all_cases() -> Vec<Case> {
             subject: Subject::Nthd {
                 cloud: Cloud::Aws,
                 interval: None,
+                textfile: false,
+                rebalance: false,
             },
             interval: ms(1000),
             polling: true,
@@ -665,6 +688,8 @@ fn all_cases() -> Vec<Case> {
             subject: Subject::Nthd {
                 cloud: Cloud::Aws,
                 interval: Some(ms(500)),
+                textfile: false,
+                rebalance: false,
             },
             interval: ms(500),
             polling: true,
@@ -675,8 +700,22 @@ fn all_cases() -> Vec<Case> {
             subject: Subject::Nthd {
                 cloud: Cloud::Aws,
                 interval: Some(ms(2000)),
+                textfile: false,
+                rebalance: false,
             },
             interval: ms(2000),
+            polling: true,
+        },
+        Case {
+            id: "nthd-aws-rebalance",
+            title: "nthd, AWS spot after a rebalance recommendation (200 ms boost)",
+            subject: Subject::Nthd {
+                cloud: Cloud::Aws,
+                interval: None,
+                textfile: false,
+                rebalance: true,
+            },
+            interval: ms(200),
             polling: true,
         },
         Case {
@@ -685,6 +724,8 @@ fn all_cases() -> Vec<Case> {
             subject: Subject::Nthd {
                 cloud: Cloud::Gcp,
                 interval: None,
+                textfile: false,
+                rebalance: false,
             },
             interval: ms(1000),
             polling: false,
@@ -695,6 +736,8 @@ fn all_cases() -> Vec<Case> {
             subject: Subject::Nthd {
                 cloud: Cloud::Azure,
                 interval: None,
+                textfile: false,
+                rebalance: false,
             },
             interval: ms(1000),
             polling: true,
@@ -1256,6 +1299,8 @@ async fn startup(args: &Args) -> Result<Vec<f64>, String> {
         let subject = Subject::Nthd {
             cloud: Cloud::Aws,
             interval: None,
+            textfile: false,
+            rebalance: false,
         };
         let (p, _n, took) = world
             .start(&args.nthd, subject)
@@ -1472,6 +1517,13 @@ impl Report {
                 "≤ 1100 ms".into(),
                 self.stats("nthd-aws-1s").map(|s| s.p99),
                 1100.0,
+                ms,
+            ),
+            Target::le(
+                "AWS spot detection p99 after a rebalance recommendation (200 ms boost)",
+                "≤ 300 ms".into(),
+                self.stats("nthd-aws-rebalance").map(|s| s.p99),
+                300.0,
                 ms,
             ),
             Target::le(
@@ -1944,6 +1996,26 @@ async fn run(args: Args) -> Result<bool, String> {
             Subject::Nthd {
                 cloud: Cloud::Aws,
                 interval: None,
+                textfile: false,
+                rebalance: false,
+            },
+        ),
+        (
+            "nthd-aws-rebalance".into(),
+            Subject::Nthd {
+                cloud: Cloud::Aws,
+                interval: None,
+                textfile: false,
+                rebalance: true,
+            },
+        ),
+        (
+            "nthd-aws-1s-textfile".into(),
+            Subject::Nthd {
+                cloud: Cloud::Aws,
+                interval: None,
+                textfile: true,
+                rebalance: false,
             },
         ),
         ("curl-5s".into(), Subject::Curl { every: 5 }),
@@ -1956,6 +2028,8 @@ async fn run(args: Args) -> Result<bool, String> {
                 Subject::Nthd {
                     cloud,
                     interval: None,
+                    textfile: false,
+                    rebalance: false,
                 },
             ));
         }
