@@ -228,19 +228,28 @@ async fn power_key_not_handled_and_kubelet_dropin_overridden_warn() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drain_budget_longer_than_the_notice_warns() {
+async fn drain_budget_longer_than_the_notice_fails_with_what_to_set() {
     let e = env().await;
-    e.logind.set_inhibit_delay_max(Duration::from_secs(600));
-    let (_, v) = run(&e, &[]).await;
+    let _lock = take_kubelet_lock(&e).await;
+    // EKS Amazon Linux 2023 (1.34+): shutdownGracePeriod 2m30s, so InhibitDelayMaxUSec 150 s,
+    // against AWS's 2-minute spot notice.
+    e.logind.set_inhibit_delay_max(Duration::from_secs(150));
+    let (ok, v) = run(&e, &[]).await;
+    assert!(!ok, "a drain longer than the notice must fail the check");
     let db = get(&v, "drain budget");
-    assert_eq!(db["status"], "warn");
+    assert_eq!(db["status"], "fail");
+    assert_eq!(db["required"], true);
+    let fix = db["fix"].as_str().unwrap();
     assert!(
-        db["fix"]
-            .as_str()
-            .unwrap()
-            .contains("lower shutdownGracePeriod"),
+        fix.contains("set shutdownGracePeriod to at most 1m50s")
+            && fix.contains("Amazon Linux 2023"),
         "{db:#}"
     );
+    // 90 s fits: passes, and is not required then.
+    e.logind.set_inhibit_delay_max(Duration::from_secs(90));
+    let (ok, v) = run(&e, &[]).await;
+    assert!(ok, "{v:#}");
+    assert_eq!(get(&v, "drain budget")["status"], "pass");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
