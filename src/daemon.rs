@@ -514,7 +514,7 @@ impl Daemon {
         )
         .await
         {
-            tracing::warn!(
+            tracing::info!(
                 nthd_notice_id = n.id.as_str(),
                 "logind is already preparing for shutdown; not calling {method} again for {}",
                 n.id

@@ -107,10 +107,7 @@ async fn its_xhtml_401_gets_a_new_token() {
     let m = MockImds::start("127.0.0.1:0").await.unwrap();
     m.set(
         aws::SPOT_PATH,
-        Response::sequence(vec![
-            xhtml(401, "Unauthorized"),
-            Response::json(200, SPOT),
-        ]),
+        Response::sequence(vec![xhtml(401, "Unauthorized"), Response::json(200, SPOT)]),
     );
     let mut p = provider(&m);
     let o = p.observe().await;

@@ -593,3 +593,65 @@ async fn next_due_is_the_retry_time_when_nothing_long_polls() {
     }
     assert!(p.next_due() <= Instant::now());
 }
+
+/// TERMINATE_ON_HOST_MAINTENANCE comes about an hour ahead on GPU VMs: the notice carries the
+/// start that `instance/upcoming-maintenance` announces, read once, so the policy can wait for
+/// the last safe moment. Without an announcement (404, `{ }`, the "no notifications" error) the
+/// notice has no deadline, so nthd acts at once.
+#[tokio::test]
+async fn terminate_maintenance_carries_the_upcoming_window_start() {
+    use nthd::provider::gcp::UPCOMING_PATH;
+    let m = quiet_mock().await;
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+    );
+    m.set(
+        UPCOMING_PATH,
+        Response::json(
+            200,
+            r#"{"can_reschedule": "false", "maintenance_status": "PENDING", "type": "UNSCHEDULED", "window_start_time": "2030-06-01T10:00:00Z", "window_end_time": "2030-06-01T11:00:00Z"}"#,
+        ),
+    );
+    let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
+    let o = p.observe().await;
+    let n = o
+        .notices
+        .iter()
+        .find(|n| n.kind == NoticeKind::GcpTerminateMaintenance)
+        .expect("the maintenance notice");
+    assert_eq!(
+        n.deadline,
+        nthd::timefmt::parse_any("2030-06-01T10:00:00Z"),
+        "{n:?}"
+    );
+    // Read once per notice, not on every observation.
+    for _ in 0..3 {
+        p.observe().await;
+    }
+    assert_eq!(m.count(UPCOMING_PATH), 1);
+
+    for (status, body) in [
+        (404, "Not Found"),
+        (200, "{ }"),
+        (
+            200,
+            r#"{"error": "no notifications have been received yet, try again later"}"#,
+        ),
+    ] {
+        let m = quiet_mock().await;
+        m.set(
+            MAINTENANCE_PATH,
+            Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+        );
+        m.set(UPCOMING_PATH, Response::json(status, body));
+        let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
+        let o = p.observe().await;
+        let n = o
+            .notices
+            .iter()
+            .find(|n| n.kind == NoticeKind::GcpTerminateMaintenance)
+            .unwrap();
+        assert_eq!(n.deadline, None, "{status} {body}");
+    }
+}

@@ -57,7 +57,7 @@ complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-stop -d 'AWS
 complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
-complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
@@ -110,7 +110,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-stop 
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
@@ -156,7 +156,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-stop
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
@@ -204,7 +204,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-sto
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
@@ -252,7 +252,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
@@ -300,7 +300,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-sch
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r

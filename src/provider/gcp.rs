@@ -54,6 +54,9 @@ use crate::timefmt;
 
 pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
 pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-event";
+/// When the maintenance starts, on machine families that announce it (at least 7 days ahead
+/// for scheduled maintenance): read once when `maintenance-event` turns to TERMINATE.
+pub const UPCOMING_PATH: &str = "/computeMetadata/v1/instance/upcoming-maintenance";
 
 const SRC_PREEMPTED: &str = "gcp/instance/preempted";
 const SRC_MAINTENANCE: &str = "gcp/instance/maintenance-event";
@@ -64,6 +67,9 @@ const FLAVOR: (&str, &str) = ("metadata-flavor", "Google");
 /// How many immediately-answered long-polls with a changed ETag in a row are taken at face value
 /// before nthd starts backing off.
 pub const QUICK_LIMIT: u32 = 3;
+
+/// The longest `timeout_sec` nthd asks for.
+pub const MAX_WAIT_SECS: u64 = 300;
 
 /// The longest ETag nthd sends back; longer ones are treated as missing.
 const MAX_ETAG: usize = 256;
@@ -209,6 +215,8 @@ pub struct Gcp {
     client: ImdsClient,
     opts: GcpOptions,
     keys: [Key; 2],
+    /// The start of the maintenance behind the TERMINATE notice now listed, once read.
+    upcoming: Option<Option<std::time::SystemTime>>,
 }
 
 impl Gcp {
@@ -222,12 +230,49 @@ impl Gcp {
                 &opts,
             ),
         ];
-        Gcp { client, opts, keys }
+        Gcp {
+            client,
+            opts,
+            keys,
+            upcoming: None,
+        }
     }
 
-    /// `timeout_sec` for long-polls.
+    /// Gives a TERMINATE_ON_HOST_MAINTENANCE notice the maintenance's start as its deadline,
+    /// read once from `instance/upcoming-maintenance`. It comes about 60 s ahead on most VMs
+    /// but about an hour ahead on GPU VMs; with the start known, the policy powers off at the
+    /// last safe moment instead of throwing that hour away. Without one: at once.
+    async fn add_maintenance_start(&mut self, obs: &mut Observation) {
+        let listed = obs
+            .notices
+            .iter()
+            .any(|n| n.kind == NoticeKind::GcpTerminateMaintenance);
+        if !listed {
+            self.upcoming = None;
+            return;
+        }
+        if self.upcoming.is_none() {
+            self.upcoming = Some(read_upcoming(self.client.clone()).await);
+        }
+        let start = self.upcoming.flatten();
+        for n in &mut obs.notices {
+            if n.kind == NoticeKind::GcpTerminateMaintenance {
+                n.deadline = start;
+                if let Some(t) = start {
+                    n.detail = format!(
+                        "instance/maintenance-event is TERMINATE_ON_HOST_MAINTENANCE; \
+                         instance/upcoming-maintenance says it starts at {}",
+                        timefmt::format_rfc3339(t)
+                    );
+                }
+            }
+        }
+    }
+
+    /// `timeout_sec` for long-polls: no maximum is documented, so at most 300 s (Google's own
+    /// guest agent uses 60 s).
     fn wait_secs(&self) -> u64 {
-        self.opts.wait.as_secs().clamp(1, 3600)
+        self.opts.wait.as_secs().clamp(1, MAX_WAIT_SECS)
     }
 
     /// The client-side timeout of one long-poll: the wait plus a few seconds.
@@ -441,6 +486,56 @@ pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, 
     }))
 }
 
+/// Reads the start of the announced maintenance; `None` (power off at once) on any failure.
+async fn read_upcoming(client: ImdsClient) -> Option<std::time::SystemTime> {
+    let url = client.url(UPCOMING_PATH);
+    let reply = client
+        .send(Method::GET, UPCOMING_PATH, &[FLAVOR], None, None)
+        .await;
+    match reply.and_then(|r| parse_upcoming_maintenance(&url, r.status, &r.body)) {
+        Ok(start) => start,
+        Err(e) => {
+            tracing::warn!("{e}; powering off at once for the maintenance");
+            None
+        }
+    }
+}
+
+/// Parses `instance/upcoming-maintenance`: the start of the announced maintenance window
+/// (`window_start_time`, else `latest_window_start_time`), or `None` when nothing is announced:
+/// `{ }`, a 404, or `{"error": "no notifications have been received yet..."}` on machine types
+/// without it. A maintenance already `ONGOING` has no time left to wait for.
+pub fn parse_upcoming_maintenance(
+    url: &str,
+    status: u16,
+    body: &str,
+) -> Result<Option<std::time::SystemTime>, ImdsError> {
+    match status {
+        200 => {}
+        404 => return Ok(None),
+        s => return Err(status_error(url.to_string(), s)),
+    }
+    let v: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| ImdsError::malformed(url, format!("not JSON: {e}"), body))?;
+    let Some(o) = v.as_object() else {
+        return Err(ImdsError::malformed(url, "not a JSON object", body));
+    };
+    if o.contains_key("error") {
+        return Ok(None);
+    }
+    let field = |k: &str| o.get(k).and_then(serde_json::Value::as_str);
+    if field("maintenance_status").is_some_and(|s| s.eq_ignore_ascii_case("ONGOING")) {
+        return Ok(None);
+    }
+    let Some(text) = field("window_start_time").or_else(|| field("latest_window_start_time"))
+    else {
+        return Ok(None);
+    };
+    timefmt::parse_any(text)
+        .map(Some)
+        .ok_or_else(|| ImdsError::malformed(url, "window_start_time is not an RFC 3339 time", body))
+}
+
 impl Provider for Gcp {
     fn cloud(&self) -> Cloud {
         Cloud::Gcp
@@ -494,6 +589,7 @@ impl Provider for Gcp {
         for k in &self.keys {
             obs.notices.extend(k.last.iter().cloned());
         }
+        self.add_maintenance_start(&mut obs).await;
         obs
     }
 
@@ -513,6 +609,35 @@ mod tests {
     use super::*;
 
     const U: &str = "http://metadata/x";
+
+    #[test]
+    fn upcoming_maintenance_every_shape() {
+        let t = |s: &str| timefmt::parse_any(s).unwrap();
+        let full = r#"{"can_reschedule": "false", "latest_window_start_time": "2026-12-01T10:30:00Z", "maintenance_reasons": ["HARDWARE_UPDATE"], "maintenance_status": "PENDING", "type": "SCHEDULED", "window_end_time": "2026-12-01T14:00:00Z", "window_start_time": "2026-12-01T10:00:00Z"}"#;
+        assert_eq!(
+            parse_upcoming_maintenance(U, 200, full).unwrap(),
+            Some(t("2026-12-01T10:00:00Z"))
+        );
+        let latest_only = r#"{"latest_window_start_time": "2026-12-01T10:30:00Z", "maintenance_status": "PENDING", "type": "UNSCHEDULED"}"#;
+        assert_eq!(
+            parse_upcoming_maintenance(U, 200, latest_only).unwrap(),
+            Some(t("2026-12-01T10:30:00Z"))
+        );
+        let ongoing =
+            r#"{"maintenance_status": "ONGOING", "window_start_time": "2026-12-01T10:00:00Z"}"#;
+        assert_eq!(parse_upcoming_maintenance(U, 200, ongoing).unwrap(), None);
+        assert_eq!(parse_upcoming_maintenance(U, 200, "{ }").unwrap(), None);
+        assert_eq!(
+            parse_upcoming_maintenance(U, 404, "Not Found").unwrap(),
+            None
+        );
+        let none_yet = r#"{"error": "no notifications have been received yet, try again later"}"#;
+        assert_eq!(parse_upcoming_maintenance(U, 200, none_yet).unwrap(), None);
+        for bad in ["", "[]", "<html>", r#"{"window_start_time": "soon"}"#] {
+            assert!(parse_upcoming_maintenance(U, 200, bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_upcoming_maintenance(U, 503, "").is_err());
+    }
 
     #[test]
     fn preempted_values() {

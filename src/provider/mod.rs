@@ -146,8 +146,8 @@ kinds! {
         "AWS scheduled event `system-maintenance`";
     GcpPreempt, "gcp-preempt", "GCP_PREEMPT", PowerOff, false,
         "GCP `instance/preempted` = TRUE (about 30 seconds ahead)";
-    GcpTerminateMaintenance, "gcp-terminate-maintenance", "GCP_TERMINATE_MAINTENANCE", PowerOff, false,
-        "GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE";
+    GcpTerminateMaintenance, "gcp-terminate-maintenance", "GCP_TERMINATE_MAINTENANCE", PowerOff, true,
+        "GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance's start, else at once)";
     GcpMigrate, "gcp-migrate", "GCP_MIGRATE", Log, false,
         "GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration)";
     AzurePreempt, "azure-preempt", "AZURE_PREEMPT", PowerOff, false,
