@@ -18,9 +18,10 @@ use crate::timefmt::parse_duration;
     about = "Node termination handler: turns cloud interruption notices into a graceful logind power-off",
     long_about = "nthd watches the cloud's instance metadata service for interruption notices \
 (AWS spot, rebalance, scheduled events and Auto Scaling; GCP preemption and maintenance; Azure \
-Scheduled Events; Alibaba spot) and asks systemd-logind to power off, so kubelet's Graceful Node \
-Shutdown drains the node first. It needs no Kubernetes credentials.\n\nEvery option can also be \
-set with the environment variable shown; the packaged unit reads /etc/default/nthd."
+Scheduled Events; Alibaba and Tencent Cloud spot) and asks systemd-logind to power off, so \
+kubelet's Graceful Node Shutdown drains the node first. It needs no Kubernetes credentials.\n\n\
+Every option can also be set with the environment variable shown; the packaged unit reads \
+/etc/default/nthd."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -87,6 +88,7 @@ pub enum ProviderChoice {
     Gcp,
     Azure,
     Alibaba,
+    Tencent,
 }
 
 impl ProviderChoice {
@@ -97,6 +99,7 @@ impl ProviderChoice {
             ProviderChoice::Gcp => Some(Cloud::Gcp),
             ProviderChoice::Azure => Some(Cloud::Azure),
             ProviderChoice::Alibaba => Some(Cloud::Alibaba),
+            ProviderChoice::Tencent => Some(Cloud::Tencent),
         }
     }
 }
@@ -259,7 +262,7 @@ pub struct Options {
     #[arg(long, env = "NTHD_AWS_IMDSV1", global = true)]
     pub aws_imdsv1: bool,
 
-    /// How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x.
+    /// How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x.
     #[arg(long, env = "NTHD_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval, allow_hyphen_values = true, global = true)]
     pub poll_interval: Duration,
 
@@ -590,6 +593,13 @@ mod tests {
         );
         let c = parse(&["--provider", "gcp", "--poll-interval", "20s"]).unwrap();
         assert!(c.opts.validate().is_err());
+        // Tencent's lead time is assumed to be 2 minutes (not documented): at most 1m.
+        let c = parse(&["--provider", "tencent", "--poll-interval", "1m"]).unwrap();
+        assert_eq!(c.opts.provider.cloud(), Some(Cloud::Tencent));
+        assert!(c.opts.validate().is_ok());
+        let c = parse(&["--provider", "tencent", "--poll-interval", "61s"]).unwrap();
+        let e = c.opts.validate().unwrap_err().to_string();
+        assert!(e.contains("Tencent Cloud spot termination notice"), "{e}");
         let c = parse(&["--imds-endpoint", "https://x"]).unwrap();
         let e = c.opts.validate().unwrap_err().to_string();
         assert!(e.starts_with("NTHD_IMDS_ENDPOINT=\"https://x\""), "{e}");

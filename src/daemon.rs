@@ -81,6 +81,12 @@ pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsE
                 poll_interval: opts.poll_interval,
             },
         )),
+        Cloud::Tencent => AnyProvider::Tencent(crate::provider::tencent::Tencent::new(
+            client,
+            crate::provider::tencent::TencentOptions {
+                poll_interval: opts.poll_interval,
+            },
+        )),
     })
 }
 

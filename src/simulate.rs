@@ -23,6 +23,8 @@ pub fn default_lead(kind: NoticeKind) -> Duration {
         }
         NoticeKind::GcpMigrate => 60,
         NoticeKind::AlibabaSpot => 300,
+        // Not documented; the lead time nthd assumes for Tencent (Cloud::notice_lead_time).
+        NoticeKind::TencentSpot => 120,
         NoticeKind::AzureTerminate => 600,
         NoticeKind::AzureReboot | NoticeKind::AzureRedeploy | NoticeKind::AzureFreeze => 900,
         NoticeKind::Rebalance

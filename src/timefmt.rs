@@ -1,9 +1,11 @@
 //! Parsing and formatting of the timestamp formats the metadata services use.
 //!
-//! Three formats appear in the wild:
+//! Four formats appear in the wild:
 //! - RFC 3339 (`2017-09-18T08:22:00Z`): AWS spot and rebalance, Alibaba.
 //! - AWS scheduled events (`21 Jan 2019 09:00:43 GMT`).
 //! - RFC 1123 (`Mon, 19 Sep 2016 18:29:47 GMT`): Azure Scheduled Events.
+//! - A zoneless `2018-08-18 12:05:33` in a zone the platform documents: Tencent Cloud (UTC+8),
+//!   through [`parse_local_datetime`].
 //!
 //! All parsers are total: they return `None` for anything they do not understand and never
 //! panic, whatever the input (they are fuzzed). Times before the epoch are rejected.
@@ -201,6 +203,28 @@ pub fn parse_http_like(input: &str) -> Option<SystemTime> {
     from_fields((i64::from(y), mo, d), (h, mi, sec), 0, 0)
 }
 
+/// `YYYY-MM-DD HH:MM:SS` (one space, no fraction, no zone) taken as local time at
+/// `utc_offset_secs` east of UTC, e.g. `8 * 3600` for Tencent Cloud's UTC+8. Surrounding
+/// whitespace is ignored. A time that would fall before the epoch once the offset is taken off
+/// is rejected, like every other time here.
+pub fn parse_local_datetime(input: &str, utc_offset_secs: i64) -> Option<SystemTime> {
+    let s = input.trim();
+    if !s.is_ascii() || s.len() != 19 {
+        return None;
+    }
+    let (date, rest) = s.split_at(10);
+    let mut dp = date.split('-');
+    let y = num(dp.next()?, 4)?;
+    let mo = num(dp.next()?, 2)?;
+    let d = num(dp.next()?, 2)?;
+    if dp.next().is_some() {
+        return None;
+    }
+    let clock = rest.strip_prefix(' ')?;
+    let (h, mi, sec) = hms(clock)?;
+    from_fields((i64::from(y), mo, d), (h, mi, sec), 0, utc_offset_secs)
+}
+
 /// Tries every format the metadata services are known to use.
 pub fn parse_any(input: &str) -> Option<SystemTime> {
     parse_rfc3339(input).or_else(|| parse_http_like(input))
@@ -374,6 +398,44 @@ mod tests {
         assert!(parse_rfc3339("9999-12-31T23:59:59Z").is_some());
         assert!(parse_rfc3339("9999-12-31T23:59:60Z").is_none());
         assert!(parse_rfc3339("9999-12-31T23:30:00-01:00").is_none());
+    }
+
+    #[test]
+    fn local_datetime_at_an_offset() {
+        const UTC8: i64 = 8 * 3600;
+        let at = |s: &str| parse_local_datetime(s, UTC8).map(unix);
+        assert_eq!(at("2018-08-18 12:05:33"), Some(1_534_565_133));
+        // Before 08:00 local time it is still the previous day in UTC.
+        assert_eq!(at("2018-08-18 04:05:33"), Some(1_534_536_333));
+        // New Year in Beijing is 16:00 UTC on 31 December; a leap day crosses back to the 28th.
+        assert_eq!(at("2020-01-01 00:00:00"), Some(1_577_808_000));
+        assert_eq!(at("2024-02-29 00:30:00"), Some(1_709_137_800));
+        assert_eq!(at(" \t2018-08-18 12:05:33\r\n"), Some(1_534_565_133));
+        assert_eq!(at("1970-01-01 08:00:00"), Some(0));
+        assert_eq!(
+            parse_local_datetime("2018-08-18 12:05:33", 0).map(unix),
+            Some(1_534_565_133 + 8 * 3600)
+        );
+        for bad in [
+            "",
+            "2018-08-18",
+            "2018-08-18T12:05:33",
+            "2018-08-18  12:05:33",
+            "2018-08-18 12:05:33Z",
+            "2018-08-18 12:05:33+08:00",
+            "2018-08-18 12:05:33.5",
+            "2018-08-18 12:05",
+            "2018-8-18 12:05:33",
+            "2018-08-18 24:00:00",
+            "2018-02-30 12:05:33",
+            "2018-13-18 12:05:33",
+            "+018-08-18 12:05:33",
+            "2018-08-18 12:05:3é",
+            "1970-01-01 07:59:59",
+            "18/08/2018 12:05:33",
+        ] {
+            assert!(at(bad).is_none(), "{bad:?} should not parse");
+        }
     }
 
     #[test]

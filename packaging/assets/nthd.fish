@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -28,9 +28,10 @@ complete -c nthd -n "__fish_nthd_needs_command" -l provider -d 'Which cloud\'s m
 aws\t''
 gcp\t''
 azure\t''
-alibaba\t''"
+alibaba\t''
+tencent\t''"
 complete -c nthd -n "__fish_nthd_needs_command" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
-complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
@@ -65,6 +66,7 @@ complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-reboot -d 'Azure
 complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
 complete -c nthd -n "__fish_nthd_needs_command" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
@@ -81,9 +83,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l provider -d 'Which clo
 aws\t''
 gcp\t''
 azure\t''
-alibaba\t''"
+alibaba\t''
+tencent\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
-complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
@@ -118,6 +121,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-reboot -d
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
@@ -127,9 +131,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l provider -d 'Which cl
 aws\t''
 gcp\t''
 azure\t''
-alibaba\t''"
+alibaba\t''
+tencent\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
-complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
@@ -164,6 +169,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-reboot -
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l json -d 'Print JSON instead of text'
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
@@ -175,9 +181,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l provider -d 'Which c
 aws\t''
 gcp\t''
 azure\t''
-alibaba\t''"
+alibaba\t''
+tencent\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
-complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
@@ -212,6 +219,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-reboot 
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l json -d 'Print JSON instead of text'
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
@@ -223,9 +231,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l provider -d 'Whic
 aws\t''
 gcp\t''
 azure\t''
-alibaba\t''"
+alibaba\t''
+tencent\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
-complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
@@ -260,6 +269,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-rebo
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l yes -d 'Really carry out the action'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
@@ -271,9 +281,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l provider -
 aws\t''
 gcp\t''
 azure\t''
-alibaba\t''"
+alibaba\t''
+tencent\t''"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
-complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba); AWS ASG every 3x' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
@@ -308,6 +319,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azu
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'

@@ -30,8 +30,9 @@ impl fmt::Display for DetectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "cannot tell which cloud this is; tried: {}. Set NTHD_PROVIDER=aws|gcp|azure|alibaba \
-             (and NTHD_IMDS_ENDPOINT if the metadata service is elsewhere)",
+            "cannot tell which cloud this is; tried: {}. Set \
+             NTHD_PROVIDER=aws|gcp|azure|alibaba|tencent (and NTHD_IMDS_ENDPOINT if the metadata \
+             service is elsewhere)",
             self.tried.join("; ")
         )
     }
@@ -116,6 +117,17 @@ impl Dmi {
         if eq(&self.sys_vendor, "Alibaba Cloud") || eq(&self.board_vendor, "Alibaba Cloud") {
             return found(Cloud::Alibaba, "DMI sys_vendor is \"Alibaba Cloud\"".into());
         }
+        // Tencent CVM reports "Tencent Cloud"; any vendor naming Tencent is taken as it.
+        if let Some(v) = self
+            .sys_vendor
+            .as_deref()
+            .filter(|v| v.to_ascii_lowercase().contains("tencent"))
+        {
+            return found(
+                Cloud::Tencent,
+                format!("DMI sys_vendor is {:?}", crate::logging::clean(v, 64)),
+            );
+        }
         None
     }
 
@@ -149,6 +161,7 @@ async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String,
             vec![("metadata", "true")],
         ),
         Cloud::Alibaba => (Method::GET, "/latest/meta-data/instance-id", vec![]),
+        Cloud::Tencent => (Method::GET, "/latest/meta-data/", vec![]),
     };
     let url = client.url(path);
     let reply = client
@@ -182,19 +195,22 @@ pub async fn detect(
         endpoint_set: endpoint.is_some(),
     };
     let base = |c: Cloud| endpoint.unwrap_or(c.default_endpoint());
-    let (aws, gcp, azure, alibaba) = tokio::join!(
+    let (aws, gcp, azure, alibaba, tencent) = tokio::join!(
         probe(Cloud::Aws, base(Cloud::Aws), &opts),
         probe(Cloud::Gcp, base(Cloud::Gcp), &opts),
         probe(Cloud::Azure, base(Cloud::Azure), &opts),
         probe(Cloud::Alibaba, base(Cloud::Alibaba), &opts),
+        probe(Cloud::Tencent, base(Cloud::Tencent), &opts),
     );
     // GCP and Azure demand their own headers, so they are the most specific answers; AWS's
-    // token PUT is next; Alibaba's plain GET is the least specific.
+    // token PUT is next; Alibaba's plain GET of instance-id follows. Tencent's GET of the
+    // meta-data directory is the least specific: AWS IMDSv1 and Alibaba answer it too.
     for (cloud, r) in [
         (Cloud::Gcp, gcp),
         (Cloud::Azure, azure),
         (Cloud::Aws, aws),
         (Cloud::Alibaba, alibaba),
+        (Cloud::Tencent, tencent),
     ] {
         match r {
             Ok(how) => {
@@ -251,6 +267,13 @@ mod tests {
                 .cloud,
             Cloud::Alibaba
         );
+        for vendor in ["Tencent Cloud", "tencent cloud", "TENCENT CLOUD"] {
+            let d = dmi(vendor, "CVM", "").cloud().unwrap();
+            assert_eq!(d.cloud, Cloud::Tencent, "{vendor}");
+            assert!(d.how.contains(vendor), "{}", d.how);
+        }
+        // Only sys_vendor counts for Tencent.
+        assert!(dmi("QEMU", "Tencent Cloud CVM", "").cloud().is_none());
         // Hyper-V on premises is not Azure.
         assert!(dmi("Microsoft Corporation", "Virtual Machine", "0000")
             .cloud()
@@ -285,8 +308,64 @@ mod tests {
         .await
         .unwrap_err();
         let s = e.to_string();
-        for want in ["DMI", "aws:", "gcp:", "azure:", "alibaba:", "NTHD_PROVIDER"] {
+        for want in [
+            "DMI",
+            "aws:",
+            "gcp:",
+            "azure:",
+            "alibaba:",
+            "tencent:",
+            "NTHD_PROVIDER",
+        ] {
             assert!(s.contains(want), "{want} missing from {s}");
         }
+    }
+
+    async fn mock(routes: &[&str]) -> nthd_testkit::imds::MockImds {
+        use nthd_testkit::imds::{Config, MockImds, Response, TokenMode};
+        let m = MockImds::builder()
+            .listen("127.0.0.1:0")
+            .config(Config {
+                // The AWS token PUT is refused, as on a cloud that is not AWS.
+                aws_token: TokenMode::Refused,
+                ..Config::default()
+            })
+            .start()
+            .await
+            .unwrap();
+        for r in routes {
+            m.set(r, Response::text(200, "instance-id\nlocal-ipv4\n"));
+        }
+        m
+    }
+
+    #[tokio::test]
+    async fn tencent_is_found_by_its_meta_data_directory() {
+        let m = mock(&["/latest/meta-data/"]).await;
+        let d = detect(&Dmi::default(), Some(&m.url()), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(d.cloud, Cloud::Tencent, "{d:?}");
+        assert!(d.how.contains("/latest/meta-data/"), "{}", d.how);
+        let probe = m.requests_for("/latest/meta-data/");
+        assert_eq!(probe.len(), 1);
+        assert_eq!(probe[0].method, "GET");
+    }
+
+    #[tokio::test]
+    async fn the_tencent_probe_is_the_least_specific() {
+        // Alibaba answers the meta-data directory too: its own probe wins.
+        let m = mock(&["/latest/meta-data/", "/latest/meta-data/instance-id"]).await;
+        let d = detect(&Dmi::default(), Some(&m.url()), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(d.cloud, Cloud::Alibaba, "{d:?}");
+        // A 404 on the directory is not Tencent.
+        let m = mock(&[]).await;
+        let e = detect(&Dmi::default(), Some(&m.url()), Duration::from_secs(2))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tencent: ") && e.contains("HTTP 404"), "{e}");
     }
 }

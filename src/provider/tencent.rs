@@ -1,0 +1,208 @@
+//! Tencent Cloud CVM instance metadata (`http://metadata.tencentyun.com`).
+//!
+//! One source: `meta-data/spot/termination-time`, polled every `poll_interval`, with no header
+//! and no token. It answers 404 unless this is a spot instance about to be reclaimed; then the
+//! body is the termination time as `2018-08-18 12:05:33`, with no zone. Tencent's
+//! documentation ("Querying the Reclamation Status of a Spot Instance") says it is the OS time
+//! of the termination in UTC+8, so nthd reads it as UTC+8 whatever the node's own time zone.
+//!
+//! The lead time of the notice is not stated in the pages we could read; see
+//! [`Cloud::notice_lead_time`] for what nthd assumes.
+//!
+//! The default endpoint is a host name, not an address: it is resolved through the node's DNS
+//! on every new connection (the client keeps connections alive between polls).
+
+use std::time::{Duration, Instant};
+
+use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
+use crate::imds::{status_error, ImdsClient, ImdsError};
+use crate::timefmt;
+
+pub const SPOT_PATH: &str = "/latest/meta-data/spot/termination-time";
+
+const SRC_SPOT: &str = "tencent/spot/termination-time";
+
+/// Tencent documents the termination time as UTC+8.
+pub const UTC_OFFSET_SECS: i64 = 8 * 3600;
+
+/// How nthd polls Tencent Cloud metadata.
+#[derive(Clone, Debug)]
+pub struct TencentOptions {
+    pub poll_interval: Duration,
+}
+
+impl Default for TencentOptions {
+    fn default() -> Self {
+        TencentOptions {
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The Tencent Cloud provider.
+pub struct Tencent {
+    client: ImdsClient,
+    opts: TencentOptions,
+    source: SourceState,
+}
+
+impl Tencent {
+    pub fn new(client: ImdsClient, opts: TencentOptions) -> Tencent {
+        Tencent {
+            source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
+            client,
+            opts,
+        }
+    }
+
+    async fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
+        let reply = self.client.get(SPOT_PATH, &[]).await?;
+        let url = self.client.url(SPOT_PATH);
+        match reply.status {
+            404 => Ok(Vec::new()),
+            200 => parse_termination_time(&url, &reply.body).map(|n| vec![n]),
+            s => Err(status_error(url, s)),
+        }
+    }
+}
+
+/// Parses a `spot/termination-time` answer: `YYYY-MM-DD HH:MM:SS` in UTC+8, surrounding
+/// whitespace allowed. Anything else is a [`ImdsError::Malformed`] naming `url`: the daemon
+/// logs it, keeps the last good answer and reads again at the next interval.
+pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError> {
+    let text = body.trim();
+    let Some(deadline) = timefmt::parse_local_datetime(text, UTC_OFFSET_SECS) else {
+        return Err(ImdsError::malformed(
+            url,
+            "expected the spot termination time as YYYY-MM-DD HH:MM:SS (UTC+8), \
+             e.g. 2018-08-18 12:05:33",
+            body,
+        ));
+    };
+    Ok(Notice {
+        kind: NoticeKind::TencentSpot,
+        source: SRC_SPOT,
+        id: "tencent/spot/termination".into(),
+        event_id: None,
+        deadline: Some(deadline),
+        status: NoticeStatus::Active,
+        detail: format!(
+            "spot instance termination-time {text} UTC+8 ({})",
+            timefmt::format_rfc3339(deadline)
+        ),
+        raw: cap_raw(body),
+    })
+}
+
+impl Provider for Tencent {
+    fn cloud(&self) -> Cloud {
+        Cloud::Tencent
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Tencent Cloud CVM metadata at {}: spot termination-time every {}",
+            self.client.base(),
+            timefmt::format_duration(self.opts.poll_interval),
+        )
+    }
+
+    async fn observe(&mut self) -> Observation {
+        let mut obs = Observation::default();
+        if self.source.due(Instant::now()) {
+            let result = self.read_spot().await;
+            self.source.record(Instant::now(), result, &mut obs);
+        }
+        obs.notices.extend(self.source.last.iter().cloned());
+        obs
+    }
+
+    fn next_due(&self) -> Instant {
+        self.source.next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    const U: &str = "http://metadata.tencentyun.com/latest/meta-data/spot/termination-time";
+
+    fn unix(n: &Notice) -> u64 {
+        n.deadline
+            .unwrap()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    #[test]
+    fn termination_time_is_utc_plus_8() {
+        let n = parse_termination_time(U, "2018-08-18 12:05:33").unwrap();
+        assert_eq!(n.kind, NoticeKind::TencentSpot);
+        assert_eq!(n.id, "tencent/spot/termination");
+        assert_eq!(n.source, SRC_SPOT);
+        assert_eq!(n.status, NoticeStatus::Active);
+        assert_eq!(n.event_id, None);
+        // 2018-08-18T04:05:33Z
+        assert_eq!(unix(&n), 1_534_565_133);
+        assert!(n.detail.contains("UTC+8"), "{}", n.detail);
+        assert!(n.detail.contains("2018-08-18T04:05:33Z"), "{}", n.detail);
+        assert_eq!(n.raw, "2018-08-18 12:05:33");
+    }
+
+    #[test]
+    fn early_morning_is_the_previous_day_in_utc() {
+        let n = parse_termination_time(U, "2018-08-18 04:05:33").unwrap();
+        // 2018-08-17T20:05:33Z
+        assert_eq!(unix(&n), 1_534_536_333);
+        let n = parse_termination_time(U, "2019-01-01 00:00:00").unwrap();
+        // 2018-12-31T16:00:00Z
+        assert_eq!(unix(&n), 1_546_272_000);
+    }
+
+    #[test]
+    fn surrounding_whitespace_is_accepted() {
+        for body in [
+            "2018-08-18 12:05:33\n",
+            "  2018-08-18 12:05:33\r\n",
+            "\t2018-08-18 12:05:33 ",
+        ] {
+            let n = parse_termination_time(U, body).unwrap();
+            assert_eq!(unix(&n), 1_534_565_133, "{body:?}");
+            assert_eq!(
+                n.id, "tencent/spot/termination",
+                "the id never holds the time"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_errors_naming_the_url() {
+        for body in [
+            "",
+            "   ",
+            "soon",
+            "2018-08-18T12:05:33Z",
+            "2018-08-18 12:05:33 +0800",
+            "2018-08-18 25:05:33",
+            "2018-02-29 12:05:33",
+            "1970-01-01 07:59:59",
+            "<html><body>404 - Not Found</body></html>",
+            "é",
+            "2018-08-18 12:05:33\n2018-08-18 12:05:34",
+            &"9".repeat(5000),
+        ] {
+            match parse_termination_time(U, body) {
+                Err(e @ ImdsError::Malformed { .. }) => {
+                    let s = e.to_string();
+                    assert!(s.contains(U), "{body:?}: {s}");
+                    assert!(s.contains("UTC+8"), "{body:?}: {s}");
+                    assert!(s.len() < 400, "the body stays out of the message: {s}");
+                }
+                other => panic!("{body:?}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The Tencent Cloud provider against the in-process mock IMDS: spot termination-time (UTC+8),
+//! 404 as no notice, malformed bodies and faults.
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::provider::tencent::{Tencent, TencentOptions, SPOT_PATH};
+use nthd::provider::{Cloud, NoticeKind, Observation, Provider};
+use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
+
+const SOURCE: &str = "tencent/spot/termination-time";
+
+fn client(base: &str) -> ImdsClient {
+    ImdsClient::new(
+        base,
+        ClientOptions {
+            request_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn provider(m: &MockImds) -> Tencent {
+    Tencent::new(
+        client(&m.url()),
+        TencentOptions {
+            poll_interval: Duration::from_millis(50),
+        },
+    )
+}
+
+async fn mock() -> MockImds {
+    MockImds::builder()
+        .listen("127.0.0.1:0")
+        .config(Config {
+            // Tencent sends no token: AWS enforcement must be off for /latest/ reads.
+            aws_token: TokenMode::Optional,
+            ..Config::default()
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
+fn kinds(o: &Observation) -> Vec<NoticeKind> {
+    o.notices.iter().map(|n| n.kind).collect()
+}
+
+fn deadline_secs(o: &Observation) -> u64 {
+    o.notices[0]
+        .deadline
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+async fn observe_until(p: &mut Tencent, f: impl Fn(&Observation) -> bool) -> Observation {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let due = p.next_due();
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let o = p.observe().await;
+        if f(&o) {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
+    }
+}
+
+#[test]
+fn the_default_endpoint_is_a_host_name_the_client_accepts() {
+    let base = Cloud::Tencent.default_endpoint();
+    assert_eq!(base, "http://metadata.tencentyun.com");
+    let c = client(base);
+    assert_eq!(
+        c.url(SPOT_PATH),
+        "http://metadata.tencentyun.com/latest/meta-data/spot/termination-time"
+    );
+    assert_eq!(Cloud::Tencent.name(), "tencent");
+    assert_eq!(
+        NoticeKind::from_name("tencent-spot"),
+        Some(NoticeKind::TencentSpot)
+    );
+    assert_eq!(
+        NoticeKind::TencentSpot.info().env,
+        "NTHD_ACTION_TENCENT_SPOT"
+    );
+}
+
+#[tokio::test]
+async fn not_found_is_no_notice() {
+    let m = mock().await;
+    let mut p = provider(&m);
+    assert_eq!(p.cloud(), Cloud::Tencent);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert!(o.notices.is_empty());
+    assert_eq!(o.fresh, [SOURCE]);
+    assert!(p.next_due() > Instant::now());
+    let r = m.requests_for(SPOT_PATH);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].method, "GET");
+    assert_eq!(r[0].status, Some(404));
+    assert!(p.describe().contains("Tencent Cloud"), "{}", p.describe());
+}
+
+#[tokio::test]
+async fn termination_time_is_a_notice_read_as_utc_plus_8() {
+    let m = mock().await;
+    m.set(SPOT_PATH, Response::text(200, "2018-08-18 12:05:33"));
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot]);
+    assert_eq!(o.notices[0].id, "tencent/spot/termination");
+    assert_eq!(o.notices[0].source, SOURCE);
+    // 2018-08-18T04:05:33Z
+    assert_eq!(deadline_secs(&o), 1_534_565_133);
+    // Withdrawn: 404 again, fresh and empty.
+    m.clear(SPOT_PATH);
+    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    assert_eq!(o.fresh, [SOURCE]);
+}
+
+#[tokio::test]
+async fn early_morning_in_beijing_is_the_previous_day_in_utc() {
+    let m = mock().await;
+    m.set(SPOT_PATH, Response::text(200, "2018-08-18 04:05:33\n"));
+    let mut p = provider(&m);
+    let o = p.observe().await;
+    assert!(o.ok(), "{:?}", o.errors);
+    // 2018-08-17T20:05:33Z
+    assert_eq!(deadline_secs(&o), 1_534_536_333);
+    assert!(
+        o.notices[0].detail.contains("2018-08-17T20:05:33Z"),
+        "{}",
+        o.notices[0].detail
+    );
+}
+
+#[tokio::test]
+async fn malformed_time_is_an_error_naming_the_url_and_keeps_the_last_state() {
+    let m = mock().await;
+    let mut p = provider(&m);
+    let url = format!("{}{SPOT_PATH}", m.url());
+    m.set(SPOT_PATH, Response::text(200, "in two minutes"));
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 1, "{o:?}");
+    assert_eq!(o.errors[0].source, SOURCE);
+    assert!(
+        matches!(&o.errors[0].error, ImdsError::Malformed { url: u, .. } if *u == url),
+        "{:?}",
+        o.errors
+    );
+    assert!(o.notices.is_empty() && o.fresh.is_empty());
+    // A good answer, then garbage again: the notice is kept, not dropped.
+    m.set(SPOT_PATH, Response::text(200, "2030-01-05 18:02:00"));
+    let o = observe_until(&mut p, |o| o.ok()).await;
+    assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot]);
+    m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00"));
+    let o = observe_until(&mut p, |o| !o.ok()).await;
+    assert!(matches!(o.errors[0].error, ImdsError::Malformed { .. }));
+    assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot], "kept");
+}
+
+#[tokio::test]
+async fn faults_are_errors_and_keep_the_last_state() {
+    let m = mock().await;
+    m.set(SPOT_PATH, Response::text(200, "2030-01-05 18:02:00"));
+    let mut p = provider(&m);
+    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::TencentSpot]);
+    for (what, resp) in [
+        ("503", Response::text(503, "busy")),
+        ("500", Response::text(500, "oops")),
+        ("403", Response::text(403, "forbidden")),
+        ("hang", Response::fault(Fault::Hang)),
+        ("reset", Response::fault(Fault::Reset)),
+        ("garbage", Response::fault(Fault::Garbage)),
+        ("huge", Response::huge(16 * 1024 * 1024)),
+    ] {
+        m.set(SPOT_PATH, resp);
+        let o = observe_until(&mut p, |o| !o.ok()).await;
+        match (what, &o.errors[0].error) {
+            ("503", ImdsError::Status { status: 503, .. })
+            | ("500", ImdsError::Status { status: 500, .. })
+            | ("403", ImdsError::Status { status: 403, .. })
+            | ("hang", ImdsError::Timeout { .. })
+            | ("huge", ImdsError::TooLarge { .. })
+            | ("reset" | "garbage", _) => {}
+            (w, e) => panic!("{w}: {e:?}"),
+        }
+        assert!(o.fresh.is_empty(), "{what}");
+        assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot], "{what}: kept");
+    }
+}
