@@ -93,7 +93,7 @@ run_one() {
     dict=()
     case "$t" in
     aws_* | gcp* | azure* | alibaba*) dict=(-dict=fuzz/dict/json.dict) ;;
-    timefmt | duration) dict=(-dict=fuzz/dict/time.dict) ;;
+    timefmt | duration | tencent) dict=(-dict=fuzz/dict/time.dict) ;;
     cli) dict=(-dict=fuzz/dict/cli.dict) ;;
     esac
     log="fuzz/logs/$t.log"

@@ -31,6 +31,14 @@ fn oracle(d: &Dmi) -> Option<Cloud> {
     if is(&d.sys_vendor, "Alibaba Cloud") || is(&d.board_vendor, "Alibaba Cloud") {
         return Some(Cloud::Alibaba);
     }
+    // Tencent: any sys_vendor naming it ("Tencent Cloud"), in any ASCII case.
+    if d.sys_vendor.as_deref().is_some_and(|v| {
+        v.as_bytes()
+            .windows(7)
+            .any(|w| w.eq_ignore_ascii_case(b"tencent"))
+    }) {
+        return Some(Cloud::Tencent);
+    }
     None
 }
 
