@@ -718,10 +718,10 @@ mod tests {
             NoticeKind::SpotStop,
             NoticeKind::AsgTerminate,
             NoticeKind::GcpPreempt,
-            NoticeKind::GcpTerminateMaintenance,
             NoticeKind::AzurePreempt,
             NoticeKind::AzureTerminate,
             NoticeKind::AlibabaSpot,
+            NoticeKind::TencentSpot,
         ] {
             assert_eq!(
                 at(k),
@@ -733,8 +733,17 @@ mod tests {
                 "{k}"
             );
         }
-        assert_eq!(at(NoticeKind::ScheduledStop).action, Action::PowerOff);
-        assert!(matches!(at(NoticeKind::ScheduledStop).when, When::At(_)));
+        // Waits for the last safe moment when the platform gives a start (GCP: from
+        // instance/upcoming-maintenance), else at once.
+        for k in [
+            NoticeKind::ScheduledStop,
+            NoticeKind::GcpTerminateMaintenance,
+        ] {
+            assert_eq!(at(k).action, Action::PowerOff, "{k}");
+            assert!(matches!(at(k).when, When::At(_)), "{k}");
+            let no_deadline = decide(&cfg, &notice(k, "x", None), t(NOW), None);
+            assert_eq!(no_deadline.when, When::Now, "{k}");
+        }
         for k in [
             NoticeKind::SpotHibernate,
             NoticeKind::Rebalance,

@@ -375,14 +375,14 @@ async fn a_block_inhibitor_on_shutdown_fails_and_is_named() {
     assert_eq!(status(&v, "no block inhibitor on shutdown"), "pass");
     let id = e
         .logind
-        .hold_inhibitor("shutdown", "apt", "dpkg is running", "block", 777);
+        .hold_inhibitor("shutdown", "apt", "dpkg is running", "block", 4321, 777);
     let (ok, v) = run(&e, &[]).await;
     assert!(!ok);
     let c = get(&v, "no block inhibitor on shutdown");
     assert_eq!(c["status"], "fail");
     assert_eq!(
         c["value"],
-        "apt (why: dpkg is running, pid 777, uid 0, mode block)"
+        "apt (why: dpkg is running, pid 777, uid 4321, mode block)"
     );
     assert!(
         c["fix"].as_str().unwrap().contains("never overrides"),

@@ -27,7 +27,15 @@ async fn holder_named_then_poweroff_after_release(systemd: u32) {
     logind.set_systemd_version(systemd);
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
     let state = tempfile::tempdir().unwrap();
-    let lock = logind.hold_inhibitor("shutdown", "backup-agent", "nightly backup", "block", 4242);
+    // Another user's lock (logind ignores the caller's own user's block locks).
+    let lock = logind.hold_inhibitor(
+        "shutdown",
+        "backup-agent",
+        "nightly backup",
+        "block",
+        4321,
+        4242,
+    );
     let n = Nthd::start(bus.address(), &imds.url(), state.path(), &[]);
     // At start: the CanPowerOff answer is explained by the holder, not by polkit.
     assert!(
@@ -50,7 +58,7 @@ async fn holder_named_then_poweroff_after_release(systemd: u32) {
     let log = n.log();
     assert!(
         log.contains(
-            "logind refused PowerOff: backup-agent (why: nightly backup, pid 4242, uid 0, mode \
+            "logind refused PowerOff: backup-agent (why: nightly backup, pid 4242, uid 4321, mode \
              block) holds a block inhibitor on shutdown"
         ) && log.contains("nthd never overrides it"),
         "systemd {systemd}: {log}"

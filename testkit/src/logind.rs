@@ -543,22 +543,21 @@ impl Manager {
     ) -> Result<(), LogindError> {
         let shared = &self.shared;
         let requested_at = SystemTime::now();
+        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let (caller_uid, _) = caller_creds(conn, &sender).await;
         let (delayed_by, max) = {
             let mut st = lock(&shared.state);
             let err = match method {
                 "PowerOff" => st.power_off_error.clone(),
                 _ => st.reboot_error.clone(),
             };
-            // Like logind: a block inhibitor on shutdown refuses everyone not allowed to
-            // ignore inhibitors (nthd never is), in the emulated version's words.
+            // Like logind: another user's block inhibitor on shutdown refuses everyone not
+            // allowed to ignore inhibitors (nthd never is), in the emulated version's words.
             let err = err.or_else(|| {
-                st.inhibitors
-                    .iter()
-                    .any(Inhibitor::blocks_shutdown)
-                    .then(|| {
-                        let (name, msg, _) = block_refusal(st.systemd);
-                        LogindError::new(name, msg)
-                    })
+                blocked_for(&st, caller_uid).then(|| {
+                    let (name, msg, _) = block_refusal(st.systemd);
+                    LogindError::new(name, msg)
+                })
             });
             // Like logind: one shutdown or sleep operation at a time.
             let err = err.or_else(|| {
@@ -670,10 +669,16 @@ impl Manager {
             .await
     }
 
-    fn can_power_off(&self, #[zbus(header)] hdr: Header<'_>) -> String {
+    async fn can_power_off(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &Connection,
+    ) -> String {
+        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let (caller_uid, _) = caller_creds(conn, &sender).await;
         let v = {
             let st = lock(&self.shared.state);
-            if st.inhibitors.iter().any(Inhibitor::blocks_shutdown) {
+            if blocked_for(&st, caller_uid) {
                 block_refusal(st.systemd).2.to_string()
             } else {
                 st.can_power_off.clone()
@@ -852,6 +857,14 @@ impl Manager {
         self.shared.add_task(task.abort_handle());
         Ok(zbus::OwnedFd::from(client_end))
     }
+}
+
+/// Like logind: a block inhibitor on shutdown held by another user blocks the caller; one the
+/// caller's own user holds does not (logind ignores the caller's uid there).
+fn blocked_for(st: &State, caller_uid: u32) -> bool {
+    st.inhibitors
+        .iter()
+        .any(|i| i.blocks_shutdown() && i.uid != caller_uid)
 }
 
 async fn caller_creds(conn: &Connection, sender: &str) -> (u32, u32) {
@@ -1143,7 +1156,15 @@ impl FakeLogind {
     /// Holds an inhibitor on the fake's side, as if process `pid` of `uid` had taken it, until
     /// [`FakeLogind::release_inhibitor`]. Unlike one taken over the bus, its lifetime does not
     /// hang on a file descriptor that zbus buffers or a concurrently spawned child inherits.
-    pub fn hold_inhibitor(&self, what: &str, who: &str, why: &str, mode: &str, pid: u32) -> u64 {
+    pub fn hold_inhibitor(
+        &self,
+        what: &str,
+        who: &str,
+        why: &str,
+        mode: &str,
+        uid: u32,
+        pid: u32,
+    ) -> u64 {
         let id = {
             let mut st = lock(&self.shared.state);
             st.next_inhibitor_id += 1;
@@ -1154,7 +1175,7 @@ impl FakeLogind {
                 who: who.into(),
                 why: why.into(),
                 mode: mode.into(),
-                uid: 0,
+                uid,
                 pid,
                 sender: String::new(),
                 taken_at: SystemTime::now(),
