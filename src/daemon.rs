@@ -55,7 +55,7 @@ pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsE
         Cloud::Aws => AnyProvider::Aws(aws::Aws::new(
             client,
             aws::AwsOptions {
-                poll_interval: opts.poll_interval,
+                poll_interval: opts.poll_interval_for(cloud),
                 slow_poll_interval: opts.slow_poll_interval,
                 allow_imdsv1: opts.aws_imdsv1,
                 rebalance_boost: opts.aws_rebalance_boost.0,
@@ -66,25 +66,25 @@ pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsE
             client,
             crate::provider::gcp::GcpOptions {
                 wait: opts.gcp_wait,
-                retry_interval: opts.poll_interval,
+                retry_interval: opts.poll_interval_for(cloud),
             },
         )),
         Cloud::Azure => AnyProvider::Azure(crate::provider::azure::Azure::new(
             client,
             crate::provider::azure::AzureOptions {
-                poll_interval: opts.poll_interval,
+                poll_interval: opts.poll_interval_for(cloud),
             },
         )),
         Cloud::Alibaba => AnyProvider::Alibaba(crate::provider::alibaba::Alibaba::new(
             client,
             crate::provider::alibaba::AlibabaOptions {
-                poll_interval: opts.poll_interval,
+                poll_interval: opts.poll_interval_for(cloud),
             },
         )),
         Cloud::Tencent => AnyProvider::Tencent(crate::provider::tencent::Tencent::new(
             client,
             crate::provider::tencent::TencentOptions {
-                poll_interval: opts.poll_interval,
+                poll_interval: opts.poll_interval_for(cloud),
             },
         )),
     })

@@ -732,14 +732,14 @@ fn all_cases() -> Vec<Case> {
         },
         Case {
             id: "nthd-azure",
-            title: "nthd, Azure Preempt event, 1 s poll",
+            title: "nthd, Azure Preempt event, 0.5 s poll (default)",
             subject: Subject::Nthd {
                 cloud: Cloud::Azure,
                 interval: None,
                 textfile: false,
                 rebalance: false,
             },
-            interval: ms(1000),
+            interval: ms(500),
             polling: true,
         },
         Case {
