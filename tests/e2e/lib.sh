@@ -17,7 +17,11 @@
 E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="${REPO:-$(cd "$E2E_LIB_DIR/../.." && pwd)}"
 E2E_DIR="${E2E_DIR:-$REPO/target/e2e}"
-ROOTFS="${E2E_ROOTFS:-$E2E_DIR/rootfs}"
+# E2E_SUITE: the Debian release booted (bookworm = Debian 12 with systemd 252, the default;
+# trixie = Debian 13 with systemd 257). Each release has its own cached tree.
+E2E_SUITE="${E2E_SUITE:-bookworm}"
+if [[ "$E2E_SUITE" == bookworm ]]; then _rootfs_default="$E2E_DIR/rootfs"; else _rootfs_default="$E2E_DIR/rootfs-$E2E_SUITE"; fi
+ROOTFS="${E2E_ROOTFS:-$_rootfs_default}"
 
 # Artefacts built by others (override with env vars).
 E2E_NTHD_DEB="${E2E_NTHD_DEB:-}"            # default: newest target/debian/nthd_*.deb

@@ -14,7 +14,10 @@
 #
 # Usage: tests/e2e/rootfs.sh [--force]    (must run as root)
 # Env:   E2E_MIRROR   Debian mirror (default: first bookworm "main" URI found in
-#                     /etc/apt/sources.list{,.d/*}, else http://deb.debian.org/debian)
+#                     /etc/apt/sources.list{,.d/*}, else http://deb.debian.org/debian;
+#                     the same archive serves every suite)
+#        E2E_SUITE    bookworm (default, target/e2e/rootfs) or e.g. trixie
+#                     (target/e2e/rootfs-trixie, its own stamps)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,7 +25,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-SUITE=bookworm
+SUITE="$E2E_SUITE"   # lib.sh: bookworm unless E2E_SUITE says otherwise
 # Keep this list minimal: every package costs debootstrap time on a cold CI.
 #  - polkitd: bookworm splits polkit; polkitd (122) evaluates JS rules in
 #    /usr/share/polkit-1/rules.d. pkexec is not needed.
@@ -145,8 +148,8 @@ main() {
   mirror="$(detect_mirror)"
   want="suite=$SUITE variant=minbase arch=$(dpkg --print-architecture) packages=$(IFS=,; echo "${PACKAGES[*]}")"
   setup_want="$(declare -f customise | sha256sum | cut -d' ' -f1)"
-  have="$(cat "$E2E_DIR/rootfs.stamp" 2>/dev/null || true)"
-  setup_have="$(cat "$E2E_DIR/rootfs.setup-stamp" 2>/dev/null || true)"
+  have="$(cat "$ROOTFS.stamp" 2>/dev/null || true)"
+  setup_have="$(cat "$ROOTFS.setup-stamp" 2>/dev/null || true)"
 
   if [[ $force -eq 0 && -d "$ROOTFS" && "$have" == "$want" && "$setup_have" == "$setup_want" ]]; then
     log "rootfs up to date: $ROOTFS"
@@ -155,18 +158,18 @@ main() {
 
   if [[ $force -eq 1 || ! -d "$ROOTFS" || "$have" != "$want" ]]; then
     local tmp="$ROOTFS.tmp"
-    rm -rf "$tmp" "$E2E_DIR/rootfs.setup-stamp"
+    rm -rf "$tmp" "$ROOTFS.setup-stamp"
     mkdir -p "$tmp" "$E2E_DIR/debs"
     log "debootstrap $SUITE (minbase) from $mirror: ${PACKAGES[*]}"
     local t0=$SECONDS
     debootstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}")" \
       --cache-dir="$E2E_DIR/debs" "$SUITE" "$tmp" "$mirror" \
-      >"$E2E_DIR/debootstrap.log" 2>&1 \
-      || { tail -n 40 "$E2E_DIR/debootstrap.log" >&2; die "debootstrap failed (log: $E2E_DIR/debootstrap.log)"; }
+      >"$ROOTFS.debootstrap.log" 2>&1 \
+      || { tail -n 40 "$ROOTFS.debootstrap.log" >&2; die "debootstrap failed (log: $ROOTFS.debootstrap.log)"; }
     log "debootstrap took $((SECONDS - t0)) s"
     rm -rf "$ROOTFS"
     mv "$tmp" "$ROOTFS"
-    echo "$want" >"$E2E_DIR/rootfs.stamp"
+    echo "$want" >"$ROOTFS.stamp"
   fi
 
   customise "$ROOTFS"
@@ -193,7 +196,7 @@ main() {
   ct_wait_exit 60 || { ct_cleanup; die "container did not power off within 60 s"; }
   log "test boot ok: boot $(fmt_ms "$CT_BOOT_MS"), PowerOff -> nspawn exit $(fmt_ms $((CT_EXIT_MS - t_off))) (rc $CT_EXIT_RC)"
   ct_cleanup
-  echo "$setup_want" >"$E2E_DIR/rootfs.setup-stamp"
+  echo "$setup_want" >"$ROOTFS.setup-stamp"
   log "rootfs ready: $ROOTFS"
 }
 

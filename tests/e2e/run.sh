@@ -13,6 +13,7 @@
 #   tests/e2e/run.sh --shell           boot a node (nthd, mock, stand-in all up)
 #                                      and open a root shell in it, for debugging
 #   E2E_VERBOSE=1 tests/e2e/run.sh     stream harness logs
+#   E2E_SUITE=trixie tests/e2e/run.sh   boot Debian 13 (systemd 257, polkit 126) instead of 12
 #
 # Output: one line per scenario "PASS|FAIL name (timings)", then exactly
 # "N passed, M failed" alone on a line.  Exit status non-zero if any failed.
@@ -28,7 +29,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-RUNS_DIR="$E2E_DIR/runs"
+# Artefacts per suite: target/e2e/runs/ for Debian 12, runs-<suite>/ for the others.
+if [[ "$E2E_SUITE" == bookworm ]]; then RUNS_DIR="$E2E_DIR/runs"; else RUNS_DIR="$E2E_DIR/runs-$E2E_SUITE"; fi
 IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
 AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
@@ -967,7 +969,7 @@ main() {
     return 1
   fi
   if [[ -z "${E2E_SKIP_ROOTFS:-}" ]] && ! "$HERE/rootfs.sh"; then
-    for n in "${names[@]}"; do echo "FAIL $n (not run: rootfs build failed, see $E2E_DIR/debootstrap.log)"; done
+    for n in "${names[@]}"; do echo "FAIL $n (not run: the rootfs build or its test boot failed; see the rootfs.sh output above and $ROOTFS.debootstrap.log)"; done
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi
