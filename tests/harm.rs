@@ -335,10 +335,9 @@ fn an_unusable_settings_file_is_a_bad_setting() {
     assert!(err.contains("line 1") && err.contains("export"), "{err}");
 }
 
-/// logind accepted the PowerOff, then the shutdown was cancelled (PrepareForShutdown(false))
-/// while the notice is still listed: nthd sees it and acts again, once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_shutdown_is_requested_again_once() {
+/// A spot notice, and nthd's PowerOff accepted by the fake logind (which then holds the
+/// shutdown, `PreparingForShutdown` true).
+async fn powered_off_for_spot() -> (Env, Nthd) {
     let e = env().await;
     e.imds.set(
         aws::SPOT_PATH,
@@ -355,6 +354,14 @@ async fn a_cancelled_shutdown_is_requested_again_once() {
         "{}",
         n.log()
     );
+    (e, n)
+}
+
+/// logind accepted the PowerOff, then the shutdown was cancelled (PrepareForShutdown(false))
+/// while the notice is still listed: nthd sees it and acts again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_shutdown_is_requested_again_once() {
+    let (e, n) = powered_off_for_spot().await;
     e.logind.cancel_shutdown().await.unwrap();
     assert!(
         e.logind
@@ -382,22 +389,7 @@ async fn a_cancelled_shutdown_is_requested_again_once() {
 /// cancellation: no second call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_second_call_while_the_system_is_stopping() {
-    let e = env().await;
-    e.imds.set(
-        aws::SPOT_PATH,
-        Response::json(
-            200,
-            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
-        ),
-    );
-    let n = Nthd::start(e.bus.address(), &e.imds.url(), e.state.path(), &[]);
-    assert!(
-        e.logind
-            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
-            .await,
-        "{}",
-        n.log()
-    );
+    let (e, n) = powered_off_for_spot().await;
     e.systemd.set_system_state("stopping");
     e.logind.set_preparing(false);
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -432,6 +432,16 @@ struct State {
     next_task: u64,
 }
 
+impl State {
+    /// Adds `i` under the next id, which it returns.
+    fn add_inhibitor(&mut self, mut i: Inhibitor) -> u64 {
+        self.next_inhibitor_id += 1;
+        i.id = self.next_inhibitor_id;
+        self.inhibitors.push(i);
+        self.next_inhibitor_id
+    }
+}
+
 impl Default for State {
     fn default() -> Self {
         State {
@@ -816,23 +826,17 @@ impl Manager {
             .into_blocking_fd()
             .map_err(|e| LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string()))?;
 
-        let id = {
-            let mut st = lock(&self.shared.state);
-            st.next_inhibitor_id += 1;
-            let id = st.next_inhibitor_id;
-            st.inhibitors.push(Inhibitor {
-                id,
-                what: what.into(),
-                who: who.into(),
-                why: why.into(),
-                mode: mode.into(),
-                uid,
-                pid,
-                sender,
-                taken_at: SystemTime::now(),
-            });
-            id
-        };
+        let id = lock(&self.shared.state).add_inhibitor(Inhibitor {
+            id: 0,
+            what: what.into(),
+            who: who.into(),
+            why: why.into(),
+            mode: mode.into(),
+            uid,
+            pid,
+            sender,
+            taken_at: SystemTime::now(),
+        });
         self.shared.bump();
 
         // Like logind's FIFO: the inhibitor lives until every copy of the client's end is
@@ -1165,23 +1169,17 @@ impl FakeLogind {
         uid: u32,
         pid: u32,
     ) -> u64 {
-        let id = {
-            let mut st = lock(&self.shared.state);
-            st.next_inhibitor_id += 1;
-            let id = st.next_inhibitor_id;
-            st.inhibitors.push(Inhibitor {
-                id,
-                what: what.into(),
-                who: who.into(),
-                why: why.into(),
-                mode: mode.into(),
-                uid,
-                pid,
-                sender: String::new(),
-                taken_at: SystemTime::now(),
-            });
-            id
-        };
+        let id = lock(&self.shared.state).add_inhibitor(Inhibitor {
+            id: 0,
+            what: what.into(),
+            who: who.into(),
+            why: why.into(),
+            mode: mode.into(),
+            uid,
+            pid,
+            sender: String::new(),
+            taken_at: SystemTime::now(),
+        });
         self.shared.bump();
         id
     }
