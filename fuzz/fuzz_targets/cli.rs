@@ -105,7 +105,8 @@ fuzz_target!(|data: &[u8]| {
     let o = &cli.opts;
     let min = Duration::from_millis(100);
     for (flag, d) in [
-        ("poll-interval", o.poll_interval),
+        ("poll-interval", o.poll_interval_for(nthd::provider::Cloud::Aws)),
+        ("poll-interval", o.poll_interval_for(nthd::provider::Cloud::Azure)),
         ("slow-poll-interval", o.slow_poll_interval),
         ("gcp-wait", o.gcp_wait),
         ("request-timeout", o.request_timeout),
