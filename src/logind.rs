@@ -431,16 +431,23 @@ impl Logind {
             .map_err(|e| classify("Get HandlePowerKey", Action::PowerOff, e))
     }
 
-    /// systemd's version string (e.g. `252.38-1~deb12u1`), from PID 1 over the bus.
-    pub async fn systemd_version(&mut self) -> Result<String, LogindError> {
+    /// PID 1's manager on the same connection, without a property cache (every read is live).
+    async fn systemd(&mut self) -> Result<SystemdProxy<'static>, LogindError> {
         self.manager().await?;
         let conn = self.conn.as_ref().expect("connected above");
-        let p = SystemdProxy::new(conn)
+        SystemdProxy::builder(conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
             .await
             .map_err(|e| LogindError::Call {
                 method: "proxy",
                 reason: e.to_string(),
-            })?;
+            })
+    }
+
+    /// systemd's version string (e.g. `252.38-1~deb12u1`), from PID 1 over the bus.
+    pub async fn systemd_version(&mut self) -> Result<String, LogindError> {
+        let p = self.systemd().await?;
         p.version().await.map_err(|e| LogindError::Call {
             method: "Get org.freedesktop.systemd1.Manager.Version",
             reason: e.to_string(),
@@ -453,16 +460,7 @@ impl Logind {
     /// logind's delay is over and the machine is really going down. `PreparingForShutdown` is
     /// already true during kubelet's drain, so it cannot tell a restart mid-drain from the end.
     pub async fn system_state(&mut self) -> Result<String, LogindError> {
-        self.manager().await?;
-        let conn = self.conn.as_ref().expect("connected above");
-        let p = SystemdProxy::builder(conn)
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await
-            .map_err(|e| LogindError::Call {
-                method: "proxy",
-                reason: e.to_string(),
-            })?;
+        let p = self.systemd().await?;
         p.system_state().await.map_err(|e| LogindError::Call {
             method: "Get org.freedesktop.systemd1.Manager.SystemState",
             reason: e.to_string(),

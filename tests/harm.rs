@@ -268,6 +268,25 @@ fn nthd_cmd(bus: &str, settings: &std::path::Path) -> std::process::Command {
     c
 }
 
+/// `nthd simulate spot-terminate --yes` with this settings file; stdout and stderr.
+async fn fire_drill(
+    e: &Env,
+    settings: &std::path::Path,
+    state: &std::path::Path,
+    env: &[(&str, &str)],
+) -> String {
+    let mut cmd = nthd_cmd(e.bus.address(), settings);
+    cmd.env("NTHD_STATE_DIR", state)
+        .args(["simulate", "spot-terminate", "--yes"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
 /// A fire drill run by hand reads the daemon's settings file: with the daemon set to `log`,
 /// `simulate spot-terminate --yes` must not power off. A real variable still wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,19 +300,7 @@ async fn commands_read_the_settings_file_and_the_environment_wins() {
     .unwrap();
     let state = e.state.path().join("state");
     std::fs::create_dir(&state).unwrap();
-    let addr = e.bus.address().to_string();
-    let (f, s) = (file.clone(), state.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        nthd_cmd(&addr, &f)
-            .env("NTHD_STATE_DIR", &s)
-            .args(["simulate", "spot-terminate", "--yes"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = fire_drill(&e, &file, &state, &[]).await;
     assert!(
         text.contains(&format!("settings from {} (2 values)", file.display())),
         "{text}"
@@ -302,19 +309,13 @@ async fn commands_read_the_settings_file_and_the_environment_wins() {
     assert_eq!(e.logind.power_off_count(), 0, "{text}");
 
     // The environment overrides the file.
-    let addr = e.bus.address().to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        nthd_cmd(&addr, &file)
-            .env("NTHD_STATE_DIR", &state)
-            .env("NTHD_ACTION_SPOT_TERMINATE", "poweroff")
-            .args(["simulate", "spot-terminate", "--yes"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = fire_drill(
+        &e,
+        &file,
+        &state,
+        &[("NTHD_ACTION_SPOT_TERMINATE", "poweroff")],
+    )
+    .await;
     assert!(text.contains("(1 value)"), "{text}");
     assert_eq!(e.logind.power_off_count(), 1, "{text}");
 }
