@@ -111,13 +111,8 @@ fn hms(s: &str) -> Option<(u32, u32, u32)> {
     Some((h, m, sec))
 }
 
-/// RFC 3339 / ISO 8601 with a `T` or space separator, optional fraction, `Z` or `±HH:MM`.
-pub fn parse_rfc3339(input: &str) -> Option<SystemTime> {
-    let s = input.trim();
-    if !s.is_ascii() || s.len() < 20 {
-        return None;
-    }
-    let (date, rest) = s.split_at(10);
+/// `YYYY-MM-DD`.
+fn ymd(date: &str) -> Option<(u32, u32, u32)> {
     let mut dp = date.split('-');
     let y = num(dp.next()?, 4)?;
     let mo = num(dp.next()?, 2)?;
@@ -125,6 +120,17 @@ pub fn parse_rfc3339(input: &str) -> Option<SystemTime> {
     if dp.next().is_some() {
         return None;
     }
+    Some((y, mo, d))
+}
+
+/// RFC 3339 / ISO 8601 with a `T` or space separator, optional fraction, `Z` or `±HH:MM`.
+pub fn parse_rfc3339(input: &str) -> Option<SystemTime> {
+    let s = input.trim();
+    if !s.is_ascii() || s.len() < 20 {
+        return None;
+    }
+    let (date, rest) = s.split_at(10);
+    let (y, mo, d) = ymd(date)?;
     let rest = rest.strip_prefix(['T', 't', ' '])?;
     if rest.len() < 9 {
         return None;
@@ -213,13 +219,7 @@ pub fn parse_local_datetime(input: &str, utc_offset_secs: i64) -> Option<SystemT
         return None;
     }
     let (date, rest) = s.split_at(10);
-    let mut dp = date.split('-');
-    let y = num(dp.next()?, 4)?;
-    let mo = num(dp.next()?, 2)?;
-    let d = num(dp.next()?, 2)?;
-    if dp.next().is_some() {
-        return None;
-    }
+    let (y, mo, d) = ymd(date)?;
     let clock = rest.strip_prefix(' ')?;
     let (h, mi, sec) = hms(clock)?;
     from_fields((i64::from(y), mo, d), (h, mi, sec), 0, utc_offset_secs)

@@ -442,6 +442,17 @@ impl SourceState {
         self.next = self.next.min(self.next_on_grid(now));
     }
 
+    /// The observation of a provider with this one source: the read made now (`None` when it
+    /// was not due), recorded, plus the last known notices.
+    pub fn observation(&mut self, result: Option<Result<Vec<Notice>, ImdsError>>) -> Observation {
+        let mut obs = Observation::default();
+        if let Some(result) = result {
+            self.record(Instant::now(), result, &mut obs);
+        }
+        obs.notices.extend(self.last.iter().cloned());
+        obs
+    }
+
     /// Records the outcome of one read and schedules the next one.
     pub fn record(
         &mut self,

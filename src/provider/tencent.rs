@@ -108,13 +108,11 @@ impl Provider for Tencent {
     }
 
     async fn observe(&mut self) -> Observation {
-        let mut obs = Observation::default();
-        if self.source.due(Instant::now()) {
-            let result = self.read_spot().await;
-            self.source.record(Instant::now(), result, &mut obs);
-        }
-        obs.notices.extend(self.source.last.iter().cloned());
-        obs
+        let result = match self.source.due(Instant::now()) {
+            true => Some(self.read_spot().await),
+            false => None,
+        };
+        self.source.observation(result)
     }
 
     fn next_due(&self) -> Instant {
