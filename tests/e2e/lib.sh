@@ -20,7 +20,15 @@ E2E_DIR="${E2E_DIR:-$REPO/target/e2e}"
 # E2E_SUITE: the Debian release booted (bookworm = Debian 12 with systemd 252, the default;
 # trixie = Debian 13 with systemd 257). Each release has its own cached tree.
 E2E_SUITE="${E2E_SUITE:-bookworm}"
+# E2E_ARCH: the Debian architecture of the tree (default: the host's; arm64 boots through
+# qemu-user-static + binfmt_misc). E2E_FLAVOUR: empty, or "install" for a tree that also
+# carries rpm and cloud-init (tests/e2e/install.sh). Each combination has its own cached tree.
+E2E_HOST_ARCH="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
+E2E_ARCH="${E2E_ARCH:-$E2E_HOST_ARCH}"
+E2E_FLAVOUR="${E2E_FLAVOUR:-}"
 if [[ "$E2E_SUITE" == bookworm ]]; then _rootfs_default="$E2E_DIR/rootfs"; else _rootfs_default="$E2E_DIR/rootfs-$E2E_SUITE"; fi
+[[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]] || _rootfs_default+="-$E2E_ARCH"
+[[ -z "$E2E_FLAVOUR" ]] || _rootfs_default+="-$E2E_FLAVOUR"
 ROOTFS="${E2E_ROOTFS:-$_rootfs_default}"
 
 # Artefacts built by others (override with env vars).

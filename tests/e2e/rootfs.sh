@@ -37,6 +37,8 @@ SUITE="$E2E_SUITE"   # lib.sh: bookworm unless E2E_SUITE says otherwise
 #    container's private network namespace.
 PACKAGES=(systemd systemd-sysv dbus polkitd libpam-systemd iproute2 curl sudo
           procps jq adduser init-system-helpers)
+# The "install" flavour (tests/e2e/install.sh): rpm for the .rpm, cloud-init for the user-data.
+[[ "$E2E_FLAVOUR" != install ]] || PACKAGES+=(rpm cloud-init)
 
 detect_mirror() {
   if [[ -n "${E2E_MIRROR:-}" ]]; then echo "$E2E_MIRROR"; return; fi
@@ -141,12 +143,12 @@ main() {
   [[ "${1:-}" == "--force" ]] && force=1
   ensure_host_tools
   mkdir -p "$E2E_DIR"
-  exec 9>"$E2E_DIR/rootfs.lock"
+  exec 9>"$ROOTFS.lock"
   flock 9
 
   local mirror want have setup_want setup_have
   mirror="$(detect_mirror)"
-  want="suite=$SUITE variant=minbase arch=$(dpkg --print-architecture) packages=$(IFS=,; echo "${PACKAGES[*]}")"
+  want="suite=$SUITE variant=minbase arch=$E2E_ARCH packages=$(IFS=,; echo "${PACKAGES[*]}")"
   setup_want="$(declare -f customise | sha256sum | cut -d' ' -f1)"
   have="$(cat "$ROOTFS.stamp" 2>/dev/null || true)"
   setup_have="$(cat "$ROOTFS.setup-stamp" 2>/dev/null || true)"
@@ -162,7 +164,7 @@ main() {
     mkdir -p "$tmp" "$E2E_DIR/debs"
     log "debootstrap $SUITE (minbase) from $mirror: ${PACKAGES[*]}"
     local t0=$SECONDS
-    debootstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+    debootstrap --variant=minbase --arch="$E2E_ARCH" --include="$(IFS=,; echo "${PACKAGES[*]}")" \
       --cache-dir="$E2E_DIR/debs" "$SUITE" "$tmp" "$mirror" \
       >"$ROOTFS.debootstrap.log" 2>&1 \
       || { tail -n 40 "$ROOTFS.debootstrap.log" >&2; die "debootstrap failed (log: $ROOTFS.debootstrap.log)"; }
@@ -178,7 +180,7 @@ main() {
   # power off via logind, and require nspawn to exit on its own.
   trap ct_cleanup EXIT
   log "test boot"
-  local dir="$E2E_DIR/runs/rootfs-selftest"
+  local dir="$E2E_DIR/runs/$(basename "$ROOTFS")-selftest"
   rm -rf "$dir"; mkdir -p "$dir"
   ct_boot selftest "$dir" || die "test boot failed (see $dir/console.log)"
   local st; st="$(ct_exec systemctl is-system-running || true)"
