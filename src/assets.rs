@@ -11,7 +11,8 @@ use crate::config::Cli;
 /// (file name, contents) of every generated asset.
 pub fn render() -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
     let mut out = Vec::new();
-    let cmd = Cli::command();
+    // The plain version: the man page and completions must not change with each commit.
+    let cmd = Cli::command().long_version(None::<&str>);
     let mut man = Vec::new();
     clap_mangen::Man::new(cmd.clone())
         .section("8")

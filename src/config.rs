@@ -11,10 +11,21 @@ use crate::policy::{Action, PolicyConfig};
 use crate::provider::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::timefmt::parse_duration;
 
+/// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("NTHD_BUILD_TARGET"),
+    ", commit ",
+    env!("NTHD_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "nthd",
     version,
+    long_version = LONG_VERSION,
     about = "Node termination handler: turns cloud interruption notices into a graceful logind power-off",
     long_about = "nthd watches the cloud's instance metadata service for interruption notices \
 (AWS spot, rebalance, scheduled events and Auto Scaling; GCP preemption and maintenance; Azure \

@@ -259,3 +259,24 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `nthd --version` names what a bug report needs: version, target triple and commit; `-V`
+/// stays the plain version that the man page carries.
+#[test]
+fn version_names_the_target_and_the_commit() {
+    let long = nthd("unix:path=/nonexistent", &["--version"], &[]);
+    assert!(long.status.success());
+    let long = String::from_utf8(long.stdout).unwrap();
+    let want = format!("nthd {} (", env!("CARGO_PKG_VERSION"));
+    assert!(long.starts_with(&want), "{long}");
+    let inner = long.trim().trim_start_matches(&want).trim_end_matches(')');
+    let (target, commit) = inner.split_once(", commit ").expect(&long);
+    assert!(
+        target.starts_with(std::env::consts::ARCH) && target.contains("-linux-"),
+        "{long}"
+    );
+    assert!(!commit.is_empty(), "{long}");
+    let short = nthd("unix:path=/nonexistent", &["-V"], &[]);
+    let short = String::from_utf8(short.stdout).unwrap();
+    assert_eq!(short.trim(), format!("nthd {}", env!("CARGO_PKG_VERSION")));
+}
