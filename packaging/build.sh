@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
-# Build, check and lint the nthd .deb and .rpm.
+# Build, check and lint every nthd artifact: a static (musl) binary, the .deb, the .rpm and a
+# tarball, into target/dist/.
 #
-#   packaging/build.sh [--deb-only]
+#   packaging/build.sh [--all-arches | --deb-only]
 #
-# --deb-only: only what the README demo needs: the .deb with its file list
-#             and maintainer-script checks (steps 2-4, first check of 5).
-#             No cargo-generate-rpm, no .rpm, no lintian, no rpmlint: run
-#             without it before a release.
+# (no flag)     the host architecture: .deb, .rpm, tarball, lints, SHA256SUMS.
+# --all-arches  x86_64 and aarch64: nthd_<ver>-1_{amd64,arm64}.deb,
+#               nthd-<ver>-1.{x86_64,aarch64}.rpm, nthd-<ver>-{x86_64,aarch64}.tar.gz,
+#               SHA256SUMS. This is the release command.
+# --deb-only    only what the README demo needs: the host .deb with its file list and
+#               maintainer-script checks. No .rpm, tarball, lintian or rpmlint.
 #
-# Idempotent: installs the tools it needs only when they are missing, and
-# can be rerun at will. Steps:
-#   1. tools: cargo-deb, cargo-generate-rpm (pinned), lintian, rpmlint
-#   2. cargo build --release; `nthd generate-assets --out target/assets` must
-#      reproduce the committed packaging/assets/ (man page, completions);
-#      packaging/debian/changelog must be at this version
-#   3. systemd-analyze verify + security (exposure must be <= 1.5)
-#   4. cargo deb --no-build, cargo generate-rpm
-#   5. exact file lists, maintainer scripts, lintian and rpmlint (errors or
-#      warnings fail the build; justified exceptions live in
-#      packaging/debian/nthd.lintian-overrides and packaging/rpm/rpmlint.toml)
+# The binary is fully static (x86_64/aarch64-unknown-linux-musl), so no package depends on a
+# libc version: one .deb installs on Debian 11 to 13 and Ubuntu 20.04 on, one .rpm on the
+# RHEL 8 family on. aarch64 is cross-built on any host: nthd has no C code, and rust-lld
+# (shipped with rustup) links it (.cargo/config.toml).
+#
+# Idempotent: installs the tools it needs only when they are missing, and can be rerun at
+# will. Steps, for each architecture:
+#   1. tools: rustup targets, cargo-deb, cargo-generate-rpm (pinned), lintian, rpmlint
+#   2. cargo build --release --target <arch>-unknown-linux-musl; the binary must be static
+#      and <= 6 MiB; `nthd generate-assets` must reproduce the committed packaging/assets/
+#   3. systemd-analyze verify + security (exposure must be <= 1.5), once
+#   4. cargo deb --no-build, cargo generate-rpm, the tarball
+#   5. exact file lists, maintainer scripts, lintian and rpmlint (errors or warnings fail the
+#      build; justified exceptions live in packaging/debian/nthd.lintian-overrides and
+#      packaging/rpm/rpmlint.toml)
+#
+# The version comes from Cargo.toml alone. The Debian changelog the .deb ships is
+# target/packaging/changelog: packaging/debian/changelog (the released entries), with an entry
+# for this version put on top when it has none.
 #
 # Environment:
 #   NTHD_PACKAGE_PREBUILT=1  skip the build and the asset check and package
-#                            target/release/nthd as it is (CI caches, or
+#                            target/<triple>/release/nthd as it is (CI caches, or
 #                            testing the packaging with a stand-in binary).
 #                            Never for a release.
 #   SOURCE_DATE_EPOCH        timestamps inside the packages (default: the
@@ -33,25 +44,43 @@ CARGO_DEB_VERSION=3.8.0
 CARGO_GENERATE_RPM_VERSION=0.21.1
 # systemd-analyze security exposure, 0.0 (best) .. 10.0; see README.md.
 MAX_EXPOSURE=1.5
+# The issue's bound for the stripped static binary (#11).
+MAX_BINARY_BYTES=$((6 * 1024 * 1024))
 
 cd "$(dirname "$0")/.."
 root=$PWD
 assets=target/assets
+dist=target/dist
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 
 deb_only=0
+host_arch=$(uname -m)
+arches=("$host_arch")
 case "${1:-}" in
     "") ;;
     --deb-only) deb_only=1 ;;
-    *) die "unknown argument '$1' (usage: packaging/build.sh [--deb-only])" ;;
+    --all-arches) arches=(x86_64 aarch64) ;;
+    *) die "unknown argument '$1' (usage: packaging/build.sh [--all-arches | --deb-only])" ;;
 esac
+for a in "${arches[@]}"; do
+    case "$a" in
+        x86_64 | aarch64) ;;
+        *) die "no static build for '$a': nthd packages x86_64 and aarch64" ;;
+    esac
+done
+triple() { echo "$1-unknown-linux-musl"; }
+deb_arch() { case "$1" in x86_64) echo amd64 ;; aarch64) echo arm64 ;; esac; }
 tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION")
 [ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
 
 # --- 1. tools -----------------------------------------------------------------
 say "tools"
+installed_targets=$(rustup target list --installed 2>/dev/null || true)
+for a in "${arches[@]}"; do
+    grep -qx "$(triple "$a")" <<<"$installed_targets" || rustup target add "$(triple "$a")"
+done
 installed=$(cargo install --list)
 for spec in "${tools[@]}"; do
     name=${spec%@*} version=${spec#*@}
@@ -70,6 +99,7 @@ fi
 # dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
 command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v readelf >/dev/null || missing+=(binutils)
 if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "please install: ${missing[*]}"
     apt-get update -qq
@@ -78,7 +108,7 @@ fi
 
 version=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "nthd"))')
-echo "nthd version $version"
+echo "nthd version $version, for ${arches[*]}"
 if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
     SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
 fi
@@ -94,50 +124,80 @@ sysusers_line=$(grep -E '^u[[:space:]]' systemd/nthd.sysusers)
 grep -qxF "$sysusers_line" packaging/rpm/pre_install.sh ||
     die "the sysusers line in packaging/rpm/pre_install.sh differs from systemd/nthd.sysusers"
 
-# --- 2. binary and generated assets -------------------------------------------
-# The packages ship the man page and completions committed in
-# packaging/assets/ (so that a plain `cargo deb` works). Here they are
-# generated afresh from the binary being packaged and must be identical.
-if [ "${NTHD_PACKAGE_PREBUILT:-0}" = 1 ]; then
-    say "NTHD_PACKAGE_PREBUILT=1: packaging target/release/nthd as it is"
-else
-    say "cargo build --release"
-    cargo build --release --locked --bin nthd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$dist" target/packaging
 
-    say "generate assets"
-    if ! target/release/nthd generate-assets --help >/dev/null 2>&1; then
-        die "target/release/nthd has no 'generate-assets' subcommand.
-  The packages need the man page and shell completions it writes
-  (set NTHD_PACKAGE_PREBUILT=1 to package packaging/assets/ unchecked)"
+# The Debian changelog: the released entries, and one for this version on top if missing.
+# Cargo.toml is the only place a version is written.
+changelog=target/packaging/changelog
+top=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
+if [ "$top" = "$version-1" ]; then
+    cp packaging/debian/changelog "$changelog"
+else
+    {
+        printf 'nthd (%s-1) unstable; urgency=medium\n\n' "$version"
+        printf '  * Release %s. The changes are in the project'"'"'s git history.\n\n' "$version"
+        printf ' -- nthd maintainers <nthd@example.invalid>  %s\n\n' \
+            "$(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+        cat packaging/debian/changelog
+    } >"$changelog"
+fi
+[ "$(dpkg-parsechangelog -l "$changelog" -S Version)" = "$version-1" ] ||
+    die "$changelog is not at $version-1"
+
+# --- 2. binaries and generated assets ------------------------------------------
+# A binary must be static: no program interpreter and no shared-library dependency.
+check_static() {
+    local bin=$1 size
+    ! readelf -lW "$bin" | grep -q 'Requesting program interpreter' ||
+        die "$bin asks for a program interpreter (dynamic glibc build?)"
+    ! readelf -dW "$bin" 2>/dev/null | grep -q '(NEEDED)' ||
+        die "$bin needs shared libraries: $(readelf -dW "$bin" | grep '(NEEDED)' | tr -s ' ')"
+    size=$(stat -c %s "$bin")
+    [ "$size" -le $MAX_BINARY_BYTES ] || die "$bin is $size bytes, above $MAX_BINARY_BYTES (6 MiB)"
+    printf '%s: static, %s bytes\n' "$bin" "$size"
+}
+for a in "${arches[@]}"; do
+    bin=target/$(triple "$a")/release/nthd
+    if [ "${NTHD_PACKAGE_PREBUILT:-0}" = 1 ]; then
+        say "NTHD_PACKAGE_PREBUILT=1: packaging $bin as it is"
+    else
+        say "cargo build --release --target $(triple "$a")"
+        cargo build --release --locked --target "$(triple "$a")" --bin nthd
     fi
+    [ -x "$bin" ] || die "$bin is missing"
+    check_static "$bin"
+done
+# The packages ship the man page and completions committed in packaging/assets/ (so that a
+# plain `cargo deb` works). Here they are generated afresh from a binary being packaged (one
+# this host can run) and must be identical.
+runnable=target/$(triple "$host_arch")/release/nthd
+if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ -x "$runnable" ]; then
+    say "generate assets with $runnable"
     rm -rf "$assets"
     mkdir -p "$assets"
-    target/release/nthd generate-assets --out "$assets" ||
-        die "'nthd generate-assets --out $assets' failed (see above)"
+    "$runnable" generate-assets --out "$assets" ||
+        die "'$runnable generate-assets --out $assets' failed (see above)"
     for f in nthd.8 nthd.bash _nthd nthd.fish; do
         cmp -s "$assets/$f" "packaging/assets/$f" ||
             die "packaging/assets/$f is stale or missing; run:
   cargo run -- generate-assets --out packaging/assets"
     done
     echo "packaging/assets/ matches the binary"
+    "$runnable" --version
 fi
-[ -x target/release/nthd ] || die "target/release/nthd is missing"
 for f in nthd.8 nthd.bash _nthd nthd.fish; do
     [ -s "packaging/assets/$f" ] || die "packaging/assets/$f is missing or empty"
 done
-# The Debian changelog is kept by hand; its top entry must be this version.
-deb_version=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
-[ "$deb_version" = "$version-1" ] || die "packaging/debian/changelog is at $deb_version, Cargo.toml at $version.
-  Add an entry for $version-1 at the top (e.g. dch -c packaging/debian/changelog -v $version-1)"
 
 # --- 3. unit checks -----------------------------------------------------------
 say "systemd-analyze verify"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# verify insists that ExecStart= exists; point it at the built binary.
-sed "s|^ExecStart=/usr/bin/nthd |ExecStart=$root/target/release/nthd |" \
+# verify insists that ExecStart= exists; point it at a built binary.
+exec_bin=$root/target/$(triple "${arches[0]}")/release/nthd
+sed "s|^ExecStart=/usr/bin/nthd |ExecStart=$exec_bin |" \
     systemd/nthd.service >"$tmp/nthd.service"
-grep -q "^ExecStart=$root/target/release/nthd " "$tmp/nthd.service" ||
+grep -q "^ExecStart=$exec_bin " "$tmp/nthd.service" ||
     die "unexpected ExecStart= in systemd/nthd.service"
 systemd-analyze verify --man=no "$tmp/nthd.service"
 echo "ok"
@@ -152,25 +212,61 @@ awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' ||
     die "exposure $exposure is above $MAX_EXPOSURE"
 
 # --- 4. packages --------------------------------------------------------------
-say "cargo deb"
-deb=$(cargo deb --no-build | tail -n1)
-[ -f "$deb" ] || die "cargo deb did not report a package path"
+# The tarball: for distributions with neither package format. install.sh does what the
+# packages' scripts do (packaging/tarball/install.sh).
+make_tarball() {
+    local a=$1 name="nthd-$version-$1" d
+    d=$tmp/tar/$name
+    rm -rf "$tmp/tar"
+    mkdir -p "$d/completions"
+    install -m 755 "target/$(triple "$a")/release/nthd" "$d/nthd"
+    install -m 755 packaging/tarball/install.sh "$d/install.sh"
+    install -m 644 systemd/nthd.service "$d/nthd.service"
+    install -m 644 systemd/nthd.sysusers "$d/nthd.sysusers"
+    install -m 644 polkit/50-nthd.rules "$d/50-nthd.rules"
+    install -m 644 polkit/nthd.pkla "$d/nthd.pkla"
+    install -m 644 packaging/default/nthd "$d/nthd.default"
+    install -m 644 packaging/assets/nthd.8 "$d/nthd.8"
+    install -m 644 packaging/assets/nthd.bash packaging/assets/_nthd packaging/assets/nthd.fish \
+        "$d/completions/"
+    install -m 644 LICENSE README.md "$d/"
+    # Reproducible: sorted names, fixed owner and times, no name or time in the gzip header.
+    tar -C "$tmp/tar" --sort=name --owner=0 --group=0 --numeric-owner \
+        --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
+    echo "$dist/$name.tar.gz"
+}
 
-if [ $deb_only = 0 ]; then
-    say "cargo generate-rpm"
-    rm -rf target/generate-rpm
-    cargo generate-rpm
-    rpms=(target/generate-rpm/nthd-"$version"-1.*.rpm)
-    if [ ${#rpms[@]} -ne 1 ] || [ ! -f "${rpms[0]}" ]; then
-        die "expected one rpm, got: ${rpms[*]}"
-    fi
-    rpmfile=${rpms[0]}
-fi
+declare -a debs rpms tarballs
+for a in "${arches[@]}"; do
+    t=$(triple "$a")
+    say "cargo deb --target $t"
+    deb=$(cargo deb --no-build --target "$t" --output "$dist" | tail -n1)
+    [ -f "$deb" ] || die "cargo deb did not report a package path"
+    debs+=("$deb")
+    [ $deb_only = 0 ] || continue
+
+    say "cargo generate-rpm --target $t"
+    rpm_out=$tmp/rpm-$a
+    mkdir -p "$rpm_out"
+    # No automatic requirements: a static binary needs no library, and the systemd, dbus and
+    # polkit requirements are written in Cargo.toml.
+    cargo generate-rpm --target "$t" --arch "$a" --auto-req disabled --output "$rpm_out/"
+    found=("$rpm_out"/nthd-"$version"-1."$a".rpm)
+    [ -f "${found[0]}" ] || die "expected $rpm_out/nthd-$version-1.$a.rpm, got: $(ls "$rpm_out")"
+    mv "${found[0]}" "$dist/"
+    rpms+=("$dist/nthd-$version-1.$a.rpm")
+
+    say "tarball for $a"
+    [ -f packaging/tarball/install.sh ] || die "packaging/tarball/install.sh is missing"
+    tarballs+=("$(make_tarball "$a")")
+done
 
 # --- 5. checks ----------------------------------------------------------------
-say "deb contents"
-dpkg-deb -c "$deb" | awk '$1 !~ /^d/ { sub("^\\./", "/", $6); print $6 }' | sort >"$tmp/deb.files"
-sort >"$tmp/deb.expected" <<'EOF'
+check_deb() {
+    local deb=$1 a=$2 depends
+    say "deb contents: $deb"
+    dpkg-deb -c "$deb" | awk '$1 !~ /^d/ { sub("^\\./", "/", $6); print $6 }' | sort >"$tmp/deb.files"
+    sort >"$tmp/deb.expected" <<'EOF'
 /etc/default/nthd
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
@@ -190,24 +286,26 @@ sort >"$tmp/deb.expected" <<'EOF'
 /usr/share/zsh/vendor-completions/_nthd
 /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla
 EOF
-diff -u "$tmp/deb.expected" "$tmp/deb.files" || die "unexpected files in $deb"
-dpkg-deb -f "$deb" Depends
-[ "$(dpkg-deb -I "$deb" conffiles)" = /etc/default/nthd ] || die "conffiles must be exactly /etc/default/nthd"
-for s in postinst prerm postrm; do
-    dpkg-deb -I "$deb" "$s" | sh -n || die "$s: syntax error"
-done
-echo "ok"
+    diff -u "$tmp/deb.expected" "$tmp/deb.files" || die "unexpected files in $deb"
+    [ "$(dpkg-deb -f "$deb" Architecture)" = "$(deb_arch "$a")" ] ||
+        die "$deb: Architecture is $(dpkg-deb -f "$deb" Architecture), not $(deb_arch "$a")"
+    [ "$(dpkg-deb -f "$deb" Version)" = "$version-1" ] || die "$deb: Version is not $version-1"
+    depends=$(dpkg-deb -f "$deb" Depends)
+    echo "Depends: $depends"
+    # A static binary: no libc (or any library) version may be pinned.
+    ! grep -Eq 'libc|libgcc' <<<"$depends" || die "$deb pins a library: $depends"
+    [ "$(dpkg-deb -I "$deb" conffiles)" = /etc/default/nthd ] || die "conffiles must be exactly /etc/default/nthd"
+    for s in postinst prerm postrm; do
+        dpkg-deb -I "$deb" "$s" | sh -n || die "$s: syntax error"
+    done
+    echo "ok"
+}
 
-if [ $deb_only = 1 ]; then
-    say "package (--deb-only: no .rpm, no lintian)"
-    printf '%s\t%s bytes\n' "$deb" "$(stat -c %s "$deb")"
-    echo "systemd-analyze security exposure: $exposure"
-    exit 0
-fi
-
-say "rpm contents"
-rpm -qp --qf '[%{FILENAMES}\n]' "$rpmfile" | sort >"$tmp/rpm.files"
-sort >"$tmp/rpm.expected" <<'EOF'
+check_rpm() {
+    local rpmfile=$1 a=$2
+    say "rpm contents: $rpmfile"
+    rpm -qp --qf '[%{FILENAMES}\n]' "$rpmfile" | sort >"$tmp/rpm.files"
+    sort >"$tmp/rpm.expected" <<'EOF'
 /etc/sysconfig/nthd
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
@@ -224,33 +322,90 @@ sort >"$tmp/rpm.expected" <<'EOF'
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
 EOF
-diff -u "$tmp/rpm.expected" "$tmp/rpm.files" || die "unexpected files in $rpmfile"
-[ "$(rpm -qp --configfiles "$rpmfile")" = /etc/sysconfig/nthd ] || die "config files must be exactly /etc/sysconfig/nthd"
-rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpmfile" | grep -qx 'cn /etc/sysconfig/nthd' ||
-    die "/etc/sysconfig/nthd must be %config(noreplace)"
-# cargo-generate-rpm embeds a script path literally if the file is missing.
-rpm -qp --scripts "$rpmfile" >"$tmp/scripts"
-for s in '%pre for nthd' '%post for nthd' '%preun for nthd' '%postun for nthd'; do
-    grep -qF "# $s" "$tmp/scripts" || die "rpm scriptlet '$s' missing"
+    diff -u "$tmp/rpm.expected" "$tmp/rpm.files" || die "unexpected files in $rpmfile"
+    [ "$(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile")" = "$a $version-1" ] ||
+        die "$rpmfile: $(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile"), not $a $version-1"
+    [ "$(rpm -qp --configfiles "$rpmfile")" = /etc/sysconfig/nthd ] || die "config files must be exactly /etc/sysconfig/nthd"
+    rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpmfile" | grep -qx 'cn /etc/sysconfig/nthd' ||
+        die "/etc/sysconfig/nthd must be %config(noreplace)"
+    # cargo-generate-rpm embeds a script path literally if the file is missing.
+    rpm -qp --scripts "$rpmfile" >"$tmp/scripts"
+    for s in '%pre for nthd' '%post for nthd' '%preun for nthd' '%postun for nthd'; do
+        grep -qF "# $s" "$tmp/scripts" || die "rpm scriptlet '$s' missing"
+    done
+    for s in pre_install post_install pre_uninstall post_uninstall; do
+        sh -n "packaging/rpm/$s.sh" || die "packaging/rpm/$s.sh: syntax error"
+    done
+    # The three services, the scriptlets' /bin/sh and rpm's own entries: no library, no libc.
+    rpm -qp --requires "$rpmfile" | grep -Ev '^(rpmlib\(|config\(nthd\) = |/bin/sh$)' |
+        sort >"$tmp/requires"
+    printf 'dbus\npolkit\nsystemd\n' | diff -u - "$tmp/requires" || die "$rpmfile: unexpected Requires"
+    echo "ok"
+}
+
+check_tarball() {
+    local tarball=$1 a=$2 name="nthd-$version-$2"
+    say "tarball contents: $tarball"
+    tar -tzf "$tarball" | grep -v '/$' | sort >"$tmp/tar.files"
+    sed "s|^|$name/|" <<'EOF' | sort >"$tmp/tar.expected"
+50-nthd.rules
+LICENSE
+README.md
+completions/_nthd
+completions/nthd.bash
+completions/nthd.fish
+install.sh
+nthd
+nthd.8
+nthd.default
+nthd.pkla
+nthd.service
+nthd.sysusers
+EOF
+    diff -u "$tmp/tar.expected" "$tmp/tar.files" || die "unexpected files in $tarball"
+    tar -xzf "$tarball" -C "$tmp" "$name/install.sh"
+    sh -n "$tmp/$name/install.sh" || die "$name/install.sh: syntax error"
+    echo "ok"
+}
+
+for i in "${!arches[@]}"; do
+    check_deb "${debs[$i]}" "${arches[$i]}"
 done
-for s in pre_install post_install pre_uninstall post_uninstall; do
-    sh -n "packaging/rpm/$s.sh" || die "packaging/rpm/$s.sh: syntax error"
+if [ $deb_only = 1 ]; then
+    say "package (--deb-only: no .rpm, tarball or lintian)"
+    printf '%s\t%s bytes\n' "${debs[0]}" "$(stat -c %s "${debs[0]}")"
+    echo "systemd-analyze security exposure: $exposure"
+    exit 0
+fi
+for i in "${!arches[@]}"; do
+    check_rpm "${rpms[$i]}" "${arches[$i]}"
+    check_tarball "${tarballs[$i]}" "${arches[$i]}"
 done
-rpm -qp --requires "$rpmfile" | grep -Ex 'systemd|dbus|polkit' | sort | tr '\n' ' '
-echo
-echo "ok"
 
-say "lintian"
-lintian --fail-on error,warning --info --pedantic --display-experimental "$deb"
-echo "lintian: no errors, no warnings"
+for deb in "${debs[@]}"; do
+    say "lintian $deb"
+    lintian --fail-on error,warning --info --pedantic --display-experimental "$deb"
+    echo "lintian: no errors, no warnings"
+done
 
-say "rpmlint"
-rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
-summary=$(grep -E '[0-9]+ errors, [0-9]+ warnings' "$tmp/rpmlint.txt") || die "no rpmlint summary"
-grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
+for rpmfile in "${rpms[@]}"; do
+    say "rpmlint $rpmfile"
+    rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
+    summary=$(grep -E '[0-9]+ errors, [0-9]+ warnings' "$tmp/rpmlint.txt") || die "no rpmlint summary"
+    grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
+done
 
-say "packages"
-for f in "$deb" "$rpmfile"; do
-    printf '%s\t%s bytes\n' "$f" "$(stat -c %s "$f")"
+say "SHA256SUMS"
+artifacts=()
+for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}"; do artifacts+=("$(basename "$f")"); done
+# Every artifact of this version in target/dist/, including another architecture's from an
+# earlier run of this version; nothing stale from another version.
+(cd "$dist" && ls nthd_"$version"-1_*.deb nthd-"$version"-1.*.rpm nthd-"$version"-*.tar.gz |
+    sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+cat "$dist/SHA256SUMS"
+
+say "artifacts in $dist"
+for f in "${artifacts[@]}"; do
+    printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
 done
 echo "systemd-analyze security exposure: $exposure"
