@@ -1,0 +1,612 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016,SC2015,SC2119  # single-quoted scripts run inside the container; A && B || fail is meant
+# nthd's installers, proven on booted Debian trees (systemd-nspawn, real systemd,
+# dbus, polkitd, logind; tests/e2e/lib.sh): each scenario installs nthd the way a
+# user would, checks what the installer promises, then runs spot-terminate
+# (notice on the mock IMDS -> kubelet stand-in's delay lock -> one logind PowerOff
+# -> the container powers off) with the nthd it installed.
+#
+# Usage (as root):
+#   tests/e2e/install.sh                     all scenarios
+#   tests/e2e/install.sh NAME...             only these (see --list)
+#   tests/e2e/install.sh --list
+#
+# Scenarios (each boots the Debian tree it names; trees are built on demand by
+# tests/e2e/rootfs.sh and cached under target/e2e/):
+#   tarball             Debian 13: refusals of packaging/tarball/install.sh, --no-start,
+#                       --uninstall (keeps the user), --uninstall --purge (nothing left),
+#                       install, spot-terminate
+#   rpm                 Debian 13 + rpm: rpm -i, rpm -U to a bumped version, rpm -e,
+#                       rpm -i again, spot-terminate
+#   cloud-init-12       Debian 12 + cloud-init: the shipped user-data under real
+#   cloud-init-13       cloud-init (NoCloud seed), nthd check, spot-terminate
+#   sysext              Debian 13: systemd-sysext image, merge, spot-terminate
+#
+# Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
+# Artefacts: target/e2e/runs-install/<name>/.
+# Inputs: target/dist/ (packaging/build.sh --all-arches) when present: the x86_64
+# tarball, .rpm and amd64 .deb; otherwise built here from the same files
+# (target/x86_64-unknown-linux-musl/release/nthd, cargo deb / cargo generate-rpm into
+# target/e2e/install-artefacts/). The testkit binaries as for run.sh.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+RUNS_DIR="$E2E_DIR/runs-install"
+ART="$E2E_DIR/install-artefacts"
+DIST="$REPO/target/dist"
+IMDS="http://169.254.169.254"
+AWS_SPOT=/latest/meta-data/spot/instance-action
+# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, MSG_ACTION)
+MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
+MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
+
+SCENARIOS=(tarball rpm cloud-init-12 cloud-init-13 sysext)
+# Which tree each scenario boots: "suite flavour".
+declare -A TREE=([tarball]="trixie " [rpm]="trixie install" [cloud-init-12]="bookworm install"
+                 [cloud-init-13]="trixie install" [sysext]="trixie ")
+
+# ------------------------------------------------------- scenario toolkit
+# Copied from tests/e2e/run.sh (which cannot be sourced: it runs main): fail,
+# timing, step, iso_in, set_notice, save_mock_state, expect_poweroff_through_lock,
+# journal_json, expect_journal_notice_and_action.  They belong in lib.sh.
+
+SCEN=""; SDIR=""
+fail() { log "FAIL: $*"; echo "$*" >>"$SDIR/failure"; exit 1; }
+timing() { echo "$*" >>"$SDIR/timings"; log "timing: $*"; }
+step() { log "--- $*"; }
+iso_in() { date -u -d "+$1 sec" +%Y-%m-%dT%H:%M:%SZ; }
+
+save_mock_state() {
+  mock_events >"$SDIR/mock-events.json" 2>/dev/null || true
+  mock_log >"$SDIR/mock-log.json" 2>/dev/null || true
+}
+
+NOTICE_MS=""
+set_notice() {
+  local path="$1" body="$2" before after ev
+  before="$(now_ms)"
+  set_route "$path" "$body" || fail "could not set route $path on the mock"
+  after="$(now_ms)"
+  ev="$(mock_event_ms "$path" || true)"
+  if [[ "$ev" =~ ^[0-9]{13}$ ]] && (( ev >= before - 1000 && ev <= after + 1000 )); then NOTICE_MS="$ev"; else NOTICE_MS="$after"; fi
+  echo "$NOTICE_MS" >"$SDIR/notice_ms"
+  log "notice at $path set (t=$NOTICE_MS): $body"
+}
+
+expect_poweroff_through_lock() {
+  local prep_timeout="$1" max_lag="${2:-}" prep drained released
+  prep="$(wait_for_prepare "$prep_timeout")" || fail "no PrepareForShutdown within ${prep_timeout}s"
+  timing "prepare +$(fmt_ms $((prep - NOTICE_MS)))"
+  if [[ -n "$max_lag" ]] && (( prep - NOTICE_MS > max_lag )); then
+    fail "PrepareForShutdown $(fmt_ms $((prep - NOTICE_MS))) after the notice (limit $(fmt_ms "$max_lag"))"
+  fi
+  save_mock_state
+  ct_journal_sync
+  ct_wait_exit $((E2E_DRAIN_SECS + 20)) || fail "container still running $((E2E_DRAIN_SECS + 20))s after PrepareForShutdown"
+  timing "halted +$(fmt_ms $((CT_EXIT_MS - NOTICE_MS)))"
+  drained="$(kubelet_event_ms drained)" || fail "stand-in never recorded 'drained' before power-off"
+  released="$(kubelet_event_ms released)" || fail "stand-in never recorded 'released' before power-off"
+  (( released <= CT_EXIT_MS )) || fail "lock released after the container had halted?!"
+  (( CT_EXIT_MS - prep >= E2E_DRAIN_SECS * 1000 - 200 )) \
+    || fail "container halted $(fmt_ms $((CT_EXIT_MS - prep))) after PrepareForShutdown, before the ${E2E_DRAIN_SECS}s drain"
+  timing "drain $(fmt_ms $((drained - prep)))"
+}
+
+journal_json() {
+  ct_journal_sync
+  journalctl -D "$SDIR/journal" -o json --no-pager -q "MESSAGE_ID=$1" 2>/dev/null
+}
+
+# nthd.service logged the notice before PrepareForShutdown and exactly ONE PowerOff
+# action, between the notice and the halt.
+expect_journal_notice_and_action() {
+  local kind="$1" prep="$2" n a nts ats count
+  n="$(journal_json "$MSG_NOTICE" | hjq -sc --arg k "$kind" '[.[] | select(.NTHD_KIND == $k and .NTHD_ACTION == "poweroff")] | first // empty')"
+  [[ -n "$n" ]] || fail "no journal entry MESSAGE_ID=$MSG_NOTICE with NTHD_KIND=$kind NTHD_ACTION=poweroff"
+  count="$(journal_json "$MSG_ACTION" | hjq -s '[.[] | select(.NTHD_ACTION == "poweroff")] | length')"
+  [[ "$count" == 1 ]] || fail "nthd logged $count PowerOff actions, not exactly one"
+  a="$(journal_json "$MSG_ACTION" | hjq -sc '[.[] | select(.NTHD_ACTION == "poweroff")] | first')"
+  [[ "$(hjq -r ._SYSTEMD_UNIT <<<"$n")" == nthd.service && "$(hjq -r ._SYSTEMD_UNIT <<<"$a")" == nthd.service ]] \
+    || fail "the notice/action journal entries are not from nthd.service"
+  [[ "$(hjq -r .MESSAGE <<<"$a")" == *"Manager.PowerOff(false)"* ]] || fail "action entry does not name PowerOff: $(hjq -r .MESSAGE <<<"$a")"
+  nts=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$n") / 1000 ))
+  ats=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$a") / 1000 ))
+  (( nts <= prep )) || fail "notice journal entry ($nts) is later than PrepareForShutdown ($prep)"
+  (( nts <= ats && ats <= CT_EXIT_MS )) || fail "action journal entry at $ats is not between the notice ($nts) and the halt ($CT_EXIT_MS)"
+  log "journal: notice $(hjq -r .MESSAGE <<<"$n" | head -c 160)"
+}
+
+# ------------------------------------------------------------- helpers
+
+# The standard evidence, on whatever nthd the scenario installed: user nthd runs
+# it, the stand-in holds its lock, the mock serves a terminate notice, logind
+# delays the power-off for the drain, the container halts.
+spot_terminate() {
+  local user pid uid
+  step "spot-terminate with the installed nthd"
+  kubelet_start || fail "kubelet stand-in did not take its delay lock"
+  mock_start || fail "mock IMDS did not start"
+  nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
+  pid="$(nthd_main_pid)"; uid="$(ct_exec awk '/^Uid:/{print $2}' "/proc/$pid/status")"
+  user="$(ct_exec getent passwd "$uid" | cut -d: -f1)"
+  [[ "$user" == nthd ]] || fail "nthd runs as '$user', not 'nthd'"
+  log "nthd $(ct_exec systemctl show -p ExecStart --value nthd | grep -o 'path=[^ ;]*') pid $pid runs as $user"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 2000
+  expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
+}
+
+boot() {
+  step "boot $ROOTFS"
+  ct_boot "$SCEN" "$SDIR" "$@" || fail "container did not boot"
+  timing "boot $(fmt_ms "$CT_BOOT_MS")"
+  ct_net_setup || fail "could not add IMDS addresses to lo"
+}
+
+# Everything on the container's root file system that an installer could leave
+# behind (paths, types, modes, owners; checksums of the account files).  /e2e, the
+# journal, /run, /tmp and /proc-like trees are not part of the comparison.
+fs_snapshot() {
+  ct_sh 'find / -xdev \( -path /e2e -o -path /proc -o -path /sys -o -path /dev -o -path /run \
+           -o -path /tmp -o -path /var/tmp -o -path /var/log -o -path /var/cache -o -path /var/lib/systemd \
+           -o -path /var/lib/polkit-1/.cache -o -path /var/lib/dbus \) -prune -o \
+           \( -name "passwd-" -o -name "group-" -o -name "shadow-" -o -name "gshadow-" \) -prune -o \
+           -printf "%p %y %m %u:%g\n" | LC_ALL=C sort
+         sha256sum /etc/passwd /etc/group /etc/shadow /etc/gshadow'
+}
+
+expect_inactive_and_gone() {
+  local ls; ls="$(ct_exec systemctl show -p LoadState --value nthd.service)"
+  [[ "$ls" == not-found ]] || fail "nthd.service LoadState is '$ls' after removal (unit still there)"
+  ! ct_exec pgrep -x nthd >/dev/null || fail "an nthd process still runs after removal"
+}
+
+# ------------------------------------------------------------- artefacts
+
+ARCH_RPM=x86_64
+musl_bin() { echo "$REPO/target/$1-unknown-linux-musl/release/nthd"; }
+pkg_version() {
+  cargo metadata --no-deps --format-version 1 --manifest-path "$REPO/Cargo.toml" 2>/dev/null |
+    hjq -r '.packages[] | select(.name == "nthd") | .version'
+}
+
+# The tarball for ARCH (x86_64|aarch64): target/dist's when its install.sh is ours,
+# else assembled here from the same files the lead's build.sh packs (and, if
+# target/dist has one with a different install.sh, from its binary).
+tarball_for() {
+  local a="$1" v dist name d bin
+  v="$(pkg_version)" || return 1
+  name="nthd-$v-$a"; dist="$DIST/$name.tar.gz"
+  if [[ -r "$dist" ]] && cmp -s <(tar -xzOf "$dist" "$name/install.sh") "$REPO/packaging/tarball/install.sh"; then
+    echo "$dist"; return
+  fi
+  d="$ART/tar/$name"; rm -rf "$ART/tar"; mkdir -p "$d/completions"
+  if [[ -r "$dist" ]]; then
+    log "$dist has a different install.sh; repacking it with packaging/tarball/install.sh"
+    tar -xzf "$dist" -C "$ART/tar" || return 1
+  else
+    bin="$(musl_bin "$a")"; [[ -x "$bin" ]] || { log "no $dist and no $bin"; return 1; }
+    log "no $dist; assembling $name from the repository and $bin"
+    install -m 755 "$bin" "$d/nthd"
+    install -m 644 "$REPO/systemd/nthd.service" "$d/nthd.service"
+    install -m 644 "$REPO/systemd/nthd.sysusers" "$d/nthd.sysusers"
+    install -m 644 "$REPO/polkit/50-nthd.rules" "$d/50-nthd.rules"
+    install -m 644 "$REPO/polkit/nthd.pkla" "$d/nthd.pkla"
+    install -m 644 "$REPO/packaging/default/nthd" "$d/nthd.default"
+    install -m 644 "$REPO/packaging/assets/nthd.8" "$d/nthd.8"
+    install -m 644 "$REPO"/packaging/assets/{nthd.bash,_nthd,nthd.fish} "$d/completions/"
+    install -m 644 "$REPO/LICENSE" "$REPO/README.md" "$d/"
+  fi
+  install -m 755 "$REPO/packaging/tarball/install.sh" "$d/install.sh"
+  tar -C "$ART/tar" --owner=0 --group=0 -czf "$ART/$name.tar.gz" "$name" || return 1
+  (cd "$ART" && sha256sum "$name.tar.gz" >"$ART/SHA256SUMS.$a")
+  echo "$ART/$name.tar.gz"
+}
+
+rpm_path() {
+  local v; v="$(pkg_version)"
+  if [[ -r "$DIST/nthd-$v-1.$ARCH_RPM.rpm" ]]; then echo "$DIST/nthd-$v-1.$ARCH_RPM.rpm"; return; fi
+  mkdir -p "$ART/rpm"
+  (cd "$REPO" && cargo generate-rpm --target x86_64-unknown-linux-musl --arch x86_64 --auto-req disabled \
+     --output "$ART/rpm/") >&2 || return 1
+  echo "$ART/rpm/nthd-$v-1.$ARCH_RPM.rpm"
+}
+
+# The same package at version <ver>+1 (patch bumped): cargo generate-rpm with
+# --set-metadata, Cargo.toml untouched.  Same files; the version is what rpm -U sees.
+bumped_rpm() {
+  local v nv; v="$(pkg_version)"; nv="${v%.*}.$(( ${v##*.} + 1 ))"
+  rm -rf "$ART/rpm-bumped"; mkdir -p "$ART/rpm-bumped"
+  (cd "$REPO" && cargo generate-rpm --target x86_64-unknown-linux-musl --arch x86_64 --auto-req disabled \
+     --set-metadata "version = \"$nv\"" --output "$ART/rpm-bumped/") >&2 || return 1
+  echo "$ART/rpm-bumped/nthd-$nv-1.$ARCH_RPM.rpm"
+}
+
+# An rpm that tells Debian's (empty) rpm database what dpkg already installed, so
+# `rpm -i nthd` needs no --nodeps: it provides exactly the names nthd's .rpm
+# requires that Fedora/RHEL packages provide and Debian's dpkg database holds
+# instead (systemd, dbus, polkit, and /bin/sh for the scriptlets).
+debian_provides_rpm() {
+  local top="$ART/provides"
+  rm -rf "$top"; mkdir -p "$top/SPECS"
+  cat >"$top/SPECS/p.spec" <<'EOF'
+Name: debian-dpkg-provides
+Version: 1
+Release: 1
+Summary: Names that dpkg, not rpm, installed on this Debian system
+License: Apache-2.0
+BuildArch: noarch
+Provides: systemd
+Provides: dbus
+Provides: polkit
+Provides: /bin/sh
+%description
+Test helper for tests/e2e/install.sh.
+%files
+EOF
+  rpmbuild --quiet -bb --define "_topdir $top" "$top/SPECS/p.spec" >&2 || return 1
+  echo "$top/RPMS/noarch/debian-dpkg-provides-1-1.noarch.rpm"
+}
+
+deb_path() {
+  local v; v="$(pkg_version)"
+  if [[ -r "$DIST/nthd_${v}-1_amd64.deb" ]]; then echo "$DIST/nthd_${v}-1_amd64.deb"; return; fi
+  local d="$REPO/target/x86_64-unknown-linux-musl/debian/nthd_${v}-1_amd64.deb"
+  [[ -r "$d" ]] || (cd "$REPO" && cargo deb --no-build --target x86_64-unknown-linux-musl) >&2 || return 1
+  echo "$d"
+}
+
+# ------------------------------------------------------------- scenarios
+
+# install.sh in the container: run_installer [ENV=..] ARGS...  (stdout+stderr to
+# $SDIR/installer.log, appended; prints them too).  Returns install.sh's status.
+TARDIR=""
+run_installer() {
+  local rc out
+  out="$(ct_exec "$@" 2>&1)" && rc=0 || rc=$?
+  printf '$ %s\n%s\n(rc %s)\n' "$*" "$out" "$rc" >>"$SDIR/installer.log"
+  printf '%s\n' "$out"
+  return "$rc"
+}
+# expect_refusal PHRASE CMD...: non-zero, the phrase on the output, nothing installed.
+expect_refusal() {
+  local phrase="$1" out rc; shift
+  out="$(run_installer "$@")" && rc=0 || rc=$?
+  ((rc != 0)) || fail "install.sh did not refuse ($*): $out"
+  [[ "$out" == *"$phrase"* ]] || fail "install.sh refused ($*) without saying '$phrase': $out"
+  ! ct_exec test -e /usr/bin/nthd || fail "install.sh refused but left /usr/bin/nthd ($*)"
+  ! ct_exec getent passwd nthd >/dev/null || fail "install.sh refused but created user nthd ($*)"
+  log "refused (rc $rc): ${out##*cannot install: }"
+  REFUSALS+=("$phrase")
+}
+
+scen_tarball() {
+  local tb tb_arm name out before after
+  tb="$(tarball_for x86_64)" || fail "no x86_64 tarball"
+  name="$(basename "$tb" .tar.gz)"
+  boot
+  step "unpack $name (sha256sum -c)"
+  ct_put "$tb" >/dev/null
+  if [[ -r "$DIST/SHA256SUMS" && "$tb" == "$DIST/"* ]]; then
+    ct_put "$DIST/SHA256SUMS" >/dev/null
+    ct_sh 'cd /e2e/bin && sha256sum -c --ignore-missing SHA256SUMS' >&2 || fail "sha256sum -c SHA256SUMS failed"
+  fi
+  ct_sh 'mkdir -p /opt/dl && tar -xzf "/e2e/bin/$1.tar.gz" -C /opt/dl' "$name" || fail "tar -x failed"
+  TARDIR="/opt/dl/$name"  # readable by nobody, for the not-root refusal
+  before="$(fs_snapshot)" || fail "snapshot"
+  printf '%s\n' "$before" >"$SDIR/fs-before.txt"
+
+  step "refusals"
+  REFUSALS=()
+  expect_refusal "must run as root" runuser -u nobody -- sh "$TARDIR/install.sh"
+  if tb_arm="$(tarball_for aarch64 2>/dev/null)"; then
+    ct_put "$tb_arm" >/dev/null
+    ct_sh 'mkdir -p /opt/arm && tar -xzf "/e2e/bin/$1" -C /opt/arm' "$(basename "$tb_arm")" || fail "tar -x arm"
+    expect_refusal "built for aarch64, this machine is x86_64" sh -c 'sh /opt/arm/*/install.sh'
+    ct_exec rm -rf /opt/arm
+  else
+    log "note: no aarch64 tarball or binary; the wrong-architecture refusal is not tested"
+  fi
+  # systemd not PID 1: what a chroot looks like (no /run/systemd/system).
+  expect_refusal "systemd is not running as PID 1" \
+    unshare -m sh -c 'mount -t tmpfs none /run/systemd && exec sh "$1/install.sh"' sh "$TARDIR"
+  # systemd too old: a systemctl that reports CentOS 7's version first in PATH.
+  ct_sh 'mkdir -p /root/old && printf "#!/bin/sh\n[ \"\$1\" = --version ] && { echo \"systemd 219\"; echo \"+PAM\"; exit 0; }\nexec /usr/bin/systemctl \"\$@\"\n" >/root/old/systemctl && chmod 755 /root/old/systemctl'
+  expect_refusal "systemd 219 is too old" env PATH="/root/old:$CT_PATH" sh "$TARDIR/install.sh"
+  ct_exec rm -rf /root/old
+  # no polkit: its D-Bus activation file and polkitd hidden.
+  expect_refusal "polkit is not installed" unshare -m sh -c \
+    'mount -t tmpfs none /usr/share/dbus-1/system-services &&
+      mount -t tmpfs none /usr/lib/polkit-1 &&
+      exec sh "$1/install.sh"' sh "$TARDIR"
+  expect_refusal "unknown argument" sh "$TARDIR/install.sh" --frobnicate
+  timing "${#REFUSALS[@]} refusals"
+
+  step "install --no-start where systemd is not PID 1 (image build)"
+  out="$(run_installer unshare -m sh -c 'mount -t tmpfs none /run/systemd && exec sh "$1/install.sh" --no-start' sh "$TARDIR")" \
+    || fail "install.sh --no-start failed: $out"
+  ct_exec systemctl daemon-reload
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "--no-start did not enable nthd: $(ct_exec systemctl is-enabled nthd 2>&1)"
+  ! nthd_active || fail "--no-start started nthd"
+  ct_exec getent passwd nthd >/dev/null || fail "--no-start did not create user nthd"
+  step "--uninstall: files gone, user nthd kept"
+  out="$(run_installer sh "$TARDIR/install.sh" --uninstall)" || fail "--uninstall failed: $out"
+  expect_inactive_and_gone
+  ct_exec getent passwd nthd >/dev/null || fail "--uninstall removed user nthd (the packages keep it)"
+  ! ct_exec test -e /usr/bin/nthd || fail "--uninstall left /usr/bin/nthd"
+
+  step "install (systemd running): user through sysusers, enabled, started"
+  local t0; t0="$(now_ms)"
+  out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh failed: $out"
+  timing "install.sh $(fmt_ms $(( $(now_ms) - t0 )))"
+  log "install.sh said: $out"
+  nthd_active || fail "nthd not active after install.sh"
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled"
+  [[ "$(ct_exec getent passwd nthd | cut -d: -f5-7)" == "nthd node termination handler:/var/lib/nthd:/usr/sbin/nologin" ]] \
+    || fail "user nthd is not the sysusers entry: $(ct_exec getent passwd nthd)"
+  ct_exec test -f /usr/share/polkit-1/rules.d/50-nthd.rules || fail "polkit rule not installed"
+  ! ct_exec test -e /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla || fail ".pkla installed on polkit 126"
+  [[ "$out" == *"polkit 126, grant: /usr/share/polkit-1/rules.d/50-nthd.rules"* ]] || fail "install.sh did not choose the JS rule for polkit 126: $out"
+  ct_exec cmp -s /etc/default/nthd "$TARDIR/nthd.default" || fail "/etc/default/nthd is not the shipped file"
+  [[ "$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)" == 's "yes"' ]] \
+    || fail "user nthd may not power off after install.sh"
+
+  step "--uninstall --purge: nothing left behind"
+  ct_sh 'echo "NTHD_LOG_LEVEL=debug" >>/etc/default/nthd'   # an admin's edit: --purge removes it too
+  out="$(run_installer sh "$TARDIR/install.sh" --uninstall --purge)" || fail "--uninstall --purge failed: $out"
+  expect_inactive_and_gone
+  after="$(fs_snapshot)" || fail "snapshot"
+  printf '%s\n' "$after" >"$SDIR/fs-after-purge.txt"
+  diff -u "$SDIR/fs-before.txt" "$SDIR/fs-after-purge.txt" >"$SDIR/fs-purge.diff" \
+    || fail "install + --uninstall --purge left the system different: $(head -c 1500 "$SDIR/fs-purge.diff")"
+  log "file system and accounts identical to before the first install ($(wc -l <"$SDIR/fs-before.txt") paths compared)"
+
+  step "install again, keep an existing /etc/default/nthd"
+  ct_sh 'printf "NTHD_LOG_LEVEL=info\n" >/etc/default/nthd'
+  out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh failed: $out"
+  [[ "$(ct_exec cat /etc/default/nthd)" == NTHD_LOG_LEVEL=info ]] || fail "install.sh replaced an existing /etc/default/nthd"
+  step "rerun (upgrade in place): restarts the running daemon"
+  local pid0; pid0="$(nthd_main_pid)"
+  out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh (second run) failed: $out"
+  wait_until 10 nthd_active || fail "nthd not active after the rerun"
+  [[ "$(nthd_main_pid)" != "$pid0" ]] || fail "rerunning install.sh did not restart nthd"
+  spot_terminate
+}
+
+scen_rpm() {
+  local rpm bumped prov out v nv pid0 f
+  rpm="$(rpm_path)" || fail "no .rpm"
+  bumped="$(bumped_rpm)" || fail "could not build the bumped .rpm"
+  prov="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
+  v="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$rpm")"; nv="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$bumped")"
+  log "requires of $(basename "$rpm"): $(rpm -qp --requires "$rpm" | grep -v '^rpmlib(' | sort -u | tr '\n' ' ')"
+  boot
+  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$bumped" nthd-bumped.rpm >/dev/null; ct_put "$prov" provides.rpm >/dev/null
+  step "rpm -i without the provides: every requirement is missing (empty rpm database)"
+  out="$(ct_exec rpm -i /e2e/bin/nthd.rpm 2>&1)" && fail "rpm -i succeeded on an empty rpm database?!"
+  log "rpm -i: $(tr '\n' ' ' <<<"$out")"
+  step "rpm -i debian-dpkg-provides (systemd, dbus, polkit, /bin/sh), then rpm -i nthd WITHOUT --nodeps"
+  ct_exec rpm -i /e2e/bin/provides.rpm || fail "rpm -i provides failed"
+  out="$(ct_exec rpm -i /e2e/bin/nthd.rpm 2>&1)" || fail "rpm -i nthd failed: $out"
+  printf '%s\n' "$out" >"$SDIR/rpm-i.log"
+  [[ "$(ct_exec rpm -q nthd)" == "nthd-$v.$ARCH_RPM" ]] || fail "rpm -q nthd: $(ct_exec rpm -q nthd 2>&1)"
+  # %pre creates the user through systemd-sysusers (it prints what it creates),
+  # with exactly the sysusers entry.
+  grep -q "Creating group 'nthd'" <<<"$out" && grep -q "Creating user 'nthd'" <<<"$out" \
+    || fail "%pre did not create nthd through systemd-sysusers: $out"
+  [[ "$(ct_exec getent passwd nthd | cut -d: -f5-7)" == "nthd node termination handler:/var/lib/nthd:/usr/sbin/nologin" ]] \
+    || fail "user nthd is not the sysusers entry: $(ct_exec getent passwd nthd)"
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "%post did not enable nthd"
+  wait_until 10 nthd_active || fail "%post did not start nthd"
+  [[ "$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)" == 's "yes"' ]] \
+    || fail "user nthd may not power off after rpm -i"
+
+  step "rpm -U to $nv"
+  pid0="$(nthd_main_pid)"
+  ct_exec rpm -U /e2e/bin/nthd-bumped.rpm >"$SDIR/rpm-U.log" 2>&1 || fail "rpm -U failed: $(cat "$SDIR/rpm-U.log")"
+  [[ "$(ct_exec rpm -q nthd)" == "nthd-$nv.$ARCH_RPM" ]] || fail "after rpm -U: $(ct_exec rpm -q nthd 2>&1)"
+  wait_until 10 nthd_active || fail "nthd not active after rpm -U"
+  [[ "$(nthd_main_pid)" != "$pid0" ]] || fail "%postun did not restart nthd on upgrade (MainPID still $pid0)"
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after rpm -U"
+
+  step "rpm -e: files, unit and process gone; user and /var/lib/nthd kept (as %postun says)"
+  local files; files="$(ct_exec rpm -ql nthd)"
+  ct_exec rpm -e nthd >"$SDIR/rpm-e.log" 2>&1 || fail "rpm -e failed: $(cat "$SDIR/rpm-e.log")"
+  for f in $files; do ! ct_exec test -e "$f" || fail "rpm -e left $f"; done
+  ! ct_exec sh -c 'ls /etc/sysconfig/nthd* 2>/dev/null | grep -q .' || fail "rpm -e left $(ct_exec sh -c 'ls /etc/sysconfig/nthd*')"
+  ! ct_exec test -e /etc/systemd/system/multi-user.target.wants/nthd.service || fail "rpm -e left the enablement symlink"
+  expect_inactive_and_gone
+  ct_exec getent passwd nthd >/dev/null || fail "rpm -e removed user nthd (%postun says it is kept)"
+  log "rpm -e removed $(wc -w <<<"$files") files; user nthd and /var/lib/nthd kept"
+
+  step "rpm -i $nv again"
+  ct_exec rpm -i /e2e/bin/nthd-bumped.rpm >"$SDIR/rpm-i2.log" 2>&1 || fail "rpm -i (again) failed: $(cat "$SDIR/rpm-i2.log")"
+  wait_until 10 nthd_active || fail "nthd not active after rpm -i (again)"
+  spot_terminate
+}
+
+# cloud-init: NoCloud seed directory, the shipped user-data with only VERSION and the
+# base URL substituted, served by python3 -m http.server on 127.0.0.1:8080 inside the
+# container (a unit started before cloud-final.service).
+CI_PORT=8080
+scen_cloud_init() {
+  local deb v base ci seed st rc long
+  deb="$(deb_path)" || fail "no amd64 .deb"
+  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT"
+  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www" "$ci/final.d"
+  ln -f "$deb" "$ci/www/nthd_${v}-1_amd64.deb" 2>/dev/null || cp "$deb" "$ci/www/nthd_${v}-1_amd64.deb"
+  # The user's documented step, and nothing else: VERSION and the base URL.
+  sed -e "s|^\\([[:space:]]*\\)base=https://example.invalid\$|\\1base=$base|" \
+      -e "s|^\\([[:space:]]*\\)version=VERSION\$|\\1version=$v|" \
+      "$REPO/packaging/cloud-init/user-data.yaml" >"$seed/user-data"
+  diff "$REPO/packaging/cloud-init/user-data.yaml" "$seed/user-data" >"$SDIR/user-data.diff"
+  [[ "$(grep -c '^[<>]' "$SDIR/user-data.diff")" == 4 ]] || fail "substituting VERSION and the URL did not change exactly 2 lines: $(cat "$SDIR/user-data.diff")"
+  printf 'instance-id: iid-nthd-e2e-%s\nlocal-hostname: nthd-e2e\n' "$$" >"$seed/meta-data"
+  # ds-identify: find NoCloud (the seed directory) and enable cloud-init; no network
+  # configuration (the container has only lo).
+  printf 'policy: enabled\ndatasource: NoCloud\n' >"$ci/ds-identify.cfg"
+  printf 'datasource_list: [ NoCloud, None ]\nnetwork: {config: disabled}\n' >"$ci/99-e2e.cfg"
+  cat >"$ci/e2e-http.service" <<EOF
+[Unit]
+Description=e2e: serve the nthd packages (the user's release location)
+DefaultDependencies=no
+[Service]
+ExecStart=/usr/bin/python3 -m http.server --bind 127.0.0.1 --directory /e2e/ci/www $CI_PORT
+EOF
+  printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$ci/final.d/50-e2e-http.conf"
+  # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
+  E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
+       --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
+       --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
+       --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
+       --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
+  step "cloud-init status --wait"
+  local t0; t0="$(now_ms)"
+  st="$(ct_exec timeout 240 cloud-init status --wait --long 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$st" >"$SDIR/cloud-init-status.txt"
+  ct_exec cat /var/log/cloud-init-output.log >"$SDIR/cloud-init-output.log" 2>&1 || true
+  ct_exec cat /var/log/cloud-init.log >"$SDIR/cloud-init.log" 2>&1 || true
+  timing "cloud-init done +$(fmt_ms $(( $(now_ms) - t0 ))) after boot"
+  ((rc == 0)) || fail "cloud-init status --wait exited $rc: $(tr '\n' ' ' <<<"$st" | head -c 600); output: $(tail -n 15 "$SDIR/cloud-init-output.log" | tr '\n' ' ')"
+  [[ "$st" == *"status: done"* ]] || fail "cloud-init status: $st"
+  long="$(ct_exec cloud-init query v1.platform 2>/dev/null)" || true
+  log "cloud-init datasource: ${long:-?}; $(grep -m1 -i 'detail' <<<"$st")"
+  (( $(ct_journal -u e2e-http | grep -c "GET /nthd_${v}-1_amd64.deb") > 0 )) || fail "the user-data never downloaded the .deb from $base"
+  step "what the user-data promises"
+  [[ "$(ct_exec dpkg-query -W -f '${db:Status-Status} ${Version}' nthd)" == "installed $v-1" ]] || fail "nthd .deb not installed by the user-data"
+  nthd_active || fail "nthd not active after cloud-init"
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after cloud-init"
+  ct_exec grep -qx 'NTHD_PROVIDER=auto' /etc/default/nthd || fail "the user-data's /etc/default/nthd was not kept (--force-confold)"
+  ! ct_exec grep -q '^# Settings for nthd' /etc/default/nthd || fail "/etc/default/nthd is the package's, not the user-data's"
+  local gns=/etc/kubernetes/kubelet.conf.d/50-graceful-node-shutdown.conf
+  ct_exec grep -qx 'shutdownGracePeriod: 90s' "$gns" && ct_exec grep -qx 'shutdownGracePeriodCriticalPods: 30s' "$gns" \
+    && ct_exec grep -qx 'kind: KubeletConfiguration' "$gns" || fail "kubelet GNS drop-in $gns missing or wrong: $(ct_exec cat "$gns" 2>&1)"
+  kubelet_start || fail "kubelet stand-in did not take its delay lock"
+  mock_start || fail "mock IMDS did not start"
+  nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
+  step "nthd check, as the user runs it (sudo -u nthd nthd check)"
+  local out; out="$(ct_exec sudo -u nthd nthd check </dev/null 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$out" >"$SDIR/nthd-check.txt"
+  ((rc == 0)) || fail "nthd check exited $rc: $out"
+  log "nthd check passed ($(grep -c '✔' <<<"$out") checks ✔)"
+  # spot_terminate would start the stand-in and mock again: do the rest here.
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 2000
+  expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
+}
+scen_cloud_init_12() { scen_cloud_init; }
+scen_cloud_init_13() { scen_cloud_init; }
+
+scen_sysext() {
+  local v raw out rc
+  v="$(pkg_version)"
+  raw="$(sh "$REPO/packaging/sysext/build.sh" "$(musl_bin x86_64)" x86_64 "$v" "$ART/sysext" --dir)" || fail "packaging/sysext/build.sh failed"
+  log "built $(basename "$raw") ($(stat -c %s "$raw") bytes, $(file -b "$raw" 2>/dev/null | cut -c1-40))"
+  boot
+  step "systemd-sysext merge of the .raw image"
+  ct_put "$raw" nthd.raw >/dev/null
+  ct_sh 'mkdir -p /var/lib/extensions && cp /e2e/bin/nthd.raw /var/lib/extensions/nthd.raw'
+  out="$(ct_exec systemd-sysext merge 2>&1)" && rc=0 || rc=$?
+  printf '$ systemd-sysext merge   (/var/lib/extensions/nthd.raw)\n%s\n(rc %s)\n' "$out" "$rc" >"$SDIR/sysext-raw.txt"
+  if ((rc == 0)) && ct_exec test -x /usr/bin/nthd; then
+    log "the .raw image merged: $(ct_exec systemd-sysext status --no-pager 2>&1 | tr -s ' \n' ' ')"
+    timing "merged .raw"
+  else
+    log "the .raw image did not merge in the container (rc $rc): $out"
+    ct_exec systemd-sysext unmerge >/dev/null 2>&1 || true
+    ct_exec rm -f /var/lib/extensions/nthd.raw
+    step "systemd-sysext merge of the same tree as a directory extension"
+    mkdir -p "$SDIR/bin"; cp -a "${raw%.raw}" "$SDIR/bin/sysext-tree"
+    ct_sh 'cp -a /e2e/bin/sysext-tree /var/lib/extensions/nthd' || fail "copy the directory extension"
+    out="$(ct_exec systemd-sysext merge 2>&1)" || fail "systemd-sysext merge (directory) failed: $out"
+    timing "merged directory (the .raw needs a loop device: see sysext-raw.txt)"
+  fi
+  ct_exec systemd-sysext status --no-pager >"$SDIR/sysext-status.txt" 2>&1 || true
+  ct_exec test -x /usr/bin/nthd || fail "/usr/bin/nthd not there after the merge"
+  [[ "$(ct_exec systemctl show -p LoadState --value nthd.service)" == loaded ]] \
+    || fail "nthd.service not loaded after merge (EXTENSION_RELOAD_MANAGER): $(ct_exec systemctl show -p LoadState --value nthd.service)"
+  step "systemd-sysusers, start"
+  ct_exec systemd-sysusers || fail "systemd-sysusers"
+  ct_exec getent passwd nthd >/dev/null || fail "no user nthd after systemd-sysusers"
+  ct_exec systemctl start nthd || fail "systemctl start nthd failed: $(ct_exec systemctl status --no-pager nthd 2>&1 | tail -n 5)"
+  wait_until 10 nthd_active || fail "nthd not active"
+  out="$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)"
+  log "CanPowerOff as nthd after the merge: $out"
+  [[ "$out" == 's "yes"' ]] || fail "polkit does not grant nthd power-off from the extension's rule: $out"
+  spot_terminate
+}
+
+# ---------------------------------------------------------------- driver
+
+run_scenario() {
+  local name="$1" fn="scen_${1//-/_}" t0 rc suite flavour
+  read -r suite flavour <<<"${TREE[$name]}"
+  SCEN="$name"; SDIR="$RUNS_DIR/$name"
+  rm -rf "$SDIR"; mkdir -p "$SDIR"
+  t0=$SECONDS
+  (
+    trap 'ct_cleanup' EXIT
+    trap 'exit 130' INT TERM
+    set -e
+    exec 2>>"$SDIR/harness.log"
+    # lib.sh picks the tree from these.
+    export E2E_SUITE="$suite" E2E_FLAVOUR="$flavour"; unset E2E_ROOTFS
+    # shellcheck source=lib.sh
+    . "$HERE/lib.sh"
+    log "=== scenario $name on $ROOTFS"
+    if [[ -z "${E2E_SKIP_ROOTFS:-}" ]]; then
+      local tr0=$SECONDS
+      "$HERE/rootfs.sh" >>"$SDIR/rootfs.log" 2>&1 \
+        || fail "rootfs.sh failed for $suite ${flavour:-plain} (see $SDIR/rootfs.log)"
+      ((SECONDS - tr0 < 5)) || timing "tree built $((SECONDS - tr0))s"
+    fi
+    "$fn"
+    log "=== scenario $name passed"
+  ) &
+  wait $!; rc=$?
+  journalctl -D "$SDIR/journal" -o short-precise --no-pager -q >"$SDIR/journal.txt" 2>/dev/null || true
+  local timings; timings="$(awk 'NR > 1 { printf ", " } { printf "%s", $0 }' "$SDIR/timings" 2>/dev/null)"
+  timings="${timings:+$timings, }total $((SECONDS - t0))s"
+  local label="$name (Debian ${suite/bookworm/12}${flavour:+, $flavour tree})"; label="${label/trixie/13}"
+  if ((rc == 0)); then echo "PASS $label ($timings)"; return 0; fi
+  echo "FAIL $label ($timings)"
+  echo "    reason: $(cat "$SDIR/failure" 2>/dev/null || echo "exit status $rc (see $SDIR/harness.log)")"
+  echo "    --- harness log (last 25 lines):"
+  tail -n 25 "$SDIR/harness.log" | sed 's/^/    /'
+  echo "    artefacts: $SDIR"
+  return 1
+}
+
+main() {
+  local names=() n passed=0 failed=0
+  while (($#)); do case "$1" in
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | grep -v '^# shellcheck' | sed '$d; s/^# \{0,1\}//'; exit 0;;
+    --list) printf '%s\n' "${SCENARIOS[@]}"; exit 0;;
+    -*) echo "unknown option $1" >&2; exit 2;;
+    *) names+=("$1");; esac; shift; done
+  ((${#names[@]})) || names=("${SCENARIOS[@]}")
+  for n in "${names[@]}"; do
+    declare -F "scen_${n//-/_}" >/dev/null || { echo "unknown scenario: $n (try --list)" >&2; exit 2; }
+  done
+  [[ $EUID -eq 0 ]] || die "must run as root (systemd-nspawn)"
+  need systemd-nspawn nsenter journalctl flock rpm rpmbuild cargo
+  mkdir -p "$RUNS_DIR" "$ART"
+  exec 7>"$E2E_DIR/install.lock"
+  flock -n 7 || { log "another tests/e2e/install.sh holds $E2E_DIR/install.lock; waiting"; flock 7; }
+  [[ -x "$E2E_MOCK_IMDS" && -x "$E2E_FAKE_KUBELET" ]] || ((E2E_BUILD_TESTKIT == 0)) ||
+    (cd "$REPO" && cargo build --quiet -p nthd-testkit --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 ||
+    die "could not build the testkit binaries"
+  local t0=$SECONDS
+  for n in "${names[@]}"; do
+    if run_scenario "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  done
+  echo "(install.sh took $((SECONDS - t0))s)"
+  echo "$passed passed, $failed failed"
+  ((failed == 0))
+}
+
+main "$@"
