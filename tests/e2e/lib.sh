@@ -32,13 +32,27 @@ if [[ "$E2E_SUITE" == bookworm ]]; then _rootfs_default="$E2E_DIR/rootfs"; else 
 ROOTFS="${E2E_ROOTFS:-$_rootfs_default}"
 
 # Artefacts built by others (override with env vars).
-E2E_NTHD_DEB="${E2E_NTHD_DEB:-}"            # default: newest target/debian/nthd_*.deb
+# E2E_NTHD_DEB: default the newest target/dist/nthd_*_$E2E_ARCH.deb (packaging/build.sh),
+# else the newest target/debian/nthd_*_$E2E_ARCH.deb (cargo deb); see nthd_deb_path.
+E2E_NTHD_DEB="${E2E_NTHD_DEB:-}"
 # run.sh (re)builds the testkit binaries with cargo unless both are given.
 if [[ -n "${E2E_MOCK_IMDS:-}" && -n "${E2E_FAKE_KUBELET:-}" ]]; then E2E_BUILD_TESTKIT=0; else E2E_BUILD_TESTKIT=1; fi
-E2E_MOCK_IMDS="${E2E_MOCK_IMDS:-$REPO/target/debug/nthd-mock-imds}"
-E2E_FAKE_KUBELET="${E2E_FAKE_KUBELET:-$REPO/target/debug/nthd-fake-kubelet}"
+# The mock IMDS and the kubelet stand-in run INSIDE the container, so by default they are
+# built static (musl) for the host: they then run in every suite whatever its glibc (Debian 11
+# has 2.31, older than the host's), and in an arm64 tree too, where the host kernel runs these
+# x86_64 binaries natively (binfmt_misc is only consulted for foreign ELF).  Only nthd, the
+# software under test, is the tree's architecture.  E2E_TESTKIT_TARGET= (empty) builds them
+# as before: debug, dynamically linked, target/debug/.
+E2E_TESTKIT_TARGET="${E2E_TESTKIT_TARGET-$(uname -m)-unknown-linux-musl}"
+if [[ -n "$E2E_TESTKIT_TARGET" ]]; then _testkit_dir="$REPO/target/$E2E_TESTKIT_TARGET/release"; else _testkit_dir="$REPO/target/debug"; fi
+E2E_MOCK_IMDS="${E2E_MOCK_IMDS:-$_testkit_dir/nthd-mock-imds}"
+E2E_FAKE_KUBELET="${E2E_FAKE_KUBELET:-$_testkit_dir/nthd-fake-kubelet}"
 
-E2E_BOOT_TIMEOUT="${E2E_BOOT_TIMEOUT:-60}"  # s, boot to running/degraded
+# A foreign-architecture tree runs every instruction through qemu-user: boots and
+# shutdowns take several times longer.  E2E_SLOW scales the harness' waits (not the
+# daemon's deadlines, which the scenarios assert).
+if [[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]]; then E2E_SLOW="${E2E_SLOW:-1}"; else E2E_SLOW="${E2E_SLOW:-4}"; fi
+E2E_BOOT_TIMEOUT="${E2E_BOOT_TIMEOUT:-$((60 * E2E_SLOW))}"  # s, boot to running/degraded
 E2E_DRAIN_SECS="${E2E_DRAIN_SECS:-5}"       # kubelet stand-in drain time
 E2E_INHIBIT_DELAY="${E2E_INHIBIT_DELAY:-30}" # logind InhibitDelayMaxSec we set
 
@@ -326,14 +340,30 @@ mock_event_ms() {
 
 # ------------------------------------------------------ kubelet stand-in
 
+# Signal only the MAIN process of UNIT inside the container.  Never a plain `systemctl kill`
+# (--kill-whom=all): this host's PID 1 is not systemd, so every container's units share the
+# host's cgroup directories, and "all processes of systemd-logind.service" includes every
+# neighbour container's logind, which systemd cannot even see in its PID namespace ("Failed
+# to send signal SIGHUP to auxiliary processes: Input/output error", and the call fails).
+# Through the manager's D-Bus API (KillUnit(name, "main", signo)), because the option is
+# --kill-whom= on systemd >= 252 but --kill-who= on 247 (Debian 11).
+# Usage: ct_kill_main UNIT SIGNAL   (SIGNAL: a name such as HUP or TERM)
+ct_kill_main() {
+  local unit="$1" sig="$2" no
+  no="$(kill -l "$sig" 2>/dev/null)" || { log "ct_kill_main: unknown signal $sig"; return 1; }
+  [[ "$unit" == *.* ]] || unit+=.service
+  ct_exec busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1 \
+    org.freedesktop.systemd1.Manager KillUnit ssi "$unit" main "$no"
+}
+
 # Raise logind's InhibitDelayMaxSec like kubelet does (drop-in + SIGHUP to
 # logind), and verify logind picked it up.
 # shellcheck disable=SC2120  # optional argument
 logind_set_inhibit_delay() {
   local secs="${1:-$E2E_INHIBIT_DELAY}" got
   ct_sh 'mkdir -p /etc/systemd/logind.conf.d &&
-         printf "[Login]\nInhibitDelayMaxSec=%s\n" "$1" >/etc/systemd/logind.conf.d/99-kubelet.conf &&
-         systemctl kill --kill-whom=main -s HUP systemd-logind' "$secs" || return 1
+         printf "[Login]\nInhibitDelayMaxSec=%s\n" "$1" >/etc/systemd/logind.conf.d/99-kubelet.conf' "$secs" || return 1
+  ct_kill_main systemd-logind HUP || return 1
   # logind re-reads its config asynchronously after SIGHUP.
   wait_until 5 _logind_delay_is "$secs" || {
     got="$(ct_exec busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec)"
@@ -391,11 +421,17 @@ no_prepare_for() {
 
 # ------------------------------------------------------------------- nthd
 
+# The package under test: $E2E_NTHD_DEB, else the newest target/dist/nthd_*_$E2E_ARCH.deb
+# (packaging/build.sh: static musl binary), else the newest target/debian/nthd_*_$E2E_ARCH.deb
+# (cargo deb).  Always of the tree's architecture.
 nthd_deb_path() {
   if [[ -n "$E2E_NTHD_DEB" ]]; then echo "$E2E_NTHD_DEB"; return; fi
-  # newest target/debian/nthd_*.deb
-  # shellcheck disable=SC2012  # cargo-deb names have no odd characters
-  ls -t "$REPO"/target/debian/nthd_*.deb 2>/dev/null | head -n1
+  local d f
+  for d in "$REPO/target/dist" "$REPO/target/debian"; do
+    # shellcheck disable=SC2012  # cargo-deb names have no odd characters
+    f="$(ls -t "$d"/nthd_*_"$E2E_ARCH".deb 2>/dev/null | head -n1)"
+    [[ -z "$f" ]] || { echo "$f"; return; }
+  done
 }
 
 # dpkg -i the package inside the running container.  The package's
@@ -408,6 +444,20 @@ nthd_install() {
   ct_exec dpkg -i "$in" >"$CT_DIR/dpkg.log" 2>&1 || { log "dpkg -i failed:"; cat "$CT_DIR/dpkg.log" >&2; return 1; }
   ct_exec id nthd >/dev/null || { log "dpkg -i did not create user nthd"; return 1; }
   ct_exec test -f /usr/share/polkit-1/rules.d/50-nthd.rules || { log "polkit rule not installed"; return 1; }
+  ct_exec test -f "$NTHD_PKLA" || { log "polkit .pkla not installed"; return 1; }
+}
+
+# polkit: 0.105 (Debian 11's policykit-1) reads only the .pkla files of its local authority;
+# 0.106 and later (Debian 12: 122, Debian 13: 126) only the JS rules.  The package ships both.
+NTHD_RULE=/usr/share/polkit-1/rules.d/50-nthd.rules
+NTHD_PKLA=/var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla
+# polkit's version in the container, e.g. 0.105 or 122 (pkaction is in polkitd/policykit-1).
+polkit_version() { ct_exec pkaction --version 2>/dev/null | awk '{print $NF; exit}'; }
+# The file that grants nthd power-off on this polkit: the .pkla on 0.105, else the JS rule.
+polkit_grant_file() {
+  local v; v="$(polkit_version)" || return 1
+  [[ -n "$v" ]] || return 1
+  if [[ "$v" == 0.* ]] && (( 10#${v#0.} <= 105 )); then echo "$NTHD_PKLA"; else echo "$NTHD_RULE"; fi
 }
 
 # Write /etc/default/nthd (the ONLY way the harness configures nthd) and
@@ -439,3 +489,55 @@ nthd_user() {
   uid="$(ct_exec awk '/^Uid:/{print $2}' "/proc/$pid/status")" || return 1
   ct_exec getent passwd "$uid" | cut -d: -f1
 }
+
+# -------------------------------------------------------------- neighbour
+# An unrelated container next to the scenario's: booted from the same tree under its own
+# machine name, NOT managed by ct_* (its own globals), with nthd installed and transient
+# units named like the scenario's.  Used to prove the harness and nthd never reach into a
+# neighbour (issue #11: with a plain `systemctl kill`, they did).
+
+NB_NSPAWN_PID=""; NB_PID=""; NB_DIR=""
+# Usage: nb_boot HOSTDIR
+nb_boot() {
+  NB_DIR="$1"; mkdir -p "$NB_DIR"
+  systemd-nspawn --quiet -D "$ROOTFS" -M "nthd-neighbour-$$" --volatile=overlay --register=no \
+    --keep-unit --private-network --link-journal=no -b --console=pipe --bind="$NB_DIR:/e2e" \
+    </dev/null >"$NB_DIR/console.log" 2>&1 &
+  NB_NSPAWN_PID=$!
+  wait_until "$E2E_BOOT_TIMEOUT" _nb_running || { log "neighbour did not boot"; tail -n 20 "$NB_DIR/console.log" >&2; return 1; }
+  mkdir -p "$NB_DIR/bin"; cp -f "$(nthd_deb_path)" "$NB_DIR/bin/nthd.deb"
+  nb_exec dpkg -i /e2e/bin/nthd.deb >"$NB_DIR/dpkg.log" 2>&1 || { log "dpkg -i in the neighbour failed"; return 1; }
+  nb_exec systemd-run -q --unit=fake-kubelet sleep 100000 &&
+    nb_exec systemd-run -q --unit=mock-imds sleep 100000 &&
+    nb_exec systemctl start polkit || return 1
+}
+_nb_running() {
+  [[ -n "$NB_PID" ]] || NB_PID="$(_ct_find_init "$NB_NSPAWN_PID")" || return 1
+  [[ "$(nb_exec systemctl is-system-running 2>/dev/null)" == @(running|degraded) ]]
+}
+nb_exec() {
+  nsenter -t "$NB_PID" -a -- /usr/bin/env -i PATH="$CT_PATH" LANG=C.UTF-8 SYSTEMD_PAGER= "$@"
+}
+# One line: the neighbour's init PID, state, and per unit MainPID/NRestarts/ActiveState.
+nb_snapshot() {
+  kill -0 "$NB_NSPAWN_PID" 2>/dev/null && [[ -d "/proc/$NB_PID" ]] || return 1
+  local u out
+  out="init=$NB_PID state=$(nb_exec systemctl is-system-running)"
+  for u in systemd-logind polkit dbus nthd fake-kubelet mock-imds; do
+    out+=" $u=$(nb_exec systemctl show -p MainPID -p NRestarts -p ActiveState --value "$u" | paste -sd/)"
+  done
+  echo "$out"
+}
+# Lines of the neighbour's journal that show its logind or nthd got a signal or reloaded.
+nb_signal_lines() {
+  nb_exec journalctl -q --no-pager -u systemd-logind -u nthd -u fake-kubelet -u mock-imds \
+    -g 'SIGHUP|SIGTERM|config file reloaded|stopping|Stopped|Deactivated' 2>/dev/null
+}
+nb_untouched() { [[ -z "$(nb_signal_lines)" ]]; }
+nb_stop() {
+  [[ -n "$NB_NSPAWN_PID" ]] || return 0
+  [[ -z "$NB_PID" ]] || kill -KILL "$NB_PID" 2>/dev/null
+  wait_until 10 _nb_exited || kill -KILL "$NB_NSPAWN_PID" 2>/dev/null
+  NB_NSPAWN_PID=""; NB_PID=""
+}
+_nb_exited() { ! kill -0 "$NB_NSPAWN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$NB_NSPAWN_PID/stat" 2>/dev/null)" == Z ]]; }

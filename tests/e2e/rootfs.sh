@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016  # single-quoted scripts/jq programs run inside the container
-# Build (once) the Debian 12 rootfs that every e2e scenario boots with
-# systemd-nspawn --volatile=overlay.  Idempotent and cached under
+# Build (once) the Debian rootfs (E2E_SUITE: 11, 12 or 13; E2E_ARCH) that every
+# e2e scenario boots with systemd-nspawn --volatile=overlay.  Idempotent and cached under
 # $REPO/target/e2e/:
 #
 #   target/e2e/rootfs/              the bootable tree (never modified by tests:
@@ -16,8 +16,10 @@
 # Env:   E2E_MIRROR   Debian mirror (default: first bookworm "main" URI found in
 #                     /etc/apt/sources.list{,.d/*}, else http://deb.debian.org/debian;
 #                     the same archive serves every suite)
-#        E2E_SUITE    bookworm (default, target/e2e/rootfs) or e.g. trixie
-#                     (target/e2e/rootfs-trixie, its own stamps)
+#        E2E_SUITE    bookworm (default, target/e2e/rootfs), bullseye or trixie
+#                     (target/e2e/rootfs-<suite>, their own stamps)
+#        E2E_ARCH     amd64 (the host's, default) or arm64 (rootfs[-<suite>]-arm64,
+#                     debootstrapped and booted through qemu-user-static + binfmt_misc)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,10 +37,20 @@ SUITE="$E2E_SUITE"   # lib.sh: bookworm unless E2E_SUITE says otherwise
 #  - jq: parse the mock's JSON (/_mock/events, /_mock/log) inside the container.
 #  - curl: talk to the mock's control API on 169.254.169.254 inside the
 #    container's private network namespace.
-PACKAGES=(systemd systemd-sysv dbus polkitd libpam-systemd iproute2 curl sudo
+#  - Debian 11 (bullseye) has no polkitd package: polkit 0.105 is one package,
+#    policykit-1 (polkitd + pkexec + pkaction), and reads only the .pkla files of
+#    its "local authority" (/var/lib/polkit-1/localauthority, /etc/polkit-1/
+#    localauthority), never the JS rules.  Every other name is the same in 11, 12, 13.
+case "$SUITE" in
+  bullseye|buster) POLKIT_PACKAGE=policykit-1 ;;
+  *)               POLKIT_PACKAGE=polkitd ;;
+esac
+PACKAGES=(systemd systemd-sysv dbus "$POLKIT_PACKAGE" libpam-systemd iproute2 curl sudo
           procps jq adduser init-system-helpers)
 # The "install" flavour (tests/e2e/install.sh): rpm for the .rpm, cloud-init for the user-data.
-[[ "$E2E_FLAVOUR" != install ]] || PACKAGES+=(rpm cloud-init)
+# python3-cffi-backend: debootstrap does not resolve virtual packages, and cloud-init ->
+# python3-cryptography needs python3-cffi-backend-api-{min,max}, provided only by it.
+[[ "$E2E_FLAVOUR" != install ]] || PACKAGES+=(rpm cloud-init python3-cffi-backend)
 
 detect_mirror() {
   if [[ -n "${E2E_MIRROR:-}" ]]; then echo "$E2E_MIRROR"; return; fi
@@ -180,7 +192,7 @@ main() {
   # power off via logind, and require nspawn to exit on its own.
   trap ct_cleanup EXIT
   log "test boot"
-  local dir="$E2E_DIR/runs/$(basename "$ROOTFS")-selftest"
+  local dir; dir="$E2E_DIR/runs/$(basename "$ROOTFS")-selftest"
   rm -rf "$dir"; mkdir -p "$dir"
   ct_boot selftest "$dir" || die "test boot failed (see $dir/console.log)"
   local st; st="$(ct_exec systemctl is-system-running || true)"
@@ -195,7 +207,7 @@ main() {
   local t_off; t_off="$(now_ms)"
   ct_exec busctl call org.freedesktop.login1 /org/freedesktop/login1 \
     org.freedesktop.login1.Manager PowerOff b false >/dev/null
-  ct_wait_exit 60 || { ct_cleanup; die "container did not power off within 60 s"; }
+  ct_wait_exit $((60 * E2E_SLOW)) || { ct_cleanup; die "container did not power off within $((60 * E2E_SLOW)) s"; }
   log "test boot ok: boot $(fmt_ms "$CT_BOOT_MS"), PowerOff -> nspawn exit $(fmt_ms $((CT_EXIT_MS - t_off))) (rc $CT_EXIT_RC)"
   ct_cleanup
   echo "$setup_want" >"$ROOTFS.setup-stamp"

@@ -41,7 +41,8 @@ AZURE_EVENTS=/metadata/scheduledevents
 AZURE_NAME=/metadata/instance/compute/name
 ALIBABA_SPOT=/latest/meta-data/instance/spot/termination-time
 ALIBABA_IMDS="http://100.100.100.200"
-POLKIT_RULE=/usr/share/polkit-1/rules.d/50-nthd.rules
+# The grant nthd's package ships: lib.sh NTHD_RULE (polkit >= 0.106) and NTHD_PKLA (0.105);
+# polkit_grant_file says which one the booted release's polkit reads.
 # MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, MSG_ACTION)
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
@@ -50,17 +51,19 @@ MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
            gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
-           shutdown-cancelled block-inhibitor)
+           shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
+           neighbour)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
 
 SCEN=""      # current scenario name
 SDIR=""      # its host directory (bound at /e2e)
+SREPORT=""   # where failure/timings go (the scenario's top directory; SDIR may be a part of it)
 
-fail() { log "FAIL: $*"; echo "$*" >>"$SDIR/failure"; exit 1; }
+fail() { log "FAIL: $*"; echo "$*" >>"${SREPORT:-$SDIR}/failure"; exit 1; }
 # Record a timing for the PASS/FAIL line.  Usage: timing "prepare +0.41s"
-timing() { echo "$*" >>"$SDIR/timings"; log "timing: $*"; }
+timing() { echo "$*" >>"${SREPORT:-$SDIR}/timings"; log "timing: $*"; }
 step() { log "--- $*"; }
 indent() { sed 's/^/    /'; }
 
@@ -293,16 +296,40 @@ scen_no_action_defaults() {
   save_mock_state
 }
 
+# Remove the grant polkit reads here (the JS rule, or the .pkla on polkit 0.105), saved to
+# /e2e/grant.saved, and wait until polkitd has noticed: CanPowerOff as nthd flips from "yes"
+# to "challenge"/"no".  polkitd watches rules.d (JS) and the local authority's directories
+# (.pkla) with inotify and reloads.  Sets GRANT to the file.
+remove_grant() {
+  GRANT="$(polkit_grant_file)" || fail "cannot tell polkit's version (pkaction --version)"
+  log "polkit $(polkit_version): the grant it reads is $GRANT"
+  [[ "$(logind_as nthd CanPowerOff)" == 's "yes"' ]] || fail "nthd cannot power off even with $GRANT: $(logind_as nthd CanPowerOff)"
+  step "remove $GRANT"
+  ct_sh 'cp -a "$1" /e2e/grant.saved && rm -f "$1"' "$GRANT" || fail "could not remove $GRANT"
+  local t0; t0="$(now_ms)"
+  wait_until 5 _nthd_can_poweroff_is_not yes || fail "polkitd did not pick up the removal of $GRANT: $(logind_as nthd CanPowerOff)"
+  log "polkitd reloaded after $(fmt_ms $(( $(now_ms) - t0 ))): CanPowerOff as nthd -> $(logind_as nthd CanPowerOff)"
+}
+# Put it back atomically (temp name polkit does not read + rename): polkitd reloads on every
+# inotify event, and a plain cp makes polkit >= 0.106 parse a half-written file first
+# ("Error loading script"), which would muddy the journal.
+restore_grant() {
+  ct_sh 'cp -a /e2e/grant.saved "$1.e2e-tmp" && mv -f "$1.e2e-tmp" "$1"' "$GRANT" \
+    || fail "could not restore $GRANT"
+}
+
 scen_polkit_denied_then_restored() {
   setup_node
-  local rule=/usr/share/polkit-1/rules.d/50-nthd.rules
-  [[ "$(logind_as nthd CanPowerOff)" == 's "yes"' ]] || fail "nthd cannot power off even with the rule: $(logind_as nthd CanPowerOff)"
-  step "remove $rule"
-  ct_sh 'cp -a "$1" /e2e/50-nthd.rules.saved && rm -f "$1"' "$rule" || fail "could not remove the rule"
-  # polkitd watches rules.d with inotify and reloads; CanPowerOff as nthd
-  # flips from "yes" to "challenge"/"no" once it has.
-  wait_until 5 _nthd_can_poweroff_is_not yes || fail "polkitd did not pick up the rule removal: $(logind_as nthd CanPowerOff)"
-  log "polkitd reloaded: CanPowerOff as nthd -> $(logind_as nthd CanPowerOff)"
+  # The package ships both files; only one of them is read by this polkit.  Removing the
+  # other one must change nothing (polkitd reloads within ~0.1 s; 1 s is ample).
+  local other
+  if [[ "$(polkit_grant_file)" == "$NTHD_PKLA" ]]; then other="$NTHD_RULE"; else other="$NTHD_PKLA"; fi
+  step "remove $other: this polkit does not read it"
+  ct_sh 'mv -f "$1" /e2e/other.saved' "$other" || fail "could not remove $other"
+  sleep 1
+  [[ "$(logind_as nthd CanPowerOff)" == 's "yes"' ]] || fail "without $other, CanPowerOff as nthd is $(logind_as nthd CanPowerOff): polkit $(polkit_version) reads it after all"
+  ct_sh 'cp -a /e2e/other.saved "$1"' "$other" || fail "could not put $other back"
+  remove_grant
   step "spot terminate notice while denied"
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_no_poweroff 10
@@ -310,13 +337,9 @@ scen_polkit_denied_then_restored() {
   # journalctl and fail the pipeline although the text was found)
   (( $(ct_journal -u nthd | grep -cF org.freedesktop.login1.power-off) > 0 )) \
     || fail "nthd's journal does not name the polkit action org.freedesktop.login1.power-off"
-  step "restore the rule"
+  step "restore $GRANT"
   local t_restore; t_restore="$(now_ms)"
-  # Atomically (temp name without .rules + rename): polkitd reloads on every
-  # inotify event, and a plain cp makes it parse a half-written file first
-  # ("Error loading script"), which would muddy the journal.
-  ct_sh 'cp -a /e2e/50-nthd.rules.saved "$1.e2e-tmp" && mv -f "$1.e2e-tmp" "$1"' "$rule" \
-    || fail "could not restore the rule"
+  restore_grant
   NOTICE_MS="$t_restore"  # measure from the restore from here on
   expect_poweroff_through_lock 15
 }
@@ -573,11 +596,8 @@ scen_check() {
   printf '%s\n' "$out" >"$SDIR/check-pass.txt"
   log "nthd check as nthd, everything in place:"
   indent <<<"$out" >&2
-  step "remove $POLKIT_RULE"
-  ct_sh 'cp -a "$1" /e2e/50-nthd.rules.saved && rm -f "$1"' "$POLKIT_RULE" || fail "could not remove the rule"
-  wait_until 5 _nthd_can_poweroff_is_not yes || fail "polkitd did not pick up the rule removal: $(logind_as nthd CanPowerOff)"
-  log "polkitd reloaded: CanPowerOff as nthd -> $(logind_as nthd CanPowerOff)"
-  step "nthd check --json as nthd (rule removed)"
+  remove_grant
+  step "nthd check --json as nthd (grant removed)"
   out="$(nthd_check_as_nthd --json)" && rc=0 || rc=$?
   printf '%s\n' "$out" >"$SDIR/check-fail.json"
   ((rc != 0)) || fail "nthd check exited 0 without the polkit rule"
@@ -585,8 +605,9 @@ scen_check() {
   local pk; pk="$(hjq -c '[.checks[] | select(.name == "logind permits power-off")] | first // empty' <<<"$out")"
   log "without the rule: $pk"
   [[ "$(hjq -r .status <<<"$pk")" == fail ]] || fail "'logind permits power-off' is not fail without the rule: $pk"
-  hjq -e '.fix | test("polkit rule") and test("50-nthd.rules")' <<<"$pk" >/dev/null \
-    || fail "the fix for 'logind permits power-off' does not point at the polkit rule: $(hjq -r .fix <<<"$pk")"
+  # The fix names both files, so it is right on every polkit.
+  hjq -e --arg g "$(basename "$GRANT")" '.fix | test("polkit rule") and contains($g)' <<<"$pk" >/dev/null \
+    || fail "the fix for 'logind permits power-off' does not point at $GRANT: $(hjq -r .fix <<<"$pk")"
   bad="$(hjq -r '[.checks[] | select(.required and .status == "fail") | .name] | join(",")' <<<"$out")"
   [[ "$bad" == "logind permits power-off" ]] || fail "failing required checks without the rule: '$bad' (expected only logind permits power-off)"
   nthd_check_as_nthd >"$SDIR/check-fail.txt" && fail "nthd check (human) exited 0 without the rule"
@@ -661,14 +682,14 @@ scen_sighup_and_restart() {
   setup_node
   local pid pid2 n0
   pid="$(nthd_main_pid)"; n0="$(nthd_restarts)"
-  step "systemctl kill -s HUP nthd"
-  ct_exec systemctl kill --kill-whom=main -s HUP nthd || fail "systemctl kill -s HUP nthd"
+  step "SIGHUP to nthd's main process (KillUnit main)"
+  ct_kill_main nthd HUP || fail "SIGHUP to nthd's main process"
   wait_until 5 _nthd_logged "SIGHUP: ignored" || fail "nthd did not log the SIGHUP"
   sleep 1
   expect_nthd_active
   [[ "$(nthd_main_pid)" == "$pid" ]] || fail "nthd's MainPID changed after SIGHUP ($pid -> $(nthd_main_pid))"
   step "an exit systemd counts as clean (SIGTERM to the main process, not systemctl stop)"
-  ct_exec systemctl kill --kill-whom=main -s TERM nthd || fail "systemctl kill -s TERM nthd"
+  ct_kill_main nthd TERM || fail "SIGTERM to nthd's main process"
   wait_until 15 _nthd_restarted_from "$pid" || fail "nthd was not restarted after a clean exit (Restart=always)"
   pid2="$(nthd_main_pid)"
   log "restarted: MainPID $pid -> $pid2, NRestarts $n0 -> $(nthd_restarts)"
@@ -797,6 +818,185 @@ scen_block_inhibitor() {
 }
 _block_held() { ct_exec systemd-inhibit --list --mode=block 2>/dev/null | grep -q backup-agent; }
 
+# --- Real-system faults: logind or polkitd restarted, the package upgraded, while nthd is
+# idle or waits for a deferred action.  An AWS scheduled event `instance-stop` is deferred to
+# the last safe moment: NotBefore - logind's InhibitDelayMaxSec (the drain budget) - the
+# safety margin.  Short values keep it quick: delay 10 s, margin 2 s, NotBefore 28 s ahead,
+# so nthd acts about 16 s after the notice.
+
+AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
+DEFER_DELAY=10   # InhibitDelayMaxSec for these scenarios (> the 5 s drain)
+DEFER_MARGIN=2   # NTHD_SAFETY_MARGIN
+DEFER_AHEAD=28   # NotBefore, seconds after the notice
+DEFER_AT_MS=""   # when nthd must act (epoch ms), set by set_scheduled_stop
+
+# Boot a node whose nthd polls scheduled events every second.
+# shellcheck disable=SC2120  # setup_node's options may be passed on
+setup_deferred_node() {
+  E2E_INHIBIT_DELAY=$DEFER_DELAY setup_node --env NTHD_SLOW_POLL_INTERVAL=1s --env "NTHD_SAFETY_MARGIN=${DEFER_MARGIN}s" "$@"
+}
+
+# List an `instance-stop` scheduled event with NotBefore DEFER_AHEAD s from now (whole
+# seconds, as AWS gives it), in the format of the EC2 metadata service.
+set_scheduled_stop() {
+  local nb id="instance-event-e2e$RANDOM"
+  nb=$(( $(date +%s) + DEFER_AHEAD ))
+  DEFER_AT_MS=$(( (nb - DEFER_DELAY - DEFER_MARGIN) * 1000 ))
+  set_notice "$AWS_SCHEDULED" "[{\"NotBefore\":\"$(date -u -d "@$nb" '+%d %b %Y %H:%M:%S GMT')\",\"Code\":\"instance-stop\",\"EventId\":\"$id\",\"State\":\"active\",\"Description\":\"The instance is scheduled for stop\",\"NotBeforeDeadline\":\"$(date -u -d "@$((nb + 86400))" '+%d %b %Y %H:%M:%S GMT')\"}]"
+  log "instance-stop $id, NotBefore $(date -u -d "@$nb" +%T): nthd must act at $(date -u -d "@$((DEFER_AT_MS / 1000))" +%T) (NotBefore - ${DEFER_DELAY}s - ${DEFER_MARGIN}s)"
+}
+
+# nthd announced the notice and deferred its action (the notice entry is in the journal, and
+# no action entry yet).
+_deferred_announced() {
+  [[ -n "$(journal_json "$MSG_NOTICE" | hjq -c 'select(.NTHD_KIND == "scheduled-stop")' 2>/dev/null)" ]]
+}
+
+# Wait for the notice to be announced (and not acted on), with PrepareForShutdown not yet seen.
+expect_deferred() {
+  wait_until 10 _deferred_announced || fail "nthd did not announce the scheduled stop within 10 s"
+  [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "nthd acted at once on a deferred scheduled stop"
+  ! kubelet_event_ms prepare >/dev/null || fail "PrepareForShutdown before the deferred time"
+  log "announced and deferred: $(ct_journal -u nthd | grep -F 'last safe moment' | tail -n 1 | cut -c1-300)"
+}
+
+# The deferred action fired ONCE, at its time: PrepareForShutdown not before DEFER_AT_MS
+# (0.3 s of clock slack) and within 2.5 s after it; then power-off through the lock; exactly
+# one action entry in nthd's journal, one PrepareForShutdown at the stand-in, one "power off
+# now" from logind.
+expect_deferred_fired_once() {
+  local prep late n
+  NOTICE_MS="$DEFER_AT_MS"   # times below are relative to the deferred moment
+  expect_poweroff_through_lock $(( (DEFER_AT_MS - $(now_ms)) / 1000 + 10 ))
+  prep="$(kubelet_event_ms prepare)"; late=$((prep - DEFER_AT_MS))
+  (( late >= -300 )) || fail "PrepareForShutdown $(fmt_ms $((-late))) BEFORE the deferred time"
+  (( late <= 2500 )) || fail "PrepareForShutdown $(fmt_ms "$late") after the deferred time"
+  n="$(journal_json "$MSG_ACTION" | grep -c . || true)"
+  ((n == 1)) || fail "expected exactly one action entry from nthd, the journal has $n"
+  n="$(grep -c '"event"[[:space:]]*:[[:space:]]*"prepare"' "$SDIR/kubelet.jsonl" || true)"
+  ((n == 1)) || fail "the stand-in saw PrepareForShutdown $n times"
+  n="$(journalctl -D "$SDIR/journal" -q --no-pager -u systemd-logind -g 'system will power ?off now' 2>/dev/null | grep -c . || true)"
+  ((n == 1)) || fail "logind announced the power-off $n times"
+  timing "fired $(fmt_ms "$late") after its time, once"
+}
+
+# Restart UNIT with systemctl (systemd stops only its own processes: a neighbour's
+# same-named unit shares the cgroup directory but is not touched, see README) and wait for
+# the new main process.
+restart_unit() {
+  local unit="$1" pid0 pid1 t0
+  pid0="$(ct_exec systemctl show -p MainPID --value "$unit")"
+  t0="$(now_ms)"
+  ct_exec systemctl restart "$unit" || fail "systemctl restart $unit"
+  pid1="$(ct_exec systemctl show -p MainPID --value "$unit")"
+  [[ "$pid1" != 0 && "$pid1" != "$pid0" ]] || fail "$unit has no new main process after the restart ($pid0 -> $pid1)"
+  log "$unit restarted in $(fmt_ms $(( $(now_ms) - t0 ))): MainPID $pid0 -> $pid1"
+}
+
+# After a logind restart, logind must still list the stand-in's delay lock (logind keeps
+# inhibitor fds in systemd's fd store) and the raised InhibitDelayMaxSec (the drop-in).
+expect_logind_state_kept() {
+  wait_until 5 _logind_delay_is "$DEFER_DELAY" || fail "after its restart logind's InhibitDelayMaxUSec is not ${DEFER_DELAY}s"
+  [[ "$(logind_delay_locks)" -ge 1 ]] || fail "after its restart logind lists no delay lock: the stand-in's inhibitor is gone"
+}
+
+scen_logind_restart() {
+  local E2E_INHIBIT_DELAY=$DEFER_DELAY
+  setup_deferred_node
+  step "restart systemd-logind while nthd is idle"
+  restart_unit systemd-logind
+  expect_logind_state_kept
+  sleep 2; expect_nthd_active
+  step "scheduled instance-stop, deferred"
+  set_scheduled_stop
+  expect_deferred
+  step "restart systemd-logind while the action waits"
+  restart_unit systemd-logind
+  expect_logind_state_kept
+  expect_nthd_active
+  expect_deferred_fired_once
+}
+
+scen_polkitd_restart() {
+  local E2E_INHIBIT_DELAY=$DEFER_DELAY
+  setup_deferred_node
+  # polkitd is bus-activated; make sure it runs (CanPowerOff asks it) before restarting it.
+  [[ "$(logind_as nthd CanPowerOff)" == 's "yes"' ]] || fail "CanPowerOff as nthd: $(logind_as nthd CanPowerOff)"
+  step "restart polkit while nthd is idle"
+  restart_unit polkit
+  expect_nthd_active
+  step "scheduled instance-stop, deferred"
+  set_scheduled_stop
+  expect_deferred
+  step "restart polkit while the action waits"
+  restart_unit polkit
+  expect_nthd_active
+  expect_deferred_fired_once
+}
+
+# Repack the package under test with its version bumped (dpkg-deb -R / -b): a newer build
+# of the same source, as an upgrade brings it.  Prints the new file.
+repack_bumped_deb() {
+  local deb="$1" out="$2" v
+  rm -rf "$out.d"; dpkg-deb -R "$deb" "$out.d" || return 1
+  v="$(sed -n 's/^Version: //p' "$out.d/DEBIAN/control")"
+  sed -i "s/^Version: .*/Version: ${v}+e2e1/" "$out.d/DEBIAN/control"
+  dpkg-deb --root-owner-group -Zgzip -b "$out.d" "$out" >/dev/null || return 1
+  rm -rf "$out.d"
+}
+
+scen_upgrade_while_deferred() {
+  local E2E_INHIBIT_DELAY=$DEFER_DELAY v0 v1 pid0 pid1 in
+  setup_deferred_node
+  repack_bumped_deb "$(nthd_deb_path)" "$SDIR/nthd-bumped.deb" || fail "could not repack the .deb with a bumped version"
+  in="$(ct_put "$SDIR/nthd-bumped.deb" nthd-bumped.deb)"
+  v0="$(ct_exec dpkg-query -W -f '${Version}' nthd)"
+  step "scheduled instance-stop, deferred"
+  set_scheduled_stop
+  expect_deferred
+  step "dpkg -i a newer build while the action waits"
+  pid0="$(nthd_main_pid)"
+  ct_exec dpkg -i "$in" >"$SDIR/dpkg-upgrade.log" 2>&1 || { cat "$SDIR/dpkg-upgrade.log" >&2; fail "dpkg -i of the newer build failed"; }
+  v1="$(ct_exec dpkg-query -W -f '${Version}' nthd)"
+  wait_until 10 nthd_active || fail "nthd not active after the upgrade"
+  pid1="$(nthd_main_pid)"
+  [[ "$v1" != "$v0" ]] || fail "the package version did not change ($v0)"
+  [[ "$pid1" != "$pid0" ]] || fail "the upgrade did not restart nthd (MainPID $pid0)"
+  log "upgraded $v0 -> $v1; nthd MainPID $pid0 -> $pid1"
+  timing "upgraded at $(fmt_ms $(( $(now_ms) - DEFER_AT_MS ))) to the deferred time"
+  (( $(now_ms) < DEFER_AT_MS - 2000 )) || fail "the upgrade ended too close to the deferred time to prove anything"
+  expect_deferred_fired_once
+  # The action came from the new process: the action entry's _PID is the upgraded nthd's.
+  [[ "$(journal_json "$MSG_ACTION" | hjq -r ._PID)" == "$pid1" ]] || fail "the action entry is not from the upgraded nthd (pid $pid1)"
+}
+
+# --- Neighbour isolation: another container, booted from the same tree and not managed by
+# the scenario, runs the same units (nthd, fake-kubelet, mock-imds, logind, polkit) in the
+# same host cgroup directories (this host's PID 1 is not systemd).  spot-terminate, check
+# and sighup-and-restart run next to it; afterwards it must be up and untouched: the same
+# init and main PIDs, no restarts, no signal seen by its logind or nthd.
+
+scen_neighbour() {
+  local top="$SDIR" before after part
+  step "boot the neighbour (systemd-nspawn -b of $ROOTFS, its own name and overlay)"
+  nb_boot "$top/neighbour" || fail "the neighbour container did not boot"
+  trap 'ct_cleanup; nb_stop' EXIT
+  before="$(nb_snapshot)" || fail "cannot read the neighbour's state"
+  log "neighbour before: $before"
+  for part in spot-terminate check sighup-and-restart; do
+    step "$part next to the neighbour"
+    SDIR="$top/$part"; mkdir -p "$SDIR"
+    "scen_${part//-/_}"
+    ct_cleanup
+    after="$(nb_snapshot)" || fail "the neighbour is gone after $part"
+    [[ "$after" == "$before" ]] || fail "the neighbour changed during $part: before $before; after $after"
+    nb_untouched || fail "the neighbour's logind or nthd saw a signal during $part: $(nb_signal_lines | head -n 3)"
+    log "neighbour untouched after $part"
+  done
+  SDIR="$top"
+  timing "neighbour up and untouched through spot-terminate, check, sighup-and-restart"
+}
+
 # ---------------------------------------------------------------- driver
 
 # Print the relevant journal lines of a finished (or killed) scenario.
@@ -817,7 +1017,7 @@ print_journal_excerpt() {
 SCEN_PID=""
 run_scenario() {
   local name="$1" fn="scen_${1//-/_}" t0 rc
-  SCEN="$name"; SDIR="$RUNS_DIR/$name"
+  SCEN="$name"; SDIR="$RUNS_DIR/$name"; SREPORT="$SDIR"
   rm -rf "$SDIR"; mkdir -p "$SDIR"
   t0=$SECONDS
   (
@@ -904,29 +1104,42 @@ _scen_gone() { ! kill -0 "$SCEN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/pro
 build_testkit() {
   ((E2E_BUILD_TESTKIT)) && [[ -z "${E2E_NO_BUILD:-}" ]] || return 0
   command -v cargo >/dev/null || { log "cargo not found; not building the testkit binaries"; return 0; }
-  log "cargo build -p nthd-testkit (mock IMDS, kubelet stand-in)"
-  (cd "$REPO" && cargo build --quiet -p nthd-testkit --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 \
+  local target=()
+  [[ -z "$E2E_TESTKIT_TARGET" ]] || target=(--release --target "$E2E_TESTKIT_TARGET")
+  log "cargo build -p nthd-testkit ${target[*]} (mock IMDS, kubelet stand-in)"
+  (cd "$REPO" && cargo build --quiet ${target[@]+"${target[@]}"} -p nthd-testkit \
+     --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 \
     || log "warning: building the testkit binaries failed"
 }
 
 # Prints what is missing (and succeeds) if an artefact we need is absent.
 missing_artefacts() {
   local m=() deb; deb="$(nthd_deb_path)"
-  [[ -n "$deb" && -r "$deb" ]] || m+=("nthd .deb (${E2E_NTHD_DEB:-$REPO/target/debian/nthd_*.deb})")
+  [[ -n "$deb" && -r "$deb" ]] || m+=("nthd .deb (${E2E_NTHD_DEB:-$REPO/target/dist/nthd_*_$E2E_ARCH.deb or $REPO/target/debian/nthd_*_$E2E_ARCH.deb})")
   [[ -x "$E2E_MOCK_IMDS" ]] || m+=("$E2E_MOCK_IMDS")
   [[ -x "$E2E_FAKE_KUBELET" ]] || m+=("$E2E_FAKE_KUBELET")
   ((${#m[@]})) || return 1
   local IFS=,; echo "${m[*]}"
 }
 
-# Kill containers of ours left over by a killed run, identified by OUR rootfs
-# path on the nspawn command line (other users' containers are untouched).
+# Kill containers of ours left over by a killed run, and on SIGINT/SIGTERM our own.  Ours
+# are named by ct_boot "e2e-<scenario>-<harness pid>" (-M on the nspawn command line); one
+# is left over when that harness process is gone.  Nothing else is touched: not another
+# harness' live containers, not a neighbour booted from the very same tree (the rootfs path
+# on the command line does not tell ours apart: the neighbour scenario boots one), not
+# other users' containers.
 # SIGKILL to the container's init (nspawn's child) takes its PID namespace
 # down; nspawn then exits by itself.
 kill_our_containers() {
-  local p c
+  local p c name owner
   for p in $(pgrep -x systemd-nspawn); do
-    [[ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" == *"-D $ROOTFS "* ]] || continue
+    name="$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | awk 'prev == "-M" { print; exit } { prev = $0 }')"
+    [[ "$name" =~ ^e2e-.*-([0-9]+)$ ]] || continue
+    owner="${BASH_REMATCH[1]}"
+    if [[ "$owner" != "$$" ]] && [[ -d "/proc/$owner" ]] && \
+       [[ "$(tr '\0' ' ' <"/proc/$owner/cmdline" 2>/dev/null)" == *tests/e2e/* ]]; then
+      continue  # a live harness' container
+    fi
     log "killing e2e container (nspawn pid $p)"
     # shellcheck disable=SC2013  # children is a space-separated PID list
     for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
@@ -964,7 +1177,7 @@ main() {
   # containers to find out.
   if missing="$(missing_artefacts)"; then
     for n in "${names[@]}"; do echo "FAIL $n (not run: missing $missing)"; done
-    echo "    build them first: cargo build -p nthd-testkit --bins && cargo deb  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)"
+    echo "    build them first: packaging/build.sh --all-arches (or cargo deb --target $(uname -m)-unknown-linux-musl), and cargo build -p nthd-testkit --release --target $E2E_TESTKIT_TARGET --bins  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)"
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi
