@@ -16,8 +16,9 @@
 #   tarball             Debian 13: refusals of packaging/tarball/install.sh, --no-start,
 #                       --uninstall (keeps the user), --uninstall --purge (nothing left),
 #                       install, spot-terminate
-#   rpm                 Debian 13 + rpm: rpm -i, rpm -U to a bumped version, rpm -e,
-#                       rpm -i again, spot-terminate
+#   rpm-12, rpm-13      Debian 12 (rpm 4.18) / 13 (rpm 4.20) + rpm: rpm -i (no --nodeps:
+#                       a provides-rpm names what dpkg installed), rpm -U to a bumped
+#                       version, rpm -e, rpm -i again, spot-terminate
 #   cloud-init-12       Debian 12 + cloud-init: the shipped user-data under real
 #   cloud-init-13       cloud-init (NoCloud seed), nthd check, spot-terminate
 #   sysext              Debian 13: systemd-sysext image, merge, spot-terminate
@@ -44,9 +45,9 @@ AWS_SPOT=/latest/meta-data/spot/instance-action
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 
-SCENARIOS=(tarball rpm cloud-init-12 cloud-init-13 sysext)
+SCENARIOS=(tarball rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext)
 # Which tree each scenario boots: "suite flavour".
-declare -A TREE=([tarball]="trixie " [rpm]="trixie install" [cloud-init-12]="bookworm install"
+declare -A TREE=([tarball]="trixie " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie ")
 
 # ------------------------------------------------------- scenario toolkit
@@ -394,10 +395,20 @@ scen_rpm() {
   out="$(ct_exec rpm -i /e2e/bin/nthd.rpm 2>&1)" || fail "rpm -i nthd failed: $out"
   printf '%s\n' "$out" >"$SDIR/rpm-i.log"
   [[ "$(ct_exec rpm -q nthd)" == "nthd-$v.$ARCH_RPM" ]] || fail "rpm -q nthd: $(ct_exec rpm -q nthd 2>&1)"
-  # %pre creates the user through systemd-sysusers (it prints what it creates),
-  # with exactly the sysusers entry.
-  grep -q "Creating group 'nthd'" <<<"$out" && grep -q "Creating user 'nthd'" <<<"$out" \
-    || fail "%pre did not create nthd through systemd-sysusers: $out"
+  # The user comes from the package's sysusers.d entry: rpm >= 4.19 creates it itself
+  # (its %sysusers step, from /usr/lib/sysusers.d/nthd.conf, before %pre: Debian 13's
+  # rpm 4.20 through %__systemd_sysusers = /usr/lib/rpm/sysusers.sh, Fedora through
+  # systemd-sysusers); older rpm (Debian 12's 4.18) leaves it to our %pre, whose
+  # systemd-sysusers prints what it creates.
+  local rpmver sysusers_macro; rpmver="$(ct_exec rpm --version)"
+  sysusers_macro="$(ct_exec rpm --eval '%{?__systemd_sysusers}')"
+  if [[ -n "$sysusers_macro" ]]; then
+    log "$rpmver creates users from sysusers.d itself (%__systemd_sysusers = $sysusers_macro); %pre found nthd present"
+  else
+    grep -q "Creating group 'nthd'" <<<"$out" && grep -q "Creating user 'nthd'" <<<"$out" \
+      || fail "%pre did not create nthd through systemd-sysusers ($rpmver): $out"
+    log "$rpmver: %pre's systemd-sysusers created nthd: $(grep Creating <<<"$out" | tr '\n' ' ')"
+  fi
   [[ "$(ct_exec getent passwd nthd | cut -d: -f5-7)" == "nthd node termination handler:/var/lib/nthd:/usr/sbin/nologin" ]] \
     || fail "user nthd is not the sysusers entry: $(ct_exec getent passwd nthd)"
   [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "%post did not enable nthd"
@@ -498,6 +509,8 @@ EOF
   expect_poweroff_through_lock 10 2000
   expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
 }
+scen_rpm_12() { scen_rpm; }
+scen_rpm_13() { scen_rpm; }
 scen_cloud_init_12() { scen_cloud_init; }
 scen_cloud_init_13() { scen_cloud_init; }
 
