@@ -445,6 +445,23 @@ nthd_install() {
   ct_exec id nthd >/dev/null || { log "dpkg -i did not create user nthd"; return 1; }
   ct_exec test -f /usr/share/polkit-1/rules.d/50-nthd.rules || { log "polkit rule not installed"; return 1; }
   ct_exec test -f "$NTHD_PKLA" || { log "polkit .pkla not installed"; return 1; }
+  nthd_qemu_user_dropin
+}
+
+# On a foreign-architecture tree systemd itself (PID 1, an arm64 binary) runs under
+# qemu-user, which cannot do two of nthd.service's sandboxing steps for it:
+#   PrivateIPC=yes   -> "Failed to set up IPC namespacing: Input/output error" (226/NAMESPACE)
+#   PrivateUsers=yes -> "Failed at step USER spawning /usr/bin/nthd: Invalid argument" (217/USER)
+# (the same limitation makes systemd-sysusers/tmpfiles-setup/sysctl.service fail with
+# 243/CREDENTIALS at boot).  A drop-in turns only these two off there; everything else in
+# the unit stays as shipped.  Not an nthd problem: on real arm64 hardware systemd runs
+# natively.  Callers restart nthd afterwards (nthd_configure does).
+nthd_qemu_user_dropin() {
+  [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]] || return 0
+  log "foreign arch $E2E_ARCH: nthd.service drop-in PrivateIPC=no PrivateUsers=no (systemd under qemu-user cannot set them up)"
+  ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
+         printf "[Service]\nPrivateIPC=no\nPrivateUsers=no\n" >/etc/systemd/system/nthd.service.d/50-e2e-qemu-user.conf &&
+         systemctl daemon-reload'
 }
 
 # polkit: 0.105 (Debian 11's policykit-1) reads only the .pkla files of its local authority;

@@ -29,8 +29,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-# Artefacts per suite: target/e2e/runs/ for Debian 12, runs-<suite>/ for the others.
-if [[ "$E2E_SUITE" == bookworm ]]; then RUNS_DIR="$E2E_DIR/runs"; else RUNS_DIR="$E2E_DIR/runs-$E2E_SUITE"; fi
+# Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
+# rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
+_tree="$(basename "$ROOTFS")"; RUNS_DIR="$E2E_DIR/runs${_tree#rootfs}"
 IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
 AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
@@ -157,7 +158,7 @@ expect_poweroff_through_lock() {
   fi
   save_mock_state   # container is alive while the stand-in drains
   ct_journal_sync
-  ct_wait_exit $((E2E_DRAIN_SECS + 20)) || fail "container still running $((E2E_DRAIN_SECS + 20))s after PrepareForShutdown"
+  ct_wait_exit $((E2E_DRAIN_SECS + 20 * E2E_SLOW)) || fail "container still running $((E2E_DRAIN_SECS + 20 * E2E_SLOW))s after PrepareForShutdown"
   timing "halted +$(fmt_ms $((CT_EXIT_MS - NOTICE_MS)))"
   drained="$(kubelet_event_ms drained)" || fail "stand-in never recorded 'drained' before power-off"
   released="$(kubelet_event_ms released)" || fail "stand-in never recorded 'released' before power-off"
@@ -262,11 +263,28 @@ expect_journal_notice_and_action() {
 
 # ------------------------------------------------------------- scenarios
 
+# The nthd under test is of the tree's architecture (ELF e_machine of /usr/bin/nthd: 0x3e
+# x86_64, 0xb7 aarch64); on a foreign tree it runs through qemu-user (binfmt_misc).
+expect_nthd_arch() {
+  local want m
+  case "$E2E_ARCH" in amd64) want=003e;; arm64) want=00b7;; *) return 0;; esac
+  m="$(ct_exec od -An -tx2 -j18 -N2 /usr/bin/nthd | tr -d ' ')"
+  [[ "$m" == "$want" ]] || fail "/usr/bin/nthd has ELF machine $m, not $want ($E2E_ARCH)"
+  log "/usr/bin/nthd is $E2E_ARCH (e_machine 0x${m#00})"
+  if [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]]; then
+    # binfmt_misc (flag P): the running process is the qemu interpreter with nthd's path.
+    local cmd; cmd="$(ct_exec cat "/proc/$(nthd_main_pid)/cmdline" | tr '\0' ' ')"
+    [[ "$cmd" == *qemu*" /usr/bin/nthd "* ]] || fail "nthd does not run under qemu-user: $cmd"
+    log "nthd runs emulated: $cmd"
+  fi
+}
+
 scen_spot_terminate() {
   setup_node
   local user; user="$(nthd_user)" || fail "cannot determine nthd's user"
   [[ "$user" == nthd ]] || fail "nthd runs as '$user', not 'nthd'"
   log "nthd main pid $(nthd_main_pid) runs as $user"
+  expect_nthd_arch
   probe_ip_firewall
   step "spot terminate notice"
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
@@ -1136,10 +1154,9 @@ kill_our_containers() {
     name="$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | awk 'prev == "-M" { print; exit } { prev = $0 }')"
     [[ "$name" =~ ^e2e-.*-([0-9]+)$ ]] || continue
     owner="${BASH_REMATCH[1]}"
-    if [[ "$owner" != "$$" ]] && [[ -d "/proc/$owner" ]] && \
-       [[ "$(tr '\0' ' ' <"/proc/$owner/cmdline" 2>/dev/null)" == *tests/e2e/* ]]; then
-      continue  # a live harness' container
-    fi
+    # A live owner (or a reused PID): not ours to kill.  Leaving one leftover behind is
+    # harmless; killing a neighbour's live container is not.
+    [[ "$owner" == "$$" || ! -d "/proc/$owner" ]] || continue
     log "killing e2e container (nspawn pid $p)"
     # shellcheck disable=SC2013  # children is a space-separated PID list
     for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
