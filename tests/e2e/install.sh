@@ -13,9 +13,12 @@
 #
 # Scenarios (each boots the Debian tree it names; trees are built on demand by
 # tests/e2e/rootfs.sh and cached under target/e2e/):
-#   tarball             Debian 13: refusals of packaging/tarball/install.sh, --no-start,
-#                       --uninstall (keeps the user), --uninstall --purge (nothing left),
-#                       install, spot-terminate
+#   tarball             Debian 13: refusals of packaging/tarball/install.sh (not root,
+#                       wrong arch, no systemd PID 1, systemd 219, no polkit, bad flag,
+#                       .deb present), --no-start, --uninstall (keeps the user),
+#                       --uninstall --purge (nothing left), --prefix, rerun, spot-terminate
+#   tarball-11          Debian 11 (systemd 247, polkit 0.105): install.sh picks the .pkla,
+#                       nthd may power off, spot-terminate
 #   rpm-12, rpm-13      Debian 12 (rpm 4.18) / 13 (rpm 4.20) + rpm: rpm -i (no --nodeps:
 #                       a provides-rpm names what dpkg installed), rpm -U to a bumped
 #                       version, rpm -e, rpm -i again, spot-terminate
@@ -45,9 +48,9 @@ AWS_SPOT=/latest/meta-data/spot/instance-action
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 
-SCENARIOS=(tarball rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext)
 # Which tree each scenario boots: "suite flavour".
-declare -A TREE=([tarball]="trixie " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
+declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie ")
 
 # ------------------------------------------------------- scenario toolkit
@@ -366,6 +369,33 @@ scen_tarball() {
     || fail "install + --uninstall --purge left the system different: $(head -c 1500 "$SDIR/fs-purge.diff")"
   log "file system and accounts identical to before the first install ($(wc -l <"$SDIR/fs-before.txt") paths compared)"
 
+  step "--prefix /opt/nthd (read-only /usr): binary there, unit/sysusers/rule in /etc"
+  out="$(run_installer sh "$TARDIR/install.sh" --prefix /opt/nthd)" || fail "install.sh --prefix failed: $out"
+  nthd_active || fail "nthd not active after install.sh --prefix /opt/nthd"
+  [[ "$(ct_exec systemctl show -p FragmentPath --value nthd)" == /etc/systemd/system/nthd.service ]] \
+    || fail "unit not in /etc/systemd/system: $(ct_exec systemctl show -p FragmentPath --value nthd)"
+  ct_exec systemctl show -p ExecStart --value nthd | grep -q 'path=/opt/nthd/bin/nthd ' || fail "ExecStart is not /opt/nthd/bin/nthd"
+  ! ct_exec test -e /usr/bin/nthd || fail "--prefix /opt/nthd wrote /usr/bin/nthd"
+  ct_exec test -f /etc/polkit-1/rules.d/50-nthd.rules -a -f /etc/sysusers.d/nthd.conf || fail "rule or sysusers entry not in /etc"
+  [[ "$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)" == 's "yes"' ]] \
+    || fail "user nthd may not power off with the rule in /etc/polkit-1/rules.d"
+  out="$(run_installer sh "$TARDIR/install.sh" --uninstall --purge)" || fail "--uninstall --purge (prefix) failed: $out"
+  expect_inactive_and_gone
+  fs_snapshot >"$SDIR/fs-after-prefix-purge.txt" || fail "snapshot"
+  diff -u "$SDIR/fs-before.txt" "$SDIR/fs-after-prefix-purge.txt" >"$SDIR/fs-prefix.diff" \
+    || fail "--prefix install + --uninstall --purge left the system different: $(head -c 1500 "$SDIR/fs-prefix.diff")"
+
+  step "refuses to install over the .deb"
+  local deb; deb="$(deb_path)" || fail "no amd64 .deb"
+  ct_put "$deb" nthd.deb >/dev/null
+  ct_exec dpkg -i /e2e/bin/nthd.deb >"$SDIR/dpkg.log" 2>&1 || fail "dpkg -i failed: $(cat "$SDIR/dpkg.log")"
+  out="$(run_installer sh "$TARDIR/install.sh")" && fail "install.sh installed over the .deb: $out"
+  [[ "$out" == *"nthd is installed from a .deb"* ]] || fail "install.sh did not say the .deb is in the way: $out"
+  ! ct_exec test -e /var/lib/nthd-install || fail "install.sh refused but wrote its manifest"
+  log "refused: ${out##*cannot install: }"
+  ct_exec dpkg --purge nthd >>"$SDIR/dpkg.log" 2>&1 || fail "dpkg --purge failed"
+  ct_sh 'userdel nthd 2>/dev/null; groupdel nthd 2>/dev/null; true'   # Debian keeps the user on purge
+
   step "install again, keep an existing /etc/default/nthd"
   ct_sh 'printf "NTHD_LOG_LEVEL=info\n" >/etc/default/nthd'
   out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh failed: $out"
@@ -375,6 +405,26 @@ scen_tarball() {
   out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh (second run) failed: $out"
   wait_until 10 nthd_active || fail "nthd not active after the rerun"
   [[ "$(nthd_main_pid)" != "$pid0" ]] || fail "rerunning install.sh did not restart nthd"
+  spot_terminate
+}
+
+# polkit 0.105 reads only .pkla files: install.sh must see that and install the .pkla.
+scen_tarball_11() {
+  local tb name out
+  tb="$(tarball_for x86_64)" || fail "no x86_64 tarball"
+  name="$(basename "$tb" .tar.gz)"
+  boot
+  ct_put "$tb" >/dev/null
+  ct_sh 'mkdir -p /opt/dl && tar -xzf "/e2e/bin/$1.tar.gz" -C /opt/dl' "$name" || fail "tar -x failed"
+  step "install.sh on systemd $(ct_exec systemctl --version | sed -n '1s/systemd \([0-9]*\).*/\1/p'), $(ct_exec pkaction --version)"
+  out="$(run_installer sh "/opt/dl/$name/install.sh")" || fail "install.sh failed: $out"
+  log "install.sh said: $out"
+  [[ "$out" == *"polkit 0.105, grant: /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla"* ]] \
+    || fail "install.sh did not choose the .pkla for polkit 0.105: $out"
+  ct_exec cmp -s /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla "/opt/dl/$name/nthd.pkla" || fail ".pkla not installed"
+  nthd_active || fail "nthd not active after install.sh"
+  out="$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)"
+  [[ "$out" == 's "yes"' ]] || fail "user nthd may not power off on polkit 0.105 after install.sh: $out"
   spot_terminate
 }
 
@@ -607,7 +657,7 @@ run_scenario() {
   journalctl -D "$SDIR/journal" -o short-precise --no-pager -q >"$SDIR/journal.txt" 2>/dev/null || true
   local timings; timings="$(awk 'NR > 1 { printf ", " } { printf "%s", $0 }' "$SDIR/timings" 2>/dev/null)"
   timings="${timings:+$timings, }total $((SECONDS - t0))s"
-  local label="$name (Debian ${suite/bookworm/12}${flavour:+, $flavour tree})"; label="${label/trixie/13}"
+  local label="$name (Debian ${suite/bookworm/12}${flavour:+, $flavour tree})"; label="${label/trixie/13}"; label="${label/bullseye/11}"
   if ((rc == 0)); then echo "PASS $label ($timings)"; return 0; fi
   echo "FAIL $label ($timings)"
   echo "    reason: $(cat "$SDIR/failure" 2>/dev/null || echo "exit status $rc (see $SDIR/harness.log)")"
