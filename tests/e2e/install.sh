@@ -641,7 +641,7 @@ run_scenario() {
     exec 2>>"$SDIR/harness.log"
     # lib.sh picks the tree from these.
     export E2E_SUITE="$suite" E2E_FLAVOUR="$flavour"; unset E2E_ROOTFS
-    # shellcheck source=lib.sh
+    # shellcheck disable=SC1091  # the lib.sh sourced at the top, again for this tree
     . "$HERE/lib.sh"
     log "=== scenario $name on $ROOTFS"
     if [[ -z "${E2E_SKIP_ROOTFS:-}" ]]; then
