@@ -241,5 +241,5 @@ else
     say "installed and enabled; systemd is not running, nthd starts on the next boot"
 fi
 if [ $pkla = 1 ]; then grant=$pkla_path; else grant=$rulesdir/50-nthd.rules; fi
-say "nthd $("$bin" --version 2>/dev/null | head -n1 || echo '?') at $bin; systemd $sd_version; polkit $polkit_version, grant: $grant"
+say "$("$bin" --version 2>/dev/null | head -n1 || echo "nthd ?") at $bin; systemd $sd_version; polkit $polkit_version, grant: $grant"
 say "settings: /etc/default/nthd; self-test: nthd check; remove: $here/install.sh --uninstall"
