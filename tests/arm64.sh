@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The aarch64 build of the test suite, run under emulation (issue #11, arm64 item (a)).
+#
+# Builds the whole workspace's tests for aarch64-unknown-linux-musl and runs them on this
+# (x86_64) host through qemu-user (Debian's qemu-user-static) and binfmt_misc:
+#   - cargo runs each test binary through the runner qemu-aarch64-static;
+#   - the aarch64 nthd binary that the daemon tests spawn runs through binfmt_misc;
+#   - dbus-daemon (for the fake logind) and the mock IMDS's sockets are the host's.
+# Every test binary of the workspace runs: unit tests, provider, policy (incl. policy_props),
+# the daemon-against-fake-logind tests, the testkit's tests and the doc tests. None is skipped.
+#
+# A test that fails is run once more, alone (--test-threads=1): the suite has wall-clock
+# assertions (e.g. "≥ 20 polls at 200 ms within 5 s") that an emulated debug build on a loaded
+# 2-core machine can miss. A test that passes only on that retry is listed by name; one that
+# fails twice fails the script.
+#
+# Usage (as root on Debian 12, or with qemu-user-static installed and qemu-aarch64 registered):
+#   bash tests/arm64.sh
+# Prints each stage's time and a closing "N passed, N failed" line. Exit 0 only if every test
+# passed (at the latest on its retry).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export CARGO_TERM_COLOR=never
+
+TARGET=aarch64-unknown-linux-musl
+RUNNER_VAR=CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER
+BINFMT=/proc/sys/fs/binfmt_misc
+t_all=$SECONDS
+log_dir=target/arm64
+mkdir -p "$log_dir"
+
+say() { echo "==> arm64: $*"; }
+die() { echo "arm64.sh: $*" >&2; exit 1; }
+stage_time() { say "$1: $2 in $((SECONDS - $3))s"; }
+
+# --- 1. qemu-user-static, binfmt_misc, the Rust target ------------------------------------
+t0=$SECONDS
+need=()
+command -v qemu-aarch64-static >/dev/null 2>&1 || need+=(qemu-user-static)
+command -v dbus-daemon >/dev/null 2>&1 || need+=(dbus)
+if [ ${#need[@]} -gt 0 ]; then
+    say "installing ${need[*]}"
+    [ "$(id -u)" = 0 ] || die "needs root to install ${need[*]} (apt-get install ${need[*]})"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; } ||
+        die "could not install ${need[*]}"
+fi
+qemu=$(command -v qemu-aarch64-static)
+
+# binfmt_misc: mounted, enabled, and qemu-aarch64 registered and enabled. Debian registers it
+# through systemd-binfmt (/usr/lib/binfmt.d) or binfmt-support; neither runs where PID 1 is not
+# systemd (containers, this CI machine), so the entry is written here if it is missing.
+if [ ! -e "$BINFMT/register" ]; then
+    say "mounting binfmt_misc at $BINFMT"
+    mount -t binfmt_misc binfmt_misc "$BINFMT" || die "cannot mount binfmt_misc at $BINFMT"
+fi
+[ "$(head -n 1 "$BINFMT/status")" = enabled ] || echo 1 >"$BINFMT/status" ||
+    die "binfmt_misc is disabled and cannot be enabled"
+if [ ! -e "$BINFMT/qemu-aarch64" ]; then
+    conf=/usr/lib/binfmt.d/qemu-aarch64.conf
+    if command -v update-binfmts >/dev/null 2>&1 && [ -e /usr/share/binfmts/qemu-aarch64 ]; then
+        say "registering qemu-aarch64 (update-binfmts --import)"
+        update-binfmts --import qemu-aarch64 >/dev/null 2>&1 || true
+    fi
+    if [ ! -e "$BINFMT/qemu-aarch64" ]; then
+        [ -r "$conf" ] || die "$conf is missing (is qemu-user-static >= 7.2 installed?)"
+        say "registering qemu-aarch64 from $conf"
+        grep -v '^[[:space:]]*\(#\|$\)' "$conf" >"$BINFMT/register" ||
+            die "cannot register qemu-aarch64 with binfmt_misc"
+    fi
+fi
+[ "$(head -n 1 "$BINFMT/qemu-aarch64")" = enabled ] || echo 1 >"$BINFMT/qemu-aarch64" ||
+    die "qemu-aarch64 is registered but disabled, and cannot be enabled"
+say "binfmt: $(grep -E '^(interpreter|flags)' "$BINFMT/qemu-aarch64" | tr '\n' ' ')"
+
+if ! rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
+    say "rustup target add $TARGET"
+    rustup target add "$TARGET" || die "rustup target add $TARGET failed"
+fi
+stage_time "setup" ok "$t0"
+
+# --- 2. build the tests (and the aarch64 nthd and testkit binaries they spawn) ------------------
+t0=$SECONDS
+say "cargo test --workspace --target $TARGET --no-run"
+if ! cargo test --workspace --target "$TARGET" --no-run >"$log_dir/build.log" 2>&1; then
+    tail -n 40 "$log_dir/build.log"
+    stage_time "build" FAILED "$t0"
+    die "the aarch64 test build failed (log: $log_dir/build.log)"
+fi
+stage_time "build" ok "$t0"
+
+# The binaries the tests spawn must run through binfmt_misc, not only the runner's.
+nthd_bin=target/$TARGET/debug/nthd
+file_out=$(od -An -tx1 -j18 -N2 "$nthd_bin" 2>/dev/null | tr -d ' \n')
+[ "$file_out" = b700 ] || die "$nthd_bin is not an aarch64 ELF (e_machine $file_out)"
+version=$("$nthd_bin" --version 2>&1) ||
+    die "the aarch64 nthd does not run through binfmt_misc: $version"
+say "binfmt runs the aarch64 nthd: $version"
+
+# --- 3. run every test binary under qemu-user ----------------------------------------------
+t0=$SECONDS
+say "running the tests under $qemu ($("$qemu" --version | head -n 1))"
+export "$RUNNER_VAR=$qemu"
+run_log=$log_dir/test.log
+cargo test --workspace --target "$TARGET" --no-fail-fast >"$run_log" 2>&1
+first_rc=$?
+grep -E '^( *Running|test result:|error: )|\.\.\. FAILED$' "$run_log"
+stage_time "tests" "$([ $first_rc = 0 ] && echo ok || echo "exit $first_rc")" "$t0"
+
+# Totals over every "test result:" line (unit, integration and doc tests of both packages).
+read -r passed failed ignored < <(awk '/^test result:/ {
+        for (i = 1; i <= NF; i++) {
+            if ($(i+1) ~ /^passed;/) p += $i
+            if ($(i+1) ~ /^failed;/) f += $i
+            if ($(i+1) ~ /^ignored;/) g += $i
+        } } END { print p+0, f+0, g+0 }' "$run_log")
+binaries=$(grep -cE '^ *(Running|Doc-tests)' "$run_log")
+
+# Failed tests, grouped by the cargo arguments that rerun their binary:
+#   "-p nthd --test daemon<TAB>name1 name2"
+mapfile -t groups < <(awk '
+    /^ *Running / { names = "" }
+    /^test .* \.\.\. FAILED$/ { names = names " " $2 }
+    /to rerun pass `/ { match($0, /`[^`]*`/); args = substr($0, RSTART + 1, RLENGTH - 2);
+                        print args "\t" names; names = "" }' "$run_log")
+
+flaky=()
+still=()
+if [ ${#groups[@]} -gt 0 ]; then
+    t0=$SECONDS
+    for g in "${groups[@]}"; do
+        args=${g%%$'\t'*}
+        names=${g#*$'\t'}
+        # shellcheck disable=SC2086 # args and names are word lists
+        if [ -z "${names// }" ]; then
+            # The binary died without naming a test (a crash): rerun it whole, serially.
+            say "retrying $args (whole binary), serially"
+            if cargo test --target "$TARGET" $args -- --test-threads=1 >>"$log_dir/retry.log" 2>&1; then
+                flaky+=("$args (whole binary)")
+            else
+                still+=("$args (whole binary)")
+            fi
+            continue
+        fi
+        for n in $names; do
+            say "retrying $args $n, alone"
+            # shellcheck disable=SC2086
+            if cargo test --target "$TARGET" $args -- --exact "$n" --test-threads=1 \
+                >>"$log_dir/retry.log" 2>&1; then
+                flaky+=("$args: $n")
+            else
+                still+=("$args: $n")
+            fi
+        done
+    done
+    stage_time "retries" "${#flaky[@]} passed, ${#still[@]} failed again" "$t0"
+fi
+
+echo
+say "$binaries test binaries (incl. doc tests) ran under qemu-user; none skipped"
+say "$passed passed, $failed failed and $ignored ignored on the first run (log: $run_log)"
+for f in "${flaky[@]}"; do
+    say "passed only when run alone (timing under emulation): $f"
+done
+for f in "${still[@]}"; do
+    say "FAILED twice: $f (log: $log_dir/retry.log)"
+done
+if [ $first_rc != 0 ] && [ ${#groups[@]} = 0 ]; then
+    say "cargo test exited $first_rc without a failed test to retry; see $run_log"
+    still+=("cargo test exit $first_rc")
+fi
+stage_time "arm64 total" "$([ ${#still[@]} = 0 ] && echo ok || echo FAILED)" "$t_all"
+# The closing line: a test that passed on its retry counts as passed, one that failed twice as
+# failed (a binary that crashed and was rerun whole counts once either way).
+say "$ignored ignored (marked #[ignore] in the source, as on x86_64)"
+echo "arm64: $((passed + ${#flaky[@]})) passed, ${#still[@]} failed"
+[ ${#still[@]} = 0 ]
