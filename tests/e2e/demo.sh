@@ -7,7 +7,7 @@
 # In its first second it checks the prerequisites you install yourself
 # (Rust >= 1.85 through rustup, gcc, python3) and installs the host tools it
 # needs with apt-get (systemd-container, debootstrap, dpkg-dev).  Then it
-# builds the nthd .deb (packaging/build.sh --deb-only) when there is none or
+# builds the nthd .deb into target/dist/ (packaging/build.sh --deb-only) when there is none or
 # when src/, Cargo.toml, Cargo.lock, systemd/, polkit/ or packaging/ changed
 # since it was built; --rebuild rebuilds it regardless.  tests/e2e/run.sh
 # --narrate then builds the mock IMDS and kubelet stand-in (cargo),
@@ -81,12 +81,15 @@ if ((${#need[@]})); then
 fi
 
 # --- the .deb: rebuilt when missing or older than its sources ---------------
-# Prints why the .deb must be (re)built; fails when the newest one is current.
+# Prints why the .deb must be (re)built; fails when the newest one is current.  The one
+# that counts is what run.sh takes: the newest target/dist/nthd_*_<host arch>.deb, which
+# packaging/build.sh --deb-only writes (static musl build).
 deb_stale() {
-  local deb newer
+  local deb newer arch
+  arch="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
   # shellcheck disable=SC2012  # cargo-deb names have no odd characters
-  deb="$(ls -t target/debian/nthd_*.deb 2>/dev/null | head -n1)"
-  [[ -n "$deb" ]] || { echo "no .deb in target/debian/"; return 0; }
+  deb="$(ls -t target/dist/nthd_*_"$arch".deb 2>/dev/null | head -n1)"
+  [[ -n "$deb" ]] || { echo "no nthd_*_$arch.deb in target/dist/"; return 0; }
   newer="$(find src Cargo.toml Cargo.lock systemd polkit packaging -newer "$deb" \
              -type f -print -quit 2>/dev/null)"
   [[ -n "$newer" ]] || return 1

@@ -283,7 +283,8 @@ scen_spot_terminate() {
   setup_node
   local user; user="$(nthd_user)" || fail "cannot determine nthd's user"
   [[ "$user" == nthd ]] || fail "nthd runs as '$user', not 'nthd'"
-  log "nthd main pid $(nthd_main_pid) runs as $user"
+  log "nthd main pid $(nthd_main_pid) runs as $user; $(ct_exec /usr/bin/nthd --version 2>&1 | head -n1)"
+  log "booted: $(ct_exec systemctl --version | head -n1); polkit $(polkit_version); $(ct_exec dpkg-query -W -f '${Package} ${Version} ${Architecture}' libc6 2>/dev/null)"
   expect_nthd_arch
   probe_ip_firewall
   step "spot terminate notice"
