@@ -4,10 +4,11 @@
 #
 #   packaging/build.sh [--all-arches | --deb-only]
 #
-# (no flag)     the host architecture: .deb, .rpm, tarball, lints, SHA256SUMS.
+# (no flag)     the host architecture: .deb, .rpm, tarball, sysext image, lints, SHA256SUMS.
 # --all-arches  x86_64 and aarch64: nthd_<ver>-1_{amd64,arm64}.deb,
 #               nthd-<ver>-1.{x86_64,aarch64}.rpm, nthd-<ver>-{x86_64,aarch64}.tar.gz,
-#               SHA256SUMS. This is the release command.
+#               nthd-<ver>-{x86_64,aarch64}.raw (systemd-sysext images), SHA256SUMS.
+#               This is the release command.
 # --deb-only    only what the README demo needs: the host .deb with its file list and
 #               maintainer-script checks. No .rpm, tarball, lintian or rpmlint.
 #
@@ -22,7 +23,8 @@
 #   2. cargo build --release --target <arch>-unknown-linux-musl; the binary must be static
 #      and <= 6 MiB; `nthd generate-assets` must reproduce the committed packaging/assets/
 #   3. systemd-analyze verify + security (exposure must be <= 1.5), once
-#   4. cargo deb --no-build, cargo generate-rpm, the tarball
+#   4. cargo deb --no-build, cargo generate-rpm, the tarball, the sysext image
+#      (packaging/sysext/build.sh)
 #   5. exact file lists, maintainer scripts, lintian and rpmlint (errors or warnings fail the
 #      build; justified exceptions live in packaging/debian/nthd.lintian-overrides and
 #      packaging/rpm/rpmlint.toml)
@@ -95,6 +97,7 @@ if [ $deb_only = 0 ]; then
     command -v lintian >/dev/null || missing+=(lintian)
     command -v rpmlint >/dev/null || missing+=(rpmlint)
     command -v rpm >/dev/null || missing+=(rpm)
+    command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
 fi
 # dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
 command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
@@ -236,7 +239,7 @@ make_tarball() {
     echo "$dist/$name.tar.gz"
 }
 
-declare -a debs rpms tarballs
+declare -a debs rpms tarballs raws
 for a in "${arches[@]}"; do
     t=$(triple "$a")
     say "cargo deb --target $t"
@@ -259,6 +262,10 @@ for a in "${arches[@]}"; do
     say "tarball for $a"
     [ -f packaging/tarball/install.sh ] || die "packaging/tarball/install.sh is missing"
     tarballs+=("$(make_tarball "$a")")
+
+    say "systemd-sysext image for $a"
+    raws+=("$(sh packaging/sysext/build.sh "target/$t/release/nthd" "$a" "$version" "$dist" | tail -n1)")
+    [ -s "${raws[-1]}" ] || die "packaging/sysext/build.sh made no image for $a"
 done
 
 # --- 5. checks ----------------------------------------------------------------
@@ -368,6 +375,24 @@ EOF
     echo "ok"
 }
 
+# The sysext image: /usr only, the binary for this architecture, and an extension-release
+# whose ARCHITECTURE= systemd-sysext compares with the host's.
+check_raw() {
+    local raw=$1 a=$2 want
+    say "sysext contents: $raw"
+    unsquashfs -lc "$raw" | sed 's|^squashfs-root||' | sort >"$tmp/raw.files"
+    ! grep -v '^/usr/' "$tmp/raw.files" || die "$raw has files outside /usr"
+    grep -qx /usr/bin/nthd "$tmp/raw.files" || die "$raw has no /usr/bin/nthd"
+    rm -rf "$tmp/raw"
+    unsquashfs -q -d "$tmp/raw" "$raw" usr/lib/extension-release.d usr/bin/nthd >/dev/null
+    want=$(case "$a" in x86_64) echo x86-64 ;; aarch64) echo arm64 ;; esac)
+    grep -qx "ARCHITECTURE=$want" "$tmp/raw/usr/lib/extension-release.d/extension-release.nthd" ||
+        die "$raw: extension-release does not say ARCHITECTURE=$want"
+    cmp -s "$tmp/raw/usr/bin/nthd" "target/$(triple "$a")/release/nthd" ||
+        die "$raw: /usr/bin/nthd is not the $a build"
+    echo "ok ($(wc -l <"$tmp/raw.files") files)"
+}
+
 for i in "${!arches[@]}"; do
     check_deb "${debs[$i]}" "${arches[$i]}"
 done
@@ -380,6 +405,7 @@ fi
 for i in "${!arches[@]}"; do
     check_rpm "${rpms[$i]}" "${arches[$i]}"
     check_tarball "${tarballs[$i]}" "${arches[$i]}"
+    check_raw "${raws[$i]}" "${arches[$i]}"
 done
 
 for deb in "${debs[@]}"; do
@@ -397,10 +423,11 @@ done
 
 say "SHA256SUMS"
 artifacts=()
-for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}"; do artifacts+=("$(basename "$f")"); done
+for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=("$(basename "$f")"); done
 # Every artifact of this version in target/dist/, including another architecture's from an
 # earlier run of this version; nothing stale from another version.
-(cd "$dist" && ls nthd_"$version"-1_*.deb nthd-"$version"-1.*.rpm nthd-"$version"-*.tar.gz |
+(cd "$dist" && ls nthd_"$version"-1_*.deb nthd-"$version"-1.*.rpm nthd-"$version"-*.tar.gz \
+    nthd-"$version"-*.raw |
     sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 cat "$dist/SHA256SUMS"
 

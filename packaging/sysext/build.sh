@@ -68,8 +68,9 @@ EOF
 find "$tree" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-0}" {} +
 
 if command -v mksquashfs >/dev/null 2>&1; then
-    mksquashfs "$tree" "$outdir/$name.raw" -all-root -noappend -quiet -comp xz \
-        ${SOURCE_DATE_EPOCH:+-mkfs-time "$SOURCE_DATE_EPOCH" -all-time "$SOURCE_DATE_EPOCH"} >/dev/null
+    # mksquashfs (>= 4.5) takes every timestamp from SOURCE_DATE_EPOCH when it is set, and
+    # refuses -mkfs-time/-all-time beside it.
+    mksquashfs "$tree" "$outdir/$name.raw" -all-root -noappend -quiet -comp xz >/dev/null
 elif command -v mkfs.erofs >/dev/null 2>&1; then
     mkfs.erofs --all-root ${SOURCE_DATE_EPOCH:+-T "$SOURCE_DATE_EPOCH"} "$outdir/$name.raw" "$tree" >/dev/null
 else
