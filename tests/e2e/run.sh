@@ -1141,6 +1141,23 @@ missing_artefacts() {
   local IFS=,; echo "${m[*]}"
 }
 
+# Take the package under test once per run: a copy (ct_put hard-links, and cargo-deb
+# rewrites target/dist in place) that dpkg-deb can read, retried for up to 60 s while
+# packaging/build.sh may be writing it.  Every scenario of the run then installs the same
+# bytes, and E2E_NTHD_DEB points at the copy.
+snapshot_deb() {
+  local src snap="$RUNS_DIR/nthd-under-test.deb" i
+  src="$(nthd_deb_path)"
+  for ((i = 0; i < 60; i++)); do
+    cp -f "$src" "$snap.tmp" && dpkg-deb -I "$snap.tmp" >/dev/null 2>&1 && break
+    log "$src is not a complete .deb yet (being rebuilt?); retrying"; sleep 1
+  done
+  ((i < 60)) || return 1
+  mv -f "$snap.tmp" "$snap"
+  log "package under test: $src ($(dpkg-deb -f "$snap" Version) $(dpkg-deb -f "$snap" Architecture), sha256 $(sha256sum "$snap" | cut -c1-16)), copied to $snap"
+  E2E_NTHD_DEB="$snap"
+}
+
 # Kill containers of ours left over by a killed run, and on SIGINT/SIGTERM our own.  Ours
 # are named by ct_boot "e2e-<scenario>-<harness pid>" (-M on the nspawn command line); one
 # is left over when that harness process is gone.  Nothing else is touched: not another
@@ -1196,6 +1213,11 @@ main() {
   if missing="$(missing_artefacts)"; then
     for n in "${names[@]}"; do echo "FAIL $n (not run: missing $missing)"; done
     echo "    build them first: packaging/build.sh --all-arches (or cargo deb --target $(uname -m)-unknown-linux-musl), and cargo build -p nthd-testkit --release --target $E2E_TESTKIT_TARGET --bins  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)"
+    echo "0 passed, ${#names[@]} failed"
+    return 1
+  fi
+  if ! snapshot_deb; then
+    for n in "${names[@]}"; do echo "FAIL $n (not run: $(nthd_deb_path) is not a readable .deb)"; done
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi
