@@ -172,53 +172,19 @@ expect_inactive_and_gone() {
 # ------------------------------------------------------------- artefacts
 
 ARCH_RPM=x86_64
-musl_bin() { echo "$REPO/target/$1-unknown-linux-musl/release/nthd"; }
 pkg_version() {
   cargo metadata --no-deps --format-version 1 --manifest-path "$REPO/Cargo.toml" 2>/dev/null |
     hjq -r '.packages[] | select(.name == "nthd") | .version'
 }
 
-# The tarball for ARCH (x86_64|aarch64): target/dist's when its install.sh is ours,
-# else assembled here from the same files the lead's build.sh packs (and, if
-# target/dist has one with a different install.sh, from its binary).
-tarball_for() {
-  local a="$1" v dist name d bin
-  v="$(pkg_version)" || return 1
-  name="nthd-$v-$a"; dist="$DIST/$name.tar.gz"
-  if [[ -r "$dist" ]] && cmp -s <(tar -xzOf "$dist" "$name/install.sh") "$REPO/packaging/tarball/install.sh"; then
-    echo "$dist"; return
-  fi
-  d="$ART/tar/$name"; rm -rf "$ART/tar"; mkdir -p "$d/completions"
-  if [[ -r "$dist" ]]; then
-    log "$dist has a different install.sh; repacking it with packaging/tarball/install.sh"
-    tar -xzf "$dist" -C "$ART/tar" || return 1
-  else
-    bin="$(musl_bin "$a")"; [[ -x "$bin" ]] || { log "no $dist and no $bin"; return 1; }
-    log "no $dist; assembling $name from the repository and $bin"
-    install -m 755 "$bin" "$d/nthd"
-    install -m 644 "$REPO/systemd/nthd.service" "$d/nthd.service"
-    install -m 644 "$REPO/systemd/nthd.sysusers" "$d/nthd.sysusers"
-    install -m 644 "$REPO/polkit/50-nthd.rules" "$d/50-nthd.rules"
-    install -m 644 "$REPO/polkit/nthd.pkla" "$d/nthd.pkla"
-    install -m 644 "$REPO/packaging/default/nthd" "$d/nthd.default"
-    install -m 644 "$REPO/packaging/assets/nthd.8" "$d/nthd.8"
-    install -m 644 "$REPO"/packaging/assets/{nthd.bash,_nthd,nthd.fish} "$d/completions/"
-    install -m 644 "$REPO/LICENSE" "$REPO/README.md" "$d/"
-  fi
-  install -m 755 "$REPO/packaging/tarball/install.sh" "$d/install.sh"
-  tar -C "$ART/tar" --owner=0 --group=0 -czf "$ART/$name.tar.gz" "$name" || return 1
-  (cd "$ART" && sha256sum "$name.tar.gz" >"$ART/SHA256SUMS.$a")
-  echo "$ART/$name.tar.gz"
+# The artifacts under test are the release's own, from target/dist (packaging/build.sh
+# --all-arches), never a copy assembled here: what users download is what is tested.
+dist_artifact() {
+  [[ -r "$DIST/$1" ]] || { log "no $DIST/$1: run packaging/build.sh --all-arches first"; return 1; }
+  echo "$DIST/$1"
 }
-
-rpm_path() {
-  local v; v="$(pkg_version)"
-  if [[ -r "$DIST/nthd-$v-1.$ARCH_RPM.rpm" ]]; then echo "$DIST/nthd-$v-1.$ARCH_RPM.rpm"; return; fi
-  mkdir -p "$ART/rpm"
-  (cd "$REPO" && cargo generate-rpm --target x86_64-unknown-linux-musl --arch x86_64 --auto-req disabled \
-     --output "$ART/rpm/") >&2 || return 1
-  echo "$ART/rpm/nthd-$v-1.$ARCH_RPM.rpm"
-}
+tarball_for() { dist_artifact "nthd-$(pkg_version)-$1.tar.gz"; }
+rpm_path() { dist_artifact "nthd-$(pkg_version)-1.$ARCH_RPM.rpm"; }
 
 # The same package at version <ver>+1 (patch bumped): cargo generate-rpm with
 # --set-metadata, Cargo.toml untouched.  Same files; the version is what rpm -U sees.
@@ -295,10 +261,9 @@ scen_tarball() {
   boot
   step "unpack $name (sha256sum -c)"
   ct_put "$tb" >/dev/null
-  if [[ -r "$DIST/SHA256SUMS" && "$tb" == "$DIST/"* ]]; then
-    ct_put "$DIST/SHA256SUMS" >/dev/null
-    ct_sh 'cd /e2e/bin && sha256sum -c --ignore-missing SHA256SUMS' >&2 || fail "sha256sum -c SHA256SUMS failed"
-  fi
+  [[ -r "$DIST/SHA256SUMS" ]] || fail "no $DIST/SHA256SUMS"
+  ct_put "$DIST/SHA256SUMS" >/dev/null
+  ct_sh 'cd /e2e/bin && sha256sum -c --ignore-missing SHA256SUMS' >&2 || fail "sha256sum -c SHA256SUMS failed"
   ct_sh 'mkdir -p /opt/dl && tar -xzf "/e2e/bin/$1.tar.gz" -C /opt/dl' "$name" || fail "tar -x failed"
   TARDIR="/opt/dl/$name"  # readable by nobody, for the not-root refusal
   before="$(fs_snapshot)" || fail "snapshot"
@@ -307,14 +272,11 @@ scen_tarball() {
   step "refusals"
   REFUSALS=()
   expect_refusal "must run as root" runuser -u nobody -- sh "$TARDIR/install.sh"
-  if tb_arm="$(tarball_for aarch64 2>/dev/null)"; then
-    ct_put "$tb_arm" >/dev/null
-    ct_sh 'mkdir -p /opt/arm && tar -xzf "/e2e/bin/$1" -C /opt/arm' "$(basename "$tb_arm")" || fail "tar -x arm"
-    expect_refusal "built for aarch64, this machine is x86_64" sh -c 'sh /opt/arm/*/install.sh'
-    ct_exec rm -rf /opt/arm
-  else
-    log "note: no aarch64 tarball or binary; the wrong-architecture refusal is not tested"
-  fi
+  tb_arm="$(tarball_for aarch64)" || fail "no aarch64 tarball for the wrong-architecture refusal"
+  ct_put "$tb_arm" >/dev/null
+  ct_sh 'mkdir -p /opt/arm && tar -xzf "/e2e/bin/$1" -C /opt/arm' "$(basename "$tb_arm")" || fail "tar -x arm"
+  expect_refusal "built for aarch64, this machine is x86_64" sh -c 'sh /opt/arm/*/install.sh'
+  ct_exec rm -rf /opt/arm
   # systemd not PID 1: what a chroot looks like (no /run/systemd/system).
   expect_refusal "systemd is not running as PID 1" \
     unshare -m sh -c 'mount -t tmpfs none /run/systemd && exec sh "$1/install.sh"' sh "$TARDIR"
@@ -573,7 +535,7 @@ scen_cloud_init_13() { scen_cloud_init; }
 scen_sysext() {
   local v raw out rc loopargs=() i
   v="$(pkg_version)"
-  raw="$(sh "$REPO/packaging/sysext/build.sh" "$(musl_bin x86_64)" x86_64 "$v" "$ART/sysext" --dir)" || fail "packaging/sysext/build.sh failed"
+  raw="$(dist_artifact "nthd-$v-x86_64.raw")" || fail "no x86_64 sysext image"
   log "built $(basename "$raw") ($(stat -c %s "$raw") bytes, $(file -b "$raw" 2>/dev/null | cut -c1-40))"
   # systemd-sysext attaches a .raw to a loop device.  nspawn gives the container no
   # /dev/loop*: without them merge fails with "Failed to read metadata for image nthd:
@@ -600,7 +562,7 @@ scen_sysext() {
     log "the .raw did not merge (no /dev/loop-control on this host): $out"
     ct_exec rm -f /var/lib/extensions/nthd.raw
     step "systemd-sysext merge of the same tree as a directory extension"
-    mkdir -p "$SDIR/bin"; cp -a "${raw%.raw}" "$SDIR/bin/sysext-tree"
+    mkdir -p "$SDIR/bin"; unsquashfs -q -d "$SDIR/bin/sysext-tree" "$raw" >/dev/null || fail "unsquashfs $raw"
     ct_sh 'cp -a /e2e/bin/sysext-tree /var/lib/extensions/nthd' || fail "copy the directory extension"
     out="$(ct_exec systemd-sysext merge 2>&1)" || fail "systemd-sysext merge (directory) failed: $out"
     timing "merged as a directory (no loop devices)"
