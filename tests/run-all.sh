@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # The full test suite, as the README gives it and CI runs it (as root, on a fresh Debian 12
-# machine of this kind). It installs what it needs, keeps every build under target/, and runs:
+# machine of this kind). It installs what it needs, keeps every build and debootstrapped tree
+# under target/, and runs:
 #   1. cargo fmt --check, clippy -D warnings, cargo test (unit, mock IMDS, fake logind)
-#   2. packages: cargo deb + cargo generate-rpm, lintian, rpmlint, unit exposure score
-#   3. the real-system e2e suite: booted Debian 12 (all scenarios) and Debian 13 (the core set)
-#      with real systemd, dbus, polkit and logind
-#   4. smoke runs of the benchmark and the fuzzers, and cargo-deny
-#   5. the 10-minute log budget against a hostile metadata service (in the background from 2.)
+#   2. every artifact for both architectures (packaging/build.sh --all-arches: static musl
+#      binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS), and the Packer
+#      example through Debian's Packer
+#   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
+#      with real systemd, dbus, polkit and logind: every scenario on Debian 12; the core set on
+#      Debian 11 and 13 (with the fault scenarios on 13); spot-terminate on an arm64 Debian 12
+#      booted through qemu-user; the installers (tarball, rpm, cloud-init, sysext)
+#   4. the aarch64 build of the test suite under qemu-user
+#   5. smoke runs of the benchmark and the fuzzers, and cargo-deny
+#   6. the 10-minute log budget against a hostile metadata service (in the background from 2.)
 # Usage: tests/run-all.sh [--quick]   (--quick: stage 1 only)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -43,7 +49,8 @@ fi
 need=()
 for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
             ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
-            dpkg-parsechangelog:dpkg-dev; do
+            dpkg-parsechangelog:dpkg-dev readelf:binutils mksquashfs:squashfs-tools \
+            qemu-aarch64-static:qemu-user-static packer:packer; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -90,13 +97,23 @@ log_budget_wait() {
 if [ $quick = 0 ]; then
     log_budget_pid=""
     log_budget_start
-    stage "packages (deb, rpm, lint, exposure)" bash packaging/build.sh
+    stage "artifacts, x86_64 and aarch64 (deb, rpm, tarball, sysext, lint)" \
+        bash packaging/build.sh --all-arches
+    stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
     stage "real-system e2e, Debian 12 (systemd 252), every scenario" bash tests/e2e/run.sh
-    # The core set on Debian 13: systemd 257 refuses a blocked PowerOff in its own words.
-    stage "real-system e2e, Debian 13 (systemd 257), core set" env E2E_SUITE=trixie \
+    stage "real-system e2e, Debian 11 (systemd 247, polkit 0.105), core set" env E2E_SUITE=bullseye \
         bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \
-        scoped-grant check block-inhibitor sighup-and-restart bad-setting \
-        azure-restart-mid-drain shutdown-cancelled
+        scoped-grant check
+    # Debian 13: the core set, the faults, and what systemd 257 says in its own words.
+    stage "real-system e2e, Debian 13 (systemd 257), core set and faults" env E2E_SUITE=trixie \
+        bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \
+        scoped-grant check logind-restart polkitd-restart upgrade-while-deferred neighbour \
+        block-inhibitor sighup-and-restart bad-setting azure-restart-mid-drain shutdown-cancelled
+    stage "real-system e2e, arm64 Debian 12 under qemu-user, spot-terminate" env E2E_ARCH=arm64 \
+        bash tests/e2e/run.sh spot-terminate
+    stage "installers: tarball, rpm, cloud-init, sysext on booted Debian 11, 12, 13" \
+        bash tests/e2e/install.sh
+    stage "aarch64 test suite under qemu-user" bash tests/arm64.sh
     stage "benchmark smoke" bash bench/run.sh --smoke
     stage "fuzz smoke" bash fuzz/run.sh --smoke
     stage "cargo deny" bash tests/deny.sh
