@@ -38,91 +38,17 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=scenario.sh
+. "$HERE/scenario.sh"
 
 RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
-IMDS="http://169.254.169.254"
-AWS_SPOT=/latest/meta-data/spot/instance-action
-# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, MSG_ACTION)
-MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
-MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 
 SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext)
 # Which tree each scenario boots: "suite flavour".
 declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie ")
-
-# ------------------------------------------------------- scenario toolkit
-# Copied from tests/e2e/run.sh (which cannot be sourced: it runs main): fail,
-# timing, step, iso_in, set_notice, save_mock_state, expect_poweroff_through_lock,
-# journal_json, expect_journal_notice_and_action.  They belong in lib.sh.
-
-SCEN=""; SDIR=""
-fail() { log "FAIL: $*"; echo "$*" >>"$SDIR/failure"; exit 1; }
-timing() { echo "$*" >>"$SDIR/timings"; log "timing: $*"; }
-step() { log "--- $*"; }
-iso_in() { date -u -d "+$1 sec" +%Y-%m-%dT%H:%M:%SZ; }
-
-save_mock_state() {
-  mock_events >"$SDIR/mock-events.json" 2>/dev/null || true
-  mock_log >"$SDIR/mock-log.json" 2>/dev/null || true
-}
-
-NOTICE_MS=""
-set_notice() {
-  local path="$1" body="$2" before after ev
-  before="$(now_ms)"
-  set_route "$path" "$body" || fail "could not set route $path on the mock"
-  after="$(now_ms)"
-  ev="$(mock_event_ms "$path" || true)"
-  if [[ "$ev" =~ ^[0-9]{13}$ ]] && (( ev >= before - 1000 && ev <= after + 1000 )); then NOTICE_MS="$ev"; else NOTICE_MS="$after"; fi
-  echo "$NOTICE_MS" >"$SDIR/notice_ms"
-  log "notice at $path set (t=$NOTICE_MS): $body"
-}
-
-expect_poweroff_through_lock() {
-  local prep_timeout="$1" max_lag="${2:-}" prep drained released
-  prep="$(wait_for_prepare "$prep_timeout")" || fail "no PrepareForShutdown within ${prep_timeout}s"
-  timing "prepare +$(fmt_ms $((prep - NOTICE_MS)))"
-  if [[ -n "$max_lag" ]] && (( prep - NOTICE_MS > max_lag )); then
-    fail "PrepareForShutdown $(fmt_ms $((prep - NOTICE_MS))) after the notice (limit $(fmt_ms "$max_lag"))"
-  fi
-  save_mock_state
-  ct_journal_sync
-  ct_wait_exit $((E2E_DRAIN_SECS + 20)) || fail "container still running $((E2E_DRAIN_SECS + 20))s after PrepareForShutdown"
-  timing "halted +$(fmt_ms $((CT_EXIT_MS - NOTICE_MS)))"
-  drained="$(kubelet_event_ms drained)" || fail "stand-in never recorded 'drained' before power-off"
-  released="$(kubelet_event_ms released)" || fail "stand-in never recorded 'released' before power-off"
-  (( released <= CT_EXIT_MS )) || fail "lock released after the container had halted?!"
-  (( CT_EXIT_MS - prep >= E2E_DRAIN_SECS * 1000 - 200 )) \
-    || fail "container halted $(fmt_ms $((CT_EXIT_MS - prep))) after PrepareForShutdown, before the ${E2E_DRAIN_SECS}s drain"
-  timing "drain $(fmt_ms $((drained - prep)))"
-}
-
-journal_json() {
-  ct_journal_sync
-  journalctl -D "$SDIR/journal" -o json --no-pager -q "MESSAGE_ID=$1" 2>/dev/null
-}
-
-# nthd.service logged the notice before PrepareForShutdown and exactly ONE PowerOff
-# action, between the notice and the halt.
-expect_journal_notice_and_action() {
-  local kind="$1" prep="$2" n a nts ats count
-  n="$(journal_json "$MSG_NOTICE" | hjq -sc --arg k "$kind" '[.[] | select(.NTHD_KIND == $k and .NTHD_ACTION == "poweroff")] | first // empty')"
-  [[ -n "$n" ]] || fail "no journal entry MESSAGE_ID=$MSG_NOTICE with NTHD_KIND=$kind NTHD_ACTION=poweroff"
-  count="$(journal_json "$MSG_ACTION" | hjq -s '[.[] | select(.NTHD_ACTION == "poweroff")] | length')"
-  [[ "$count" == 1 ]] || fail "nthd logged $count PowerOff actions, not exactly one"
-  a="$(journal_json "$MSG_ACTION" | hjq -sc '[.[] | select(.NTHD_ACTION == "poweroff")] | first')"
-  [[ "$(hjq -r ._SYSTEMD_UNIT <<<"$n")" == nthd.service && "$(hjq -r ._SYSTEMD_UNIT <<<"$a")" == nthd.service ]] \
-    || fail "the notice/action journal entries are not from nthd.service"
-  [[ "$(hjq -r .MESSAGE <<<"$a")" == *"Manager.PowerOff(false)"* ]] || fail "action entry does not name PowerOff: $(hjq -r .MESSAGE <<<"$a")"
-  nts=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$n") / 1000 ))
-  ats=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$a") / 1000 ))
-  (( nts <= prep )) || fail "notice journal entry ($nts) is later than PrepareForShutdown ($prep)"
-  (( nts <= ats && ats <= CT_EXIT_MS )) || fail "action journal entry at $ats is not between the notice ($nts) and the halt ($CT_EXIT_MS)"
-  log "journal: notice $(hjq -r .MESSAGE <<<"$n" | head -c 160)"
-}
 
 # ------------------------------------------------------------- helpers
 
@@ -142,6 +68,7 @@ spot_terminate() {
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_poweroff_through_lock 10 2000
   expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
+  expect_one_poweroff_action
 }
 
 boot() {
@@ -526,6 +453,7 @@ EOF
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_poweroff_through_lock 10 2000
   expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
+  expect_one_poweroff_action
 }
 scen_rpm_12() { scen_rpm; }
 scen_rpm_13() { scen_rpm; }
@@ -645,9 +573,9 @@ main() {
   mkdir -p "$RUNS_DIR" "$ART"
   exec 7>"$E2E_DIR/install.lock"
   flock -n 7 || { log "another tests/e2e/install.sh holds $E2E_DIR/install.lock; waiting"; flock 7; }
-  [[ -x "$E2E_MOCK_IMDS" && -x "$E2E_FAKE_KUBELET" ]] || ((E2E_BUILD_TESTKIT == 0)) ||
-    (cd "$REPO" && cargo build --quiet -p nthd-testkit --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 ||
-    die "could not build the testkit binaries"
+  build_testkit
+  [[ -x "$E2E_MOCK_IMDS" && -x "$E2E_FAKE_KUBELET" ]] ||
+    die "no testkit binaries at $E2E_MOCK_IMDS and $E2E_FAKE_KUBELET (see the build above)"
   local t0=$SECONDS
   for n in "${names[@]}"; do
     if run_scenario "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

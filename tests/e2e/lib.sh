@@ -558,3 +558,16 @@ nb_stop() {
   NB_NSPAWN_PID=""; NB_PID=""
 }
 _nb_exited() { ! kill -0 "$NB_NSPAWN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$NB_NSPAWN_PID/stat" 2>/dev/null)" == Z ]]; }
+
+# The mock IMDS and the kubelet stand-in are cheap to build (and a no-op when
+# up to date), so build them here: a fresh clone then needs only the .deb.
+build_testkit() {
+  ((E2E_BUILD_TESTKIT)) && [[ -z "${E2E_NO_BUILD:-}" ]] || return 0
+  command -v cargo >/dev/null || { log "cargo not found; not building the testkit binaries"; return 0; }
+  local target=()
+  [[ -z "$E2E_TESTKIT_TARGET" ]] || target=(--release --target "$E2E_TESTKIT_TARGET")
+  log "cargo build -p nthd-testkit ${target[*]} (mock IMDS, kubelet stand-in)"
+  (cd "$REPO" && cargo build --quiet ${target[@]+"${target[@]}"} -p nthd-testkit \
+     --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 \
+    || log "warning: building the testkit binaries failed"
+}

@@ -1,0 +1,138 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the globals below are read by the sourcing scripts
+# shellcheck disable=SC2016  # single-quoted jq programs
+# The scenario toolkit shared by tests/e2e/run.sh and tests/e2e/install.sh: how a scenario
+# reports (fail, timing, step), sets a notice on the mock IMDS, and judges a power-off by its
+# evidence (the kubelet stand-in's lock, logind, nthd's journal). Source it after lib.sh. The
+# functions run inside a scenario's subshell (set -e, EXIT trap = ct_cleanup).
+
+IMDS="http://169.254.169.254"
+AWS_SPOT=/latest/meta-data/spot/instance-action
+# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, MSG_ACTION)
+MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
+MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
+
+SCEN=""      # current scenario name
+SDIR=""      # its host directory (bound at /e2e)
+SREPORT=""   # where failure/timings go (the scenario's top directory; SDIR may be a part of it)
+
+fail() { log "FAIL: $*"; echo "$*" >>"${SREPORT:-$SDIR}/failure"; exit 1; }
+
+# Record a timing for the PASS/FAIL line.  Usage: timing "prepare +0.41s"
+timing() { echo "$*" >>"${SREPORT:-$SDIR}/timings"; log "timing: $*"; }
+
+step() { log "--- $*"; }
+
+indent() { sed 's/^/    /'; }
+
+iso_in() { date -u -d "+$1 sec" +%Y-%m-%dT%H:%M:%SZ; }
+
+# Save the mock's view (request log, route events) under the run dir.
+save_mock_state() {
+  mock_events >"$SDIR/mock-events.json" 2>/dev/null || true
+  mock_log >"$SDIR/mock-log.json" 2>/dev/null || true
+}
+
+# Set a notice and return (in NOTICE_MS) the instant it became visible: the
+# mock's own route-change event timestamp if it reports epoch ms, else the
+# host clock right after the control call returned (the container shares the
+# host clock).
+# Usage: set_notice [--text] PATH BODY   (--text: text/plain, GCP/Alibaba)
+NOTICE_MS=""
+set_notice() {
+  local setter=set_route
+  [[ "$1" == --text ]] && { setter=set_route_text; shift; }
+  local path="$1" body="$2" before after ev
+  before="$(now_ms)"
+  "$setter" "$path" "$body" || fail "could not set route $path on the mock"
+  after="$(now_ms)"
+  ev="$(mock_event_ms "$path" || true)"
+  if [[ "$ev" =~ ^[0-9]{13}$ ]] && (( ev >= before - 1000 && ev <= after + 1000 )); then
+    NOTICE_MS="$ev"
+  else
+    log "mock event t_ms for $path is '${ev}' (not epoch ms within the call); using host clock"
+    NOTICE_MS="$after"
+  fi
+  echo "$NOTICE_MS" >"$SDIR/notice_ms"
+  log "notice at $path set (t=$NOTICE_MS): $body"
+}
+
+# Expect: the kubelet stand-in sees PrepareForShutdown within PREP_S of
+# NOTICE_MS (when given), finishes its drain, releases its lock, and only
+# then does the container power off (nspawn exits).
+# Usage: expect_poweroff_through_lock PREP_TIMEOUT_S [MAX_NOTICE_TO_PREPARE_MS]
+expect_poweroff_through_lock() {
+  local prep_timeout="$1" max_lag="${2:-}" prep drained released
+  prep="$(wait_for_prepare "$prep_timeout")" || fail "no PrepareForShutdown within ${prep_timeout}s"
+  timing "prepare +$(fmt_ms $((prep - NOTICE_MS)))"
+  if [[ -n "$max_lag" ]] && (( prep - NOTICE_MS > max_lag )); then
+    fail "PrepareForShutdown $(fmt_ms $((prep - NOTICE_MS))) after the notice (limit $(fmt_ms "$max_lag"))"
+  fi
+  save_mock_state   # container is alive while the stand-in drains
+  ct_journal_sync
+  ct_wait_exit $((E2E_DRAIN_SECS + 20 * E2E_SLOW)) || fail "container still running $((E2E_DRAIN_SECS + 20 * E2E_SLOW))s after PrepareForShutdown"
+  timing "halted +$(fmt_ms $((CT_EXIT_MS - NOTICE_MS)))"
+  drained="$(kubelet_event_ms drained)" || fail "stand-in never recorded 'drained' before power-off"
+  released="$(kubelet_event_ms released)" || fail "stand-in never recorded 'released' before power-off"
+  (( released <= CT_EXIT_MS )) || fail "lock released after the container had halted?!"
+  timing "drain $(fmt_ms $((drained - prep))), released->halted $(fmt_ms $((CT_EXIT_MS - released)))"
+  # systemd SIGTERMs the stand-in right after the release; it records that.
+  local stopped
+  if stopped="$(kubelet_event_ms stopped)"; then
+    log "stand-in stopped (SIGTERM) $(fmt_ms $((stopped - released))) after its release"
+  else
+    log "note: the stand-in recorded no 'stopped' (no SIGTERM seen before the halt?)"
+  fi
+  # A slow tail usually means a unit ignored SIGTERM (DefaultTimeoutStopSec
+  # is 10s in the test rootfs); not a failure, but worth seeing.
+  if (( CT_EXIT_MS - released >= 5000 )); then
+    log "warning: $(fmt_ms $((CT_EXIT_MS - released))) from lock release to halt; slow units:"
+    journalctl -D "$SDIR/journal" -q --no-pager -o short-precise \
+      -g 'State .stop-sigterm. timed out|Killing process' 2>/dev/null | tail -n 5 >&2 || true
+  fi
+  # The lock must really have held the shutdown back for the drain.
+  (( CT_EXIT_MS - prep >= E2E_DRAIN_SECS * 1000 - 200 )) \
+    || fail "container halted $(fmt_ms $((CT_EXIT_MS - prep))) after PrepareForShutdown, before the ${E2E_DRAIN_SECS}s drain"
+  [[ "$CT_EXIT_RC" == 0 ]] || log "note: systemd-nspawn exit status $CT_EXIT_RC"
+}
+
+# The container's journal entries with MESSAGE_ID=$1 as JSON lines
+# (readable after the container is gone: the journal is on the bind).
+journal_json() {
+  ct_journal_sync
+  journalctl -D "$SDIR/journal" -o json --no-pager -q "MESSAGE_ID=$1" 2>/dev/null
+}
+
+# journald structured logging: nthd's notice entry (MSG_NOTICE) with
+# NTHD_KIND=KIND and NTHD_ACTION=poweroff was written before the stand-in saw
+# PrepareForShutdown, and its action entry (MSG_ACTION, "PowerOff") before
+# the container halted; both from nthd.service.
+# Usage: expect_journal_notice_and_action KIND PREPARE_MS
+expect_journal_notice_and_action() {
+  local kind="$1" prep="$2" n a nts ats
+  n="$(journal_json "$MSG_NOTICE" | hjq -sc --arg k "$kind" \
+        '[.[] | select(.NTHD_KIND == $k and .NTHD_ACTION == "poweroff")] | first // empty')"
+  [[ -n "$n" ]] || fail "no journal entry MESSAGE_ID=$MSG_NOTICE with NTHD_KIND=$kind NTHD_ACTION=poweroff"
+  a="$(journal_json "$MSG_ACTION" | hjq -sc --arg k "$kind" \
+        '[.[] | select(.NTHD_KIND == $k and .NTHD_ACTION == "poweroff")] | first // empty')"
+  [[ -n "$a" ]] || fail "no journal entry MESSAGE_ID=$MSG_ACTION with NTHD_KIND=$kind NTHD_ACTION=poweroff"
+  log "journal notice: $(hjq -r '"\(._SYSTEMD_UNIT) NTHD_KIND=\(.NTHD_KIND) NTHD_NOTICE_ID=\(.NTHD_NOTICE_ID) NTHD_DEADLINE=\(.NTHD_DEADLINE) NTHD_ACTION=\(.NTHD_ACTION): \(.MESSAGE)"' <<<"$n")"
+  log "journal action: $(hjq -r '"\(._SYSTEMD_UNIT) NTHD_ACTION=\(.NTHD_ACTION): \(.MESSAGE)"' <<<"$a")"
+  [[ "$(hjq -r ._SYSTEMD_UNIT <<<"$n")" == nthd.service && "$(hjq -r ._SYSTEMD_UNIT <<<"$a")" == nthd.service ]] \
+    || fail "the notice/action journal entries are not from nthd.service"
+  [[ "$(hjq -r .NTHD_NOTICE_ID <<<"$n")" == "$(hjq -r .NTHD_NOTICE_ID <<<"$a")" ]] \
+    || fail "notice and action entries name different NTHD_NOTICE_IDs"
+  [[ "$(hjq -r .MESSAGE <<<"$a")" == *"Manager.PowerOff(false)"* ]] || fail "action entry does not name PowerOff: $(hjq -r .MESSAGE <<<"$a")"
+  nts=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$n") / 1000 ))
+  ats=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$a") / 1000 ))
+  (( nts <= prep )) || fail "notice journal entry ($nts) is later than PrepareForShutdown ($prep)"
+  (( nts <= ats && ats <= CT_EXIT_MS )) || fail "action journal entry at $ats is not between the notice ($nts) and the halt ($CT_EXIT_MS)"
+  timing "journal notice +$(fmt_ms $((nts - NOTICE_MS))), action +$(fmt_ms $((ats - NOTICE_MS)))"
+}
+
+# The one PowerOff: nthd logged exactly one PowerOff action entry in this boot.
+expect_one_poweroff_action() {
+  local count
+  count="$(journal_json "$MSG_ACTION" | hjq -s '[.[] | select(.NTHD_ACTION == "poweroff")] | length')"
+  [[ "$count" == 1 ]] || fail "nthd logged $count PowerOff actions, not exactly one"
+}
