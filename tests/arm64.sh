@@ -16,6 +16,8 @@
 #
 # Usage (as root on Debian 12, or with qemu-user-static installed and qemu-aarch64 registered):
 #   bash tests/arm64.sh
+# Time on this 2-core machine: 6 min 20 s with a warm target/ (build 21 s, tests 359 s), 8 min
+# 55 s from an empty CARGO_TARGET_DIR (build 169 s, tests 366 s). Logs: target/arm64/.
 # Prints each stage's time and a closing "N passed, N failed" line. Exit 0 only if every test
 # passed (at the latest on its retry).
 set -uo pipefail
@@ -89,7 +91,7 @@ fi
 stage_time "build" ok "$t0"
 
 # The binaries the tests spawn must run through binfmt_misc, not only the runner's.
-nthd_bin=target/$TARGET/debug/nthd
+nthd_bin=${CARGO_TARGET_DIR:-target}/$TARGET/debug/nthd
 file_out=$(od -An -tx1 -j18 -N2 "$nthd_bin" 2>/dev/null | tr -d ' \n')
 [ "$file_out" = b700 ] || die "$nthd_bin is not an aarch64 ELF (e_machine $file_out)"
 version=$("$nthd_bin" --version 2>&1) ||
