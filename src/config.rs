@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::imds::ClientOptions;
+use crate::notice::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::policy::{Action, PolicyConfig};
-use crate::provider::{Cloud, KindInfo, NoticeKind, KINDS};
+use crate::provider::ProviderSettings;
 use crate::timefmt::parse_duration;
 
 /// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
@@ -115,14 +116,7 @@ impl ProviderChoice {
     }
 }
 
-/// Where logs go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogTarget {
-    /// journald when started by systemd with a journal stream, stderr otherwise.
-    Auto,
-    Journald,
-    Stderr,
-}
+pub use crate::logging::LogTarget;
 
 fn duration(s: &str) -> Result<Duration, String> {
     if s.trim_start().starts_with('-') {
@@ -175,9 +169,6 @@ fn boost_interval(s: &str) -> Result<Boost, String> {
     }
     positive_duration(s).map(|d| Boost(Some(d)))
 }
-
-/// Azure's default fast poll interval (see [`Options::poll_interval_for`]).
-pub const AZURE_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The longest lead time among the clouds' interruption notices.
 const KINDS_LEAD_TIME_MAX: Duration = Duration::from_secs(300);
@@ -246,7 +237,7 @@ fn default_deadline_kinds() -> KindList {
     KindList(
         KINDS
             .iter()
-            .filter(|k| k.at_deadline)
+            .filter(|k| crate::policy::deadline_by_default(k.kind))
             .map(|k| k.kind)
             .collect(),
     )
@@ -418,7 +409,11 @@ impl Args for ActionSettings {
                     .action(ArgAction::Set)
                     .global(true)
                     .help_heading("Actions per notice kind (ignore|log|poweroff|reboot)")
-                    .help(format!("{} [default: {}]", k.help, k.default_action)),
+                    .help(format!(
+                        "{} [default: {}]",
+                        k.help,
+                        crate::policy::default_action(k.kind)
+                    )),
             );
         }
         cmd
@@ -451,15 +446,24 @@ impl Options {
         }
     }
 
-    /// The fast poll interval on `cloud`: the setting, else 1 s, or 500 ms on Azure. Azure Spot
-    /// evictions are reported to come in under 10 s, against a documented 30 s, and its IMDS
-    /// allows about 5 requests a second per VM, shared with every agent on it: 2 a second
-    /// halves the detection time and leaves 3 for the others.
+    /// The fast poll interval on `cloud` (see [`ProviderSettings::poll_interval_for`]).
     pub fn poll_interval_for(&self, cloud: Cloud) -> Duration {
-        self.poll_interval.unwrap_or(match cloud {
-            Cloud::Azure => AZURE_POLL_INTERVAL,
-            _ => Duration::from_secs(1),
-        })
+        self.provider_settings().poll_interval_for(cloud)
+    }
+
+    /// What the providers need from these settings.
+    pub fn provider_settings(&self) -> ProviderSettings {
+        ProviderSettings {
+            cloud: self.provider.cloud(),
+            endpoint: self.imds_endpoint.clone(),
+            client: self.client_options(),
+            poll_interval: self.poll_interval,
+            slow_poll_interval: self.slow_poll_interval,
+            gcp_wait: self.gcp_wait,
+            aws_ipv6: self.aws_ipv6,
+            aws_imdsv1: self.aws_imdsv1,
+            aws_rebalance_boost: self.aws_rebalance_boost.0,
+        }
     }
 
     /// The poll interval must be well inside the cloud's shortest notice.

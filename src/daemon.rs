@@ -10,26 +10,25 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Options;
-use crate::imds::{ImdsClient, ImdsError};
+use crate::executor::{self, Executor, Outcome};
+use crate::imds::ImdsError;
 use crate::logind::Logind;
 use crate::metrics::Metrics;
-use crate::policy::{Action, Cancelled, Command, Decision, Planner, When};
-use crate::provider::detect::{self, Detection, Dmi};
-use crate::provider::{aws, AnyProvider, Cloud, Notice, Observation, Provider};
-use crate::state::{self, Phase, State};
+use crate::notice::{Cloud, Notice};
+use crate::policy::{Action, Cancelled, Command, Decision, Planner, PowerAction, When};
+use crate::provider::detect::Detection;
+use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::timefmt;
 
-/// journald MESSAGE_IDs, stable across releases: `journalctl MESSAGE_ID=...` finds every
-/// interruption across reboots.
+/// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
+/// every interruption across reboots. The action's are in `executor.rs`.
 pub const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
-pub const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
-pub const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
 
 /// How long after logind accepted a power action nthd starts watching for its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the loop waits for a logind property read: a hung bus must not stall polling.
-const LOGIND_READ_TIMEOUT: Duration = Duration::from_secs(3);
+const LOGIND_READ_TIMEOUT: Duration = executor::READ_TIMEOUT;
 
 fn logind_timeout(method: &'static str) -> crate::logind::LogindError {
     crate::logind::LogindError::NoLogind {
@@ -39,71 +38,6 @@ fn logind_timeout(method: &'static str) -> crate::logind::LogindError {
             timefmt::format_duration(LOGIND_READ_TIMEOUT)
         ),
     }
-}
-
-/// Builds the provider for `cloud` from the options.
-pub fn build_provider(cloud: Cloud, opts: &Options) -> Result<AnyProvider, ImdsError> {
-    let endpoint = match cloud {
-        Cloud::Aws => aws::endpoint(opts.imds_endpoint.as_deref(), opts.aws_ipv6),
-        c => opts
-            .imds_endpoint
-            .clone()
-            .unwrap_or_else(|| c.default_endpoint().to_string()),
-    };
-    let client = ImdsClient::new(&endpoint, opts.client_options())?;
-    Ok(match cloud {
-        Cloud::Aws => AnyProvider::Aws(aws::Aws::new(
-            client,
-            aws::AwsOptions {
-                poll_interval: opts.poll_interval_for(cloud),
-                slow_poll_interval: opts.slow_poll_interval,
-                allow_imdsv1: opts.aws_imdsv1,
-                rebalance_boost: opts.aws_rebalance_boost.0,
-                ..aws::AwsOptions::default()
-            },
-        )),
-        Cloud::Gcp => AnyProvider::Gcp(crate::provider::gcp::Gcp::new(
-            client,
-            crate::provider::gcp::GcpOptions {
-                wait: opts.gcp_wait,
-                retry_interval: opts.poll_interval_for(cloud),
-            },
-        )),
-        Cloud::Azure => AnyProvider::Azure(crate::provider::azure::Azure::new(
-            client,
-            crate::provider::azure::AzureOptions {
-                poll_interval: opts.poll_interval_for(cloud),
-            },
-        )),
-        Cloud::Alibaba => AnyProvider::Alibaba(crate::provider::alibaba::Alibaba::new(
-            client,
-            crate::provider::alibaba::AlibabaOptions {
-                poll_interval: opts.poll_interval_for(cloud),
-            },
-        )),
-        Cloud::Tencent => AnyProvider::Tencent(crate::provider::tencent::Tencent::new(
-            client,
-            crate::provider::tencent::TencentOptions {
-                poll_interval: opts.poll_interval_for(cloud),
-            },
-        )),
-    })
-}
-
-/// Finds the cloud: the explicit `--provider`, else detection.
-pub async fn resolve_cloud(opts: &Options) -> Result<Detection, detect::DetectError> {
-    if let Some(cloud) = opts.provider.cloud() {
-        return Ok(Detection {
-            cloud,
-            how: "set by --provider / NTHD_PROVIDER".into(),
-        });
-    }
-    detect::detect(
-        &Dmi::system(),
-        opts.imds_endpoint.as_deref(),
-        Duration::from_secs(1),
-    )
-    .await
 }
 
 /// Messages from the provider task.
@@ -117,14 +51,14 @@ enum FromProvider {
 type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
 
 async fn provider_task(
-    opts: Options,
+    settings: ProviderSettings,
     tx: mpsc::Sender<FromProvider>,
     mut acks: mpsc::Receiver<AckRequest>,
 ) {
     let mut backoff =
         crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
     let detection = loop {
-        match resolve_cloud(&opts).await {
+        match provider::resolve_cloud(&settings).await {
             Ok(d) => break d,
             Err(e) => {
                 if tx
@@ -138,7 +72,7 @@ async fn provider_task(
             }
         }
     };
-    let mut provider = match build_provider(detection.cloud, &opts) {
+    let mut provider = match provider::build(detection.cloud, &settings) {
         Ok(p) => p,
         Err(e) => {
             let _ = tx.send(FromProvider::Config(e.to_string())).await;
@@ -239,8 +173,7 @@ fn log_announce(n: &Notice, d: &Decision, already_done: bool) {
 struct Daemon {
     opts: Options,
     planner: Planner,
-    state: State,
-    logind: Logind,
+    executor: Executor,
     metrics: Metrics,
     budget: Option<Duration>,
     budget_read_at: Option<Instant>,
@@ -253,6 +186,8 @@ struct Daemon {
     accepted_at: Option<Instant>,
     last_status: String,
     watchdog: Watchdog,
+    /// Whether READY=1 was sent.
+    ready: bool,
 }
 
 /// systemd's watchdog. The main loop pings it on a tick of a third of `WatchdogSec=`, and also
@@ -297,19 +232,20 @@ impl Daemon {
         if self.grant_checked || self.opts.dry_run {
             return;
         }
-        let mut actions = vec![Action::PowerOff];
+        let mut actions = vec![PowerAction::PowerOff];
         if self.planner.config().wants_reboot() {
-            actions.push(Action::Reboot);
+            actions.push(PowerAction::Reboot);
         }
         for action in actions {
-            let method = if action == Action::Reboot {
-                "CanReboot"
-            } else {
-                "CanPowerOff"
+            let method = match action {
+                PowerAction::Reboot => "CanReboot",
+                PowerAction::PowerOff => "CanPowerOff",
             };
-            let answer =
-                tokio::time::timeout(LOGIND_READ_TIMEOUT, self.keepalive().logind.can(action))
-                    .await;
+            let answer = tokio::time::timeout(
+                LOGIND_READ_TIMEOUT,
+                self.keepalive().executor.logind().can(action),
+            )
+            .await;
             match answer.unwrap_or_else(|_| Err(logind_timeout(method))) {
                 Ok(v) if v == "yes" => {}
                 Ok(v) => self.warn_cannot(method, action, &v).await,
@@ -321,10 +257,10 @@ impl Daemon {
 
     /// Says why logind would not power off for this user, naming a block inhibitor's holder
     /// when there is one (then the polkit rule is not the problem).
-    async fn warn_cannot(&mut self, method: &str, action: Action, answer: &str) {
+    async fn warn_cannot(&mut self, method: &str, action: PowerAction, answer: &str) {
         let list = tokio::time::timeout(
             LOGIND_READ_TIMEOUT,
-            self.keepalive().logind.list_inhibitors(),
+            self.keepalive().executor.logind().list_inhibitors(),
         )
         .await;
         let holders: Vec<crate::logind::Inhibitor> = match list {
@@ -359,11 +295,11 @@ impl Daemon {
         self.budget_read_at = Some(Instant::now());
         let read = tokio::time::timeout(
             LOGIND_READ_TIMEOUT,
-            self.keepalive().logind.inhibit_delay_max(),
+            self.keepalive().executor.logind().inhibit_delay_max(),
         )
         .await;
         if read.is_err() {
-            self.logind.reset();
+            self.executor.logind().reset();
         }
         match read.unwrap_or_else(|_| Err(logind_timeout("Get InhibitDelayMaxUSec"))) {
             Ok(b) => {
@@ -430,14 +366,7 @@ impl Daemon {
                     "pending action for {} canceled: {reason}",
                     notice.id
                 ),
-                Command::Execute { notice, action } => {
-                    let ok = self.execute(&notice, action).await;
-                    if ok {
-                        self.accepted_at = Some(Instant::now());
-                    }
-                    self.planner
-                        .record_result(&notice.id, ok, SystemTime::now());
-                }
+                Command::Execute { notice, action } => self.execute(&notice, action).await,
             }
         }
     }
@@ -456,14 +385,17 @@ impl Daemon {
         }
         let preparing = tokio::time::timeout(
             LOGIND_READ_TIMEOUT,
-            self.keepalive().logind.preparing_for_shutdown(),
+            self.keepalive().executor.logind().preparing_for_shutdown(),
         )
         .await;
         if !matches!(preparing, Ok(Ok(false))) {
             return;
         }
-        let state =
-            tokio::time::timeout(LOGIND_READ_TIMEOUT, self.keepalive().logind.system_state()).await;
+        let state = tokio::time::timeout(
+            LOGIND_READ_TIMEOUT,
+            self.keepalive().executor.logind().system_state(),
+        )
+        .await;
         if matches!(&state, Ok(Ok(s)) if s == "stopping") {
             return;
         }
@@ -492,119 +424,25 @@ impl Daemon {
         }
     }
 
-    async fn execute(&mut self, n: &Notice, action: Action) -> bool {
-        let method = if action == Action::Reboot {
-            "Reboot"
-        } else {
-            "PowerOff"
-        };
-        if self.opts.dry_run {
-            tracing::warn!(
-                message_id = MSG_ACTION,
-                nthd_kind = n.kind.name(),
-                nthd_notice_id = n.id.as_str(),
-                nthd_action = action.name(),
-                nthd_dry_run = true,
-                "dry run: would call org.freedesktop.login1.Manager.{method}(false) for {} ({})",
-                n.id,
-                n.detail
-            );
-            self.metrics.action(n.kind, action, "dry_run");
-            return true;
-        }
-        // Acting once across restarts: if logind is already on its way down (our own earlier
-        // call, or someone else's), another call could only do harm for a reboot.
-        if let Ok(Ok(true)) = tokio::time::timeout(
-            LOGIND_READ_TIMEOUT,
-            self.keepalive().logind.preparing_for_shutdown(),
-        )
-        .await
-        {
-            tracing::info!(
-                nthd_notice_id = n.id.as_str(),
-                "logind is already preparing for shutdown; not calling {method} again for {}",
-                n.id
-            );
-            self.record(n, action, Phase::Done);
-            self.metrics.action(n.kind, action, "already_shutting_down");
-            return true;
-        }
-        if !self.record(n, action, Phase::Started) && action == Action::Reboot {
-            // Without the record, the event still listed after the reboot would look new and
-            // nthd would reboot again, on every boot. A power-off cannot loop that way.
-            tracing::error!(
-                message_id = MSG_ACTION_FAILED,
-                nthd_kind = n.kind.name(),
-                nthd_notice_id = n.id.as_str(),
-                nthd_action = action.name(),
-                "not rebooting for {}: the record of it could not be written first, and without \
-                 it nthd would reboot again on every boot while the event is listed. Make the \
-                 state directory writable; nthd retries in {}",
-                n.id,
-                timefmt::format_duration(self.planner.config().retry_delay)
-            );
-            self.metrics.action(n.kind, action, "state_unwritable");
-            return false;
-        }
-        let answer =
-            tokio::time::timeout(Duration::from_secs(10), self.keepalive().logind.act(action))
-                .await;
-        if answer.is_err() {
-            self.logind.reset();
-        }
-        let result = match answer {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err(format!(
-                "logind {method} did not answer within 10s; is systemd-logind hung? nthd retries"
-            )),
-        };
-        match result {
-            Ok(()) => {
-                self.record(n, action, Phase::Done);
-                self.metrics.action(n.kind, action, "ok");
-                tracing::warn!(
-                    message_id = MSG_ACTION,
-                    nthd_kind = n.kind.name(),
-                    nthd_notice_id = n.id.as_str(),
-                    nthd_event_id = n.event_id.as_deref().unwrap_or(""),
-                    nthd_action = action.name(),
-                    "called org.freedesktop.login1.Manager.{method}(false) for {}: kubelet's inhibitor lock now drains the node",
-                    n.id
-                );
+    /// Carries out a power action the planner asks for, through the executor, and tells the
+    /// planner how it went.
+    async fn execute(&mut self, notice: &Notice, action: PowerAction) {
+        let watchdog = &self.watchdog;
+        let outcome = self
+            .executor
+            .execute(notice, action, &mut self.metrics, &|| {
+                watchdog.ping();
+            })
+            .await;
+        match &outcome {
+            Outcome::Failed(e) => self.logind_error = Some(e.clone()),
+            _ => {
                 self.logind_error = None;
-                true
-            }
-            Err(e) => {
-                self.metrics.action(n.kind, action, "error");
-                tracing::error!(
-                    message_id = MSG_ACTION_FAILED,
-                    nthd_kind = n.kind.name(),
-                    nthd_notice_id = n.id.as_str(),
-                    nthd_action = action.name(),
-                    "{e} (retrying in {})",
-                    timefmt::format_duration(self.planner.config().retry_delay)
-                );
-                self.logind_error = Some(e);
-                false
+                self.accepted_at = Some(Instant::now());
             }
         }
-    }
-
-    /// Records a phase of an action; false (and logged) when the file could not be written.
-    fn record(&mut self, n: &Notice, action: Action, phase: Phase) -> bool {
-        match self.state.record(
-            &n.id,
-            n.event_id.as_deref(),
-            action,
-            phase,
-            SystemTime::now(),
-        ) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!("{e}");
-                false
-            }
-        }
+        self.planner
+            .record_result(&notice.id, outcome.acted(), SystemTime::now());
     }
 
     /// Pings the watchdog before a logind call that may take its whole timeout.
@@ -683,18 +521,21 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
     if d.opts.dry_run {
         return;
     }
-    let ids = d.state.event_ids_this_boot();
+    let ids = d.executor.state().event_ids_this_boot();
     if ids.is_empty() {
         return;
     }
     let list = ids.join(", ");
-    let state = tokio::time::timeout(LOGIND_READ_TIMEOUT, d.keepalive().logind.system_state())
-        .await
-        .unwrap_or_else(|_| {
-            Err(logind_timeout(
-                "Get org.freedesktop.systemd1.Manager.SystemState",
-            ))
-        });
+    let state = tokio::time::timeout(
+        LOGIND_READ_TIMEOUT,
+        d.keepalive().executor.logind().system_state(),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(logind_timeout(
+            "Get org.freedesktop.systemd1.Manager.SystemState",
+        ))
+    });
     match state {
         Ok(s) if s == "stopping" => {}
         Ok(s) => {
@@ -726,6 +567,128 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
     }
 }
 
+impl Daemon {
+    /// The daemon's parts, from the settings and the record of earlier actions.
+    fn new(opts: &Options) -> Daemon {
+        let policy = opts.policy();
+        let st = executor::load_state(&opts.state_dir(), SystemTime::now());
+        let mut planner = Planner::new(policy.clone());
+        planner.mark_done(st.acted_ids());
+        let retry = Some(policy.retry_delay);
+        if opts.dry_run {
+            tracing::warn!("dry run: nthd will not call logind; it only logs what it would do");
+        }
+        if policy.wants_reboot() {
+            tracing::info!(
+                "a reboot policy is set: the polkit rule must also grant \
+                 org.freedesktop.login1.reboot to user nthd (see \
+                 /usr/share/doc/nthd/examples/50-nthd-reboot.rules)"
+            );
+        }
+        Daemon {
+            metrics: Metrics::new(opts.metrics_options()),
+            planner,
+            executor: Executor::new(Logind::new(), st, opts.dry_run, retry),
+            budget: None,
+            budget_read_at: None,
+            cloud: None,
+            describe: String::new(),
+            last_error: None,
+            logind_error: None,
+            grant_checked: false,
+            accepted_at: None,
+            watchdog: Watchdog::new(opts),
+            last_status: String::new(),
+            ready: false,
+            opts: opts.clone(),
+        }
+    }
+
+    /// READY=1, once: after the first observation (or the first failure to find the cloud).
+    fn ready(&mut self) {
+        if !self.ready {
+            notify(&[sd_notify::NotifyState::Ready]);
+            self.ready = true;
+        }
+    }
+
+    /// One message from the metadata watcher. An error here is a bad setting: nthd stops.
+    async fn on_message(&mut self, msg: FromProvider) -> anyhow::Result<()> {
+        self.watchdog.last_progress = Instant::now();
+        match msg {
+            FromProvider::Detected(det, describe) => {
+                // With auto-detection the cloud is known only now.
+                self.opts.validate_for(det.cloud)?;
+                tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
+                self.metrics.set_provider(det.cloud);
+                self.cloud = Some(det.cloud);
+                self.describe = describe;
+            }
+            FromProvider::DetectFailed(e) => {
+                if self.last_error.as_deref() != Some(&e) {
+                    tracing::error!("{e}; retrying");
+                }
+                self.last_error = Some(e);
+                self.ready();
+            }
+            FromProvider::Config(e) => anyhow::bail!("{e}"),
+            FromProvider::Observed(obs) => self.on_observation(obs).await,
+        }
+        self.send_status();
+        Ok(())
+    }
+
+    /// observe → plan → execute → record, for one observation.
+    async fn on_observation(&mut self, obs: Observation) {
+        self.metrics.observation(&obs);
+        for (sources, msg) in obs.grouped_errors() {
+            if self.last_error.as_deref() != Some(&msg) {
+                tracing::warn!(nthd_source = sources.join(",").as_str(), "{msg}");
+            }
+        }
+        let err = obs.errors.first().map(|e| e.error.to_string());
+        if err.is_none() && self.last_error.is_some() && !obs.fresh.is_empty() {
+            tracing::info!("the metadata service answers again");
+        }
+        self.last_error = err;
+        self.refresh_budget().await;
+        let now = SystemTime::now();
+        let cmds = self
+            .planner
+            .observe(&obs.notices, &obs.fresh, now, self.budget);
+        self.handle(cmds).await;
+        self.watch_cancellation().await;
+        self.metrics.notices(&self.planner, SystemTime::now());
+        self.ready();
+    }
+
+    /// A deferred action or a retry fell due.
+    async fn on_wakeup(&mut self) {
+        self.refresh_budget().await;
+        let cmds = self.planner.tick(SystemTime::now());
+        self.handle(cmds).await;
+        self.send_status();
+    }
+
+    fn on_watchdog_tick(&self) {
+        if !self.watchdog.ping() {
+            tracing::error!(
+                "no word from the metadata watcher for {}; withholding the watchdog ping so \
+                 systemd restarts nthd",
+                timefmt::format_duration(self.watchdog.last_progress.elapsed())
+            );
+        }
+    }
+}
+
+/// Sleeps until `wake`, or forever.
+async fn sleep_until(wake: Option<tokio::time::Instant>) {
+    match wake {
+        Some(w) => tokio::time::sleep_until(w).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -735,75 +698,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // then silently stop watching. It is handled and ignored instead.
     let mut sighup = signal(SignalKind::hangup())?;
 
-    let now = SystemTime::now();
-    let state_dir = opts.state_dir();
-    let boot_id = state::current_boot_id();
-    if boot_id == state::UNKNOWN_BOOT {
-        tracing::error!(
-            "cannot read the boot id (/proc/sys/kernel/random/boot_id and /proc/stat are hidden, \
-             e.g. by ProcSubset=pid in a drop-in): nthd cannot tell this boot from an earlier \
-             one, so it acts on every notice it sees, possibly once more after a restart. \
-             Remove ProcSubset=pid from the unit's drop-ins"
-        );
-    }
-    let (st, report) = State::load(&state_dir, boot_id, now);
-    if let Some(e) = &report.error {
-        match &report.moved_aside {
-            Some(p) => tracing::error!(
-                "{e}; moved it to {} and starting with an empty state",
-                p.display()
-            ),
-            None => tracing::warn!("{e}; starting with an empty state"),
-        }
-    }
-    if let Err(e) = std::fs::metadata(&state_dir) {
-        tracing::warn!(
-            "state directory {} is not usable ({e}); nthd remembers what it acted on only until \
-             it restarts. Set NTHD_STATE_DIR or StateDirectory= in the unit",
-            state_dir.display()
-        );
-    }
-    let mut planner = Planner::new(opts.policy());
-    planner.mark_done(st.acted_ids());
-    let mut d = Daemon {
-        metrics: Metrics::new(opts.metrics_options()),
-        planner,
-        state: st,
-        logind: Logind::new(),
-        budget: None,
-        budget_read_at: None,
-        cloud: None,
-        describe: String::new(),
-        last_error: None,
-        logind_error: None,
-        grant_checked: false,
-        accepted_at: None,
-        watchdog: Watchdog::new(&opts),
-        last_status: String::new(),
-        opts: opts.clone(),
-    };
-    if d.opts.dry_run {
-        tracing::warn!("dry run: nthd will not call logind; it only logs what it would do");
-    }
-    if d.planner.config().wants_reboot() {
-        tracing::info!(
-            "a reboot policy is set: the polkit rule must also grant org.freedesktop.login1.reboot \
-             to user nthd (see /usr/share/doc/nthd/examples/50-nthd-reboot.rules)"
-        );
-    }
+    let mut d = Daemon::new(&opts);
     d.refresh_budget().await;
-
     let (tx, mut rx) = mpsc::channel(8);
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
-    let task = tokio::spawn(provider_task(opts.clone(), tx, ack_rx));
-
+    let task = tokio::spawn(provider_task(opts.provider_settings(), tx, ack_rx));
     let mut wd_tick = tokio::time::interval(
         sd_notify::watchdog_enabled()
             .map(|w| w / 3)
             .unwrap_or(Duration::from_secs(3600)),
     );
     wd_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut ready = false;
 
     loop {
         let wake = d.planner.next_wakeup().map(to_instant);
@@ -814,68 +719,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     tracing::error!("the metadata watcher stopped; nthd exits so systemd restarts it");
                     anyhow::bail!("metadata watcher stopped");
                 };
-                d.watchdog.last_progress = Instant::now();
-                match msg {
-                    FromProvider::Detected(det, describe) => {
-                        // With auto-detection the cloud is known only now.
-                        opts.validate_for(det.cloud)?;
-                        tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
-                        d.metrics.set_provider(det.cloud);
-                        d.cloud = Some(det.cloud);
-                        d.describe = describe;
-                    }
-                    FromProvider::DetectFailed(e) => {
-                        if d.last_error.as_deref() != Some(&e) {
-                            tracing::error!("{e}; retrying");
-                        }
-                        d.last_error = Some(e);
-                        if !ready {
-                            notify(&[sd_notify::NotifyState::Ready]);
-                            ready = true;
-                        }
-                    }
-                    FromProvider::Config(e) => {
-                        anyhow::bail!("{e}");
-                    }
-                    FromProvider::Observed(obs) => {
-                        d.metrics.observation(&obs);
-                        for (sources, msg) in obs.grouped_errors() {
-                            if d.last_error.as_deref() != Some(&msg) {
-                                tracing::warn!(nthd_source = sources.join(",").as_str(), "{msg}");
-                            }
-                        }
-                        let err = obs.errors.first().map(|e| e.error.to_string());
-                        if err.is_none() && d.last_error.is_some() && !obs.fresh.is_empty() {
-                            tracing::info!("the metadata service answers again");
-                        }
-                        d.last_error = err;
-                        d.refresh_budget().await;
-                        let cmds = d.planner.observe(&obs.notices, &obs.fresh, SystemTime::now(), d.budget);
-                        d.handle(cmds).await;
-                        d.watch_cancellation().await;
-                        d.metrics.notices(&d.planner, SystemTime::now());
-                        if !ready {
-                            notify(&[sd_notify::NotifyState::Ready]);
-                            ready = true;
-                        }
-                    }
-                }
-                d.send_status();
+                d.on_message(msg).await?;
             }
-            _ = async { match wake { Some(w) => tokio::time::sleep_until(w).await, None => std::future::pending().await } } => {
-                d.refresh_budget().await;
-                let cmds = d.planner.tick(SystemTime::now());
-                d.handle(cmds).await;
-                d.send_status();
-            }
-            _ = wd_tick.tick() => {
-                if !d.watchdog.ping() {
-                    tracing::error!(
-                        "no word from the metadata watcher for {}; withholding the watchdog ping so systemd restarts nthd",
-                        timefmt::format_duration(d.watchdog.last_progress.elapsed())
-                    );
-                }
-            }
+            _ = sleep_until(wake) => d.on_wakeup().await,
+            _ = wd_tick.tick() => d.on_watchdog_tick(),
             _ = sighup.recv() => tracing::info!(
                 "SIGHUP: ignored, nthd keeps watching. It reads its settings only at start; to \
                  apply changed settings run: systemctl restart nthd"

@@ -453,10 +453,6 @@ impl Backoff {
         self.attempt = 0;
     }
 
-    pub fn attempts(&self) -> u32 {
-        self.attempt
-    }
-
     /// The delay before the next try, with up to 20% jitter so a fleet does not retry in step.
     pub fn next_delay(&mut self) -> Duration {
         let factor = 1u32.checked_shl(self.attempt.min(16)).unwrap_or(u32::MAX);

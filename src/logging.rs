@@ -5,7 +5,14 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
-use crate::config::LogTarget;
+/// Where logs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogTarget {
+    /// journald when started by systemd with a journal stream, stderr otherwise.
+    Auto,
+    Journald,
+    Stderr,
+}
 
 /// Parses a log level name.
 pub fn level(s: &str) -> Result<LevelFilter, String> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use zbus::DBusError;
 
-use crate::policy::Action;
+use crate::policy::PowerAction;
 
 /// `org.freedesktop.login1.Manager`, the part nthd uses.
 #[zbus::proxy(
@@ -154,10 +154,12 @@ pub fn error_name(e: &zbus::Error) -> Option<String> {
 }
 
 /// The polkit action a method needs in the usual case.
-pub fn polkit_action(action: Action) -> &'static str {
+pub fn polkit_action(action: PowerAction) -> &'static str {
     match action {
-        Action::Reboot => "org.freedesktop.login1.reboot (or reboot-multiple-sessions)",
-        _ => "org.freedesktop.login1.power-off (or power-off-multiple-sessions)",
+        PowerAction::Reboot => "org.freedesktop.login1.reboot (or reboot-multiple-sessions)",
+        PowerAction::PowerOff => {
+            "org.freedesktop.login1.power-off (or power-off-multiple-sessions)"
+        }
     }
 }
 
@@ -192,7 +194,7 @@ fn current_user() -> String {
     }
 }
 
-fn classify(method: &'static str, action: Action, e: zbus::Error) -> LogindError {
+fn classify(method: &'static str, action: PowerAction, e: zbus::Error) -> LogindError {
     let reason = e.to_string();
     match error_name(&e).as_deref() {
         Some(
@@ -301,19 +303,27 @@ impl Logind {
         }
     }
 
-    /// Carries out a power action through logind.
-    pub async fn act(&mut self, action: Action) -> Result<(), LogindError> {
+    /// Carries out a power action through logind, with `interactive=false`. Only a
+    /// [`PowerAction`] gets here: a notice set to `log` or `ignore` has none.
+    ///
+    /// ```no_run
+    /// # async fn drill(l: &mut nthd::logind::Logind) {
+    /// let _ = l.act(nthd::policy::PowerAction::PowerOff).await;
+    /// # }
+    /// ```
+    /// The setting "what the user chose" cannot be passed; this does not compile:
+    /// ```compile_fail,E0308
+    /// # async fn drill(l: &mut nthd::logind::Logind) {
+    /// let _ = l.act(nthd::policy::Action::Log).await;
+    /// # }
+    /// ```
+    pub async fn act(&mut self, action: PowerAction) -> Result<(), LogindError> {
         let m = self.manager().await?;
         let r = match action {
-            Action::Reboot => m
-                .reboot(false)
-                .await
-                .map_err(|e| classify("Reboot", action, e)),
-            _ => m
-                .power_off(false)
-                .await
-                .map_err(|e| classify("PowerOff", action, e)),
-        };
+            PowerAction::Reboot => m.reboot(false).await,
+            PowerAction::PowerOff => m.power_off(false).await,
+        }
+        .map_err(|e| classify(action.method(), action, e));
         match r {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -362,7 +372,7 @@ impl Logind {
             .inhibit_delay_max_usec()
             .await
             .map(Duration::from_micros)
-            .map_err(|e| classify("Get InhibitDelayMaxUSec", Action::PowerOff, e));
+            .map_err(|e| classify("Get InhibitDelayMaxUSec", PowerAction::PowerOff, e));
         if let Err(e) = &r {
             self.on_error(e);
         }
@@ -374,25 +384,21 @@ impl Logind {
         let r = m
             .preparing_for_shutdown()
             .await
-            .map_err(|e| classify("Get PreparingForShutdown", Action::PowerOff, e));
+            .map_err(|e| classify("Get PreparingForShutdown", PowerAction::PowerOff, e));
         if let Err(e) = &r {
             self.on_error(e);
         }
         r
     }
 
-    pub async fn can(&mut self, action: Action) -> Result<String, LogindError> {
+    /// logind's `CanPowerOff` / `CanReboot` answer for this user (`yes`, `challenge`, ...).
+    pub async fn can(&mut self, action: PowerAction) -> Result<String, LogindError> {
         let m = self.manager().await?;
-        let r = match action {
-            Action::Reboot => m
-                .can_reboot()
-                .await
-                .map_err(|e| classify("CanReboot", action, e)),
-            _ => m
-                .can_power_off()
-                .await
-                .map_err(|e| classify("CanPowerOff", action, e)),
+        let (method, r) = match action {
+            PowerAction::Reboot => ("CanReboot", m.can_reboot().await),
+            PowerAction::PowerOff => ("CanPowerOff", m.can_power_off().await),
         };
+        let r = r.map_err(|e| classify(method, action, e));
         if let Err(e) = &r {
             self.on_error(e);
         }
@@ -416,7 +422,7 @@ impl Logind {
                     })
                     .collect()
             })
-            .map_err(|e| classify("ListInhibitors", Action::PowerOff, e));
+            .map_err(|e| classify("ListInhibitors", PowerAction::PowerOff, e));
         if let Err(e) = &r {
             self.on_error(e);
         }
@@ -428,7 +434,7 @@ impl Logind {
         let m = self.manager().await?;
         m.handle_power_key()
             .await
-            .map_err(|e| classify("Get HandlePowerKey", Action::PowerOff, e))
+            .map_err(|e| classify("Get HandlePowerKey", PowerAction::PowerOff, e))
     }
 
     /// PID 1's manager on the same connection, without a property cache (every read is live).
@@ -553,7 +559,7 @@ mod tests {
         let e = LogindError::Denied {
             method: "PowerOff",
             user: "user nthd (uid 999)".into(),
-            action: polkit_action(Action::PowerOff),
+            action: polkit_action(PowerAction::PowerOff),
             reason: "Interactive authentication required.".into(),
         };
         let s = e.to_string();
@@ -562,7 +568,7 @@ mod tests {
             s.contains("50-nthd.rules") && s.contains("nthd.pkla"),
             "{s}"
         );
-        assert!(polkit_action(Action::Reboot).contains("login1.reboot"));
+        assert!(polkit_action(PowerAction::Reboot).contains("login1.reboot"));
     }
 
     #[test]
@@ -575,7 +581,7 @@ mod tests {
                 .build(&())
                 .unwrap(),
         );
-        let e = classify("PowerOff", Action::PowerOff, e);
+        let e = classify("PowerOff", PowerAction::PowerOff, e);
         assert_eq!(e.outcome(), "busy");
         let s = e.to_string();
         assert!(
@@ -584,7 +590,7 @@ mod tests {
         );
         let other = zbus::Error::Failure("boom".into());
         assert_eq!(
-            classify("PowerOff", Action::PowerOff, other).outcome(),
+            classify("PowerOff", PowerAction::PowerOff, other).outcome(),
             "failed"
         );
     }

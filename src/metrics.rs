@@ -19,8 +19,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::policy::{Action, Planner};
-use crate::provider::{Cloud, NoticeKind, Observation, KINDS};
+use crate::notice::{Cloud, NoticeKind, KINDS};
+use crate::policy::{Planner, PowerAction};
+use crate::provider::Observation;
 
 #[derive(Debug, Clone, Default)]
 pub struct MetricsOptions {
@@ -35,7 +36,7 @@ pub struct Metrics {
     notices: BTreeMap<NoticeKind, Option<f64>>,
     power_deadline: Option<f64>,
     power_imminent: bool,
-    actions: BTreeMap<(NoticeKind, Action, &'static str), u64>,
+    actions: BTreeMap<(NoticeKind, PowerAction, &'static str), u64>,
     reads: BTreeMap<(&'static str, &'static str), u64>,
     last_ok: Option<f64>,
     shared: Option<Arc<Mutex<String>>>,
@@ -127,7 +128,7 @@ impl Metrics {
         }
     }
 
-    pub fn action(&mut self, kind: NoticeKind, action: Action, result: &'static str) {
+    pub fn action(&mut self, kind: NoticeKind, action: PowerAction, result: &'static str) {
         *self.actions.entry((kind, action, result)).or_default() += 1;
         self.flush();
     }
@@ -139,7 +140,7 @@ impl Metrics {
         self.power_imminent = false;
         let now_s = unix(now);
         for n in planner.current() {
-            if n.status != crate::provider::NoticeStatus::Active {
+            if n.status != crate::notice::NoticeStatus::Active {
                 continue;
             }
             let left = n.deadline.map(|d| unix(d) - now_s);
@@ -383,7 +384,7 @@ mod tests {
             .contains("outcome=\"ok\"} 1\n"));
 
         // An action is written at once, with the counters as they are then.
-        m.action(NoticeKind::SpotTerminate, Action::PowerOff, "ok");
+        m.action(NoticeKind::SpotTerminate, PowerAction::PowerOff, "ok");
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("result=\"ok\"} 1"), "{text}");
         assert!(text.contains("outcome=\"ok\"} 21\n"), "{text}");

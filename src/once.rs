@@ -6,10 +6,10 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 
 use crate::config::Options;
-use crate::daemon::{build_provider, resolve_cloud};
 use crate::logind::Logind;
 use crate::policy::{decide, When};
 use crate::provider::Provider;
+use crate::provider::{self, resolve_cloud};
 use crate::timefmt;
 
 /// What to say when no notice is listed: "none" only for sources that answered.
@@ -25,8 +25,10 @@ fn none_line(obs: &crate::provider::Observation) -> String {
 }
 
 pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
-    let detection = resolve_cloud(opts).await.context("detecting the cloud")?;
-    let mut provider = build_provider(detection.cloud, opts)?;
+    let detection = resolve_cloud(&opts.provider_settings())
+        .await
+        .context("detecting the cloud")?;
+    let mut provider = provider::build(detection.cloud, &opts.provider_settings())?;
     let mut obs = provider.observe().await;
     // Azure's first Scheduled Events call can take two minutes; its own timeout bounds this.
     if provider.first_answer_pending() {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::provider::{Notice, NoticeKind, NoticeStatus, KINDS};
+use crate::notice::{Notice, NoticeKind, NoticeStatus, KINDS};
 
 /// What to do about a notice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,7 +51,57 @@ impl Action {
     }
 
     pub fn is_power(self) -> bool {
-        matches!(self, Action::PowerOff | Action::Reboot)
+        self.power().is_some()
+    }
+
+    /// The power action this setting asks for, if any: `Ignore` and `Log` have none, so they
+    /// can never reach logind.
+    pub fn power(self) -> Option<PowerAction> {
+        match self {
+            Action::Ignore | Action::Log => None,
+            Action::PowerOff => Some(PowerAction::PowerOff),
+            Action::Reboot => Some(PowerAction::Reboot),
+        }
+    }
+}
+
+/// What nthd asks logind to carry out. This type, not [`Action`], is what the planner hands
+/// over and what `Logind::act` takes, so "power off for a notice set to log" cannot be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PowerAction {
+    /// `org.freedesktop.login1.Manager.PowerOff`.
+    PowerOff,
+    /// `org.freedesktop.login1.Manager.Reboot`.
+    Reboot,
+}
+
+impl PowerAction {
+    /// The setting's name: `poweroff` or `reboot` (also the metrics label and state record).
+    pub fn name(self) -> &'static str {
+        Action::from(self).name()
+    }
+
+    /// The logind method: `PowerOff` or `Reboot`.
+    pub fn method(self) -> &'static str {
+        match self {
+            PowerAction::PowerOff => "PowerOff",
+            PowerAction::Reboot => "Reboot",
+        }
+    }
+}
+
+impl From<PowerAction> for Action {
+    fn from(p: PowerAction) -> Action {
+        match p {
+            PowerAction::PowerOff => Action::PowerOff,
+            PowerAction::Reboot => Action::Reboot,
+        }
+    }
+}
+
+impl fmt::Display for PowerAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -59,6 +109,42 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// What nthd does about `kind` unless told otherwise: power off where the platform is about to
+/// take the machine away, log where powering off would do harm (hibernation, live migration,
+/// Azure Freeze, a reboot nobody asked nthd to do) or where nothing is certain yet.
+pub fn default_action(kind: NoticeKind) -> Action {
+    use NoticeKind::*;
+    match kind {
+        SpotTerminate
+        | SpotStop
+        | AsgTerminate
+        | ScheduledStop
+        | GcpPreempt
+        | GcpTerminateMaintenance
+        | AzurePreempt
+        | AzureTerminate
+        | AlibabaSpot
+        | TencentSpot => Action::PowerOff,
+        SpotHibernate | Rebalance | AsgOther | ScheduledReboot | ScheduledMaintenance
+        | GcpMigrate | AzureReboot | AzureRedeploy | AzureFreeze | Unknown => Action::Log,
+    }
+}
+
+/// Whether a power action for `kind` waits for the last safe moment before the deadline by
+/// default: the kinds announced hours or days ahead.
+pub fn deadline_by_default(kind: NoticeKind) -> bool {
+    use NoticeKind::*;
+    matches!(
+        kind,
+        ScheduledStop
+            | ScheduledReboot
+            | ScheduledMaintenance
+            | GcpTerminateMaintenance
+            | AzureReboot
+            | AzureRedeploy
+    )
 }
 
 /// The policy settings.
@@ -77,11 +163,14 @@ pub struct PolicyConfig {
 impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
-            actions: KINDS.iter().map(|k| (k.kind, k.default_action)).collect(),
+            actions: KINDS
+                .iter()
+                .map(|k| (k.kind, default_action(k.kind)))
+                .collect(),
             at_deadline: KINDS
                 .iter()
-                .filter(|k| k.at_deadline)
                 .map(|k| k.kind)
+                .filter(|k| deadline_by_default(*k))
                 .collect(),
             margin: Duration::from_secs(120),
             fallback_budget: Duration::from_secs(300),
@@ -105,12 +194,6 @@ impl PolicyConfig {
 
     pub fn set_at_deadline(&mut self, kinds: impl IntoIterator<Item = NoticeKind>) {
         self.at_deadline = kinds.into_iter().collect();
-    }
-
-    pub fn deadline_kinds(&self) -> Vec<NoticeKind> {
-        let mut v: Vec<_> = self.at_deadline.iter().copied().collect();
-        v.sort();
-        v
     }
 
     /// Whether any kind is set to reboot (the polkit reboot grant is then needed).
@@ -275,19 +358,19 @@ pub enum Command {
     /// A power action is deferred to `at`.
     Scheduled {
         notice: Notice,
-        action: Action,
+        action: PowerAction,
         at: SystemTime,
     },
     /// A deferred or pending action will not happen.
     Canceled { notice: Notice, reason: String },
     /// Carry this out now, then report with [`Planner::record_result`].
-    Execute { notice: Notice, action: Action },
+    Execute { notice: Notice, action: PowerAction },
 }
 
 #[derive(Clone, Debug)]
 struct Want {
     notice: Notice,
-    action: Action,
+    action: PowerAction,
     /// Deferred until then; `None` means as soon as possible.
     at: Option<SystemTime>,
     /// Earliest retry after a failure.
@@ -320,7 +403,7 @@ pub struct Planner {
     /// Fingerprints acted on successfully.
     done: HashSet<String>,
     /// Set once a power action succeeded: the machine is going down.
-    shutting_down: Option<(String, Action)>,
+    shutting_down: Option<(String, PowerAction)>,
     /// Fingerprints acted on again after their shutdown was cancelled: each gets one more try.
     reopened: HashSet<String>,
 }
@@ -350,7 +433,7 @@ impl Planner {
         self.done.contains(id)
     }
 
-    pub fn shutting_down(&self) -> Option<&(String, Action)> {
+    pub fn shutting_down(&self) -> Option<&(String, PowerAction)> {
         self.shutting_down.as_ref()
     }
 
@@ -362,7 +445,7 @@ impl Planner {
     }
 
     /// Deferred actions: (notice, action, when).
-    pub fn scheduled(&self) -> Vec<(&Notice, Action, SystemTime)> {
+    pub fn scheduled(&self) -> Vec<(&Notice, PowerAction, SystemTime)> {
         self.wants
             .values()
             .filter_map(|w| w.at.map(|at| (&w.notice, w.action, at)))
@@ -439,7 +522,7 @@ impl Planner {
             if self.done.contains(&n.id) {
                 continue;
             }
-            if !decision.action.is_power() {
+            let Some(power) = decision.action.power() else {
                 // The notice changed into a kind the policy does not act on: a power action
                 // wanted for its earlier kind is withdrawn.
                 if self.wants.get(&n.id).is_some_and(|w| !w.in_flight) {
@@ -450,7 +533,7 @@ impl Planner {
                     });
                 }
                 continue;
-            }
+            };
             let at = match decision.when {
                 When::Now => None,
                 When::At(t) => Some(t),
@@ -461,13 +544,13 @@ impl Planner {
                         w.notice = n.clone();
                         // A deferred time that drifts later, or a little earlier, is an
                         // update like its deadline: only a real move is announced again.
-                        let changed = moved(w.at, at) || w.action != decision.action;
+                        let changed = moved(w.at, at) || w.action != power;
                         w.at = at;
-                        w.action = decision.action;
+                        w.action = power;
                         if let (true, Some(t)) = (changed, at) {
                             out.push(Command::Scheduled {
                                 notice: n.clone(),
-                                action: decision.action,
+                                action: power,
                                 at: t,
                             });
                         }
@@ -478,7 +561,7 @@ impl Planner {
                         n.id.clone(),
                         Want {
                             notice: n.clone(),
-                            action: decision.action,
+                            action: power,
                             at,
                             retry_at: None,
                             in_flight: false,
@@ -488,7 +571,7 @@ impl Planner {
                     if let Some(t) = at {
                         out.push(Command::Scheduled {
                             notice: n.clone(),
-                            action: decision.action,
+                            action: power,
                             at: t,
                         });
                     }
@@ -510,7 +593,7 @@ impl Planner {
             .wants
             .iter()
             .filter(|(_, w)| due(w))
-            .min_by_key(|(id, w)| (w.action != Action::PowerOff, (*id).clone()))
+            .min_by_key(|(id, w)| (w.action != PowerAction::PowerOff, (*id).clone()))
             .map(|(id, _)| id.clone());
         let Some(id) = pick else {
             return Vec::new();
@@ -631,6 +714,23 @@ mod tests {
     }
 
     /// Every kind × every setting × deadline case, against the rules written out by hand.
+    #[test]
+    fn harmful_kinds_default_to_log() {
+        for kind in [
+            NoticeKind::SpotHibernate,
+            NoticeKind::AzureFreeze,
+            NoticeKind::Rebalance,
+            NoticeKind::ScheduledReboot,
+            NoticeKind::ScheduledMaintenance,
+            NoticeKind::AzureReboot,
+            NoticeKind::AzureRedeploy,
+            NoticeKind::GcpMigrate,
+            NoticeKind::Unknown,
+        ] {
+            assert_eq!(default_action(kind), Action::Log, "{kind}");
+        }
+    }
+
     #[test]
     fn decide_table() {
         let budget = Some(Duration::from_secs(90));
@@ -760,7 +860,7 @@ mod tests {
         }
     }
 
-    fn executes(cmds: &[Command]) -> Vec<(String, Action)> {
+    fn executes(cmds: &[Command]) -> Vec<(String, PowerAction)> {
         cmds.iter()
             .filter_map(|c| match c {
                 Command::Execute { notice, action } => Some((notice.id.clone(), *action)),
@@ -780,7 +880,7 @@ mod tests {
         let first = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
         assert_eq!(
             executes(&first),
-            vec![("aws/spot/terminate".into(), Action::PowerOff)]
+            vec![("aws/spot/terminate".into(), PowerAction::PowerOff)]
         );
         assert_eq!(
             first
@@ -884,7 +984,7 @@ mod tests {
                     cmds,
                     vec![Command::Execute {
                         notice: n.clone(),
-                        action: Action::PowerOff
+                        action: PowerAction::PowerOff
                     }]
                 );
             }
@@ -989,7 +1089,10 @@ mod tests {
             Some(Duration::ZERO),
         );
         let at = t(NOW + 1000 - 120);
-        assert_eq!(executes(&p.tick(at)), vec![("e".into(), Action::PowerOff)]);
+        assert_eq!(
+            executes(&p.tick(at)),
+            vec![("e".into(), PowerAction::PowerOff)]
+        );
     }
 
     #[test]
@@ -1015,7 +1118,7 @@ mod tests {
         let r = notice(NoticeKind::ScheduledReboot, "a-reboot", None);
         let s = notice(NoticeKind::SpotTerminate, "z-spot", None);
         let c = p.observe(&[r.clone(), s.clone()], &["test/source"], t(NOW), None);
-        assert_eq!(executes(&c), vec![("z-spot".into(), Action::PowerOff)]);
+        assert_eq!(executes(&c), vec![("z-spot".into(), PowerAction::PowerOff)]);
         p.record_result("z-spot", true, t(NOW));
         assert!(executes(&p.tick(t(NOW + 100))).is_empty());
         assert!(executes(&p.observe(&[r, s], &["test/source"], t(NOW + 101), None)).is_empty());
@@ -1089,7 +1192,7 @@ mod tests {
         );
         assert_eq!(
             executes(&p.tick(t(NOW + 20_000))),
-            vec![("e".into(), Action::Reboot)]
+            vec![("e".into(), PowerAction::Reboot)]
         );
         // Re-listed as a kind set to log: the wanted action is withdrawn.
         let mut p = Planner::new(PolicyConfig::default());

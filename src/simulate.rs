@@ -1,5 +1,5 @@
 //! `nthd simulate KIND`: a fire drill. A synthetic notice goes through the same planner and
-//! logind path as a real one, without touching the metadata service. Without `--yes` it only
+//! executor as a real one, without touching the metadata service. Without `--yes` it only
 //! narrates; with `--yes` it carries the action out, so the kubelet drain can be rehearsed on a
 //! real node. It cannot be triggered by accident: `--yes` is required, and on a terminal the
 //! host name must be typed as well.
@@ -9,9 +9,11 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Options;
+use crate::executor::{self, Executor, Outcome};
 use crate::logind::Logind;
-use crate::policy::{Command, Planner};
-use crate::provider::{Notice, NoticeKind, NoticeStatus};
+use crate::metrics::{Metrics, MetricsOptions};
+use crate::notice::{Notice, NoticeKind, NoticeStatus};
+use crate::policy::{Command, Planner, PowerAction};
 use crate::timefmt;
 
 /// A plausible deadline for a drill of `kind`: the platform's usual lead time.
@@ -64,6 +66,7 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "this-host".into())
 }
 
+/// `nthd simulate KIND [--yes] [--deadline-in D]`.
 pub async fn simulate(
     opts: &Options,
     kind: NoticeKind,
@@ -73,24 +76,7 @@ pub async fn simulate(
     let now = SystemTime::now();
     let notice = synthetic(kind, deadline_in.unwrap_or_else(|| default_lead(kind)), now);
     let mut logind = Logind::new();
-    let budget =
-        match tokio::time::timeout(Duration::from_secs(3), logind.inhibit_delay_max()).await {
-            Ok(Ok(b)) => {
-                println!(
-                    "logind InhibitDelayMaxUSec: {} (kubelet's drain budget)",
-                    timefmt::format_duration(b)
-                );
-                Some(b)
-            }
-            Ok(Err(e)) => {
-                println!("logind: {e}");
-                None
-            }
-            Err(_) => {
-                println!("logind did not answer within 3s");
-                None
-            }
-        };
+    let budget = read_budget(&mut logind).await;
     let mut planner = Planner::new(opts.policy());
     println!(
         "simulated notice: {} ({}){}",
@@ -101,9 +87,73 @@ pub async fn simulate(
             .map(|d| format!(", platform acts at {}", timefmt::format_rfc3339(d)))
             .unwrap_or_default()
     );
-    let mut cmds = planner.observe(std::slice::from_ref(&notice), &["simulate"], now, budget);
+    let cmds = planner.observe(std::slice::from_ref(&notice), &["simulate"], now, budget);
+    let Some(action) = narrate(&cmds, now) else {
+        println!("nothing to carry out: the policy for {kind} is not poweroff or reboot");
+        return Ok(ExitCode::SUCCESS);
+    };
+    if !yes || opts.dry_run {
+        println!(
+            "dry run: nthd would call org.freedesktop.login1.Manager.{}(false); kubelet's \
+             delay lock would then drain the node. Add --yes to carry it out for real.",
+            action.method()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !confirmed(action)? {
+        println!("not confirmed; nothing done");
+        return Ok(ExitCode::FAILURE);
+    }
+    // The drill goes through the same executor as a real notice: state record, the
+    // shutdown-under-way guard, call timeout, metrics (the textfile, if set), journald IDs.
+    let state = executor::load_state(&opts.state_dir(), now);
+    let mut exec = Executor::new(logind, state, false, None);
+    let mut metrics = Metrics::new(MetricsOptions {
+        textfile: opts.metrics_options().textfile,
+        listen: None,
+    });
+    let Some((n, action)) = wait_until_due(&mut planner, cmds).await else {
+        println!("nothing left to do");
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!(
+        "calling org.freedesktop.login1.Manager.{}(false) for {}",
+        action.method(),
+        n.id
+    );
+    let outcome = exec.execute(&n, action, &mut metrics, &|| {}).await;
+    metrics.flush_now();
+    Ok(report(&outcome, action))
+}
+
+/// logind's drain budget, as the planner uses it.
+async fn read_budget(logind: &mut Logind) -> Option<Duration> {
+    match tokio::time::timeout(executor::READ_TIMEOUT, logind.inhibit_delay_max()).await {
+        Ok(Ok(b)) => {
+            println!(
+                "logind InhibitDelayMaxUSec: {} (kubelet's drain budget)",
+                timefmt::format_duration(b)
+            );
+            Some(b)
+        }
+        Ok(Err(e)) => {
+            println!("logind: {e}");
+            None
+        }
+        Err(_) => {
+            println!(
+                "logind did not answer within {}",
+                timefmt::format_duration(executor::READ_TIMEOUT)
+            );
+            None
+        }
+    }
+}
+
+/// Prints the planner's decision; the power action it plans, if any.
+fn narrate(cmds: &[Command], now: SystemTime) -> Option<PowerAction> {
     let mut planned = None;
-    for c in &cmds {
+    for c in cmds {
         match c {
             Command::Announce { decision, .. } => {
                 println!("decision: {} ({})", decision.action, decision.reason);
@@ -120,67 +170,39 @@ pub async fn simulate(
             _ => {}
         }
     }
-    let Some(action) = planned else {
-        println!("nothing to carry out: the policy for {kind} is not poweroff or reboot");
-        return Ok(ExitCode::SUCCESS);
-    };
-    let method = if action == crate::policy::Action::Reboot {
-        "Reboot"
-    } else {
-        "PowerOff"
-    };
-    if !yes || opts.dry_run {
-        println!(
-            "dry run: nthd would call org.freedesktop.login1.Manager.{method}(false); kubelet's \
-             delay lock would then drain the node. Add --yes to carry it out for real."
-        );
-        return Ok(ExitCode::SUCCESS);
+    planned
+}
+
+/// On a terminal, the host name must be typed; otherwise `--yes` is enough.
+fn confirmed(action: PowerAction) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(true);
     }
-    if std::io::stdin().is_terminal() {
-        let host = hostname();
-        print!("This will {method} {host} for real. Type the host name to go ahead: ");
-        std::io::stdout().flush()?;
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line)?;
-        if line.trim() != host {
-            println!("not confirmed; nothing done");
-            return Ok(ExitCode::FAILURE);
-        }
-    }
-    // Wait for a deferred action exactly as the daemon would.
+    let host = hostname();
+    print!(
+        "This will {} {host} for real. Type the host name to go ahead: ",
+        action.method()
+    );
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim() == host)
+}
+
+/// Waits for a deferred action exactly as the daemon would; the notice and action once due.
+async fn wait_until_due(
+    planner: &mut Planner,
+    mut cmds: Vec<Command>,
+) -> Option<(Notice, PowerAction)> {
     loop {
-        let exec = cmds.iter().find_map(|c| match c {
-            Command::Execute { notice, action } => Some((notice.clone(), *action)),
+        let due = cmds.into_iter().find_map(|c| match c {
+            Command::Execute { notice, action } => Some((notice, action)),
             _ => None,
         });
-        if let Some((n, action)) = exec {
-            println!(
-                "calling org.freedesktop.login1.Manager.{method}(false) for {}",
-                n.id
-            );
-            match logind.act(action).await {
-                Ok(()) => {
-                    tracing::warn!(
-                        message_id = crate::daemon::MSG_ACTION,
-                        nthd_kind = kind.name(),
-                        nthd_notice_id = n.id.as_str(),
-                        nthd_action = action.name(),
-                        "simulate: called org.freedesktop.login1.Manager.{method}(false) for {}",
-                        n.id
-                    );
-                    println!("done: logind accepted {method}; kubelet's lock now drains the node");
-                    return Ok(ExitCode::SUCCESS);
-                }
-                Err(e) => {
-                    println!("failed: {e}");
-                    return Ok(ExitCode::FAILURE);
-                }
-            }
+        if due.is_some() {
+            return due;
         }
-        let Some(at) = planner.next_wakeup() else {
-            println!("nothing left to do");
-            return Ok(ExitCode::SUCCESS);
-        };
+        let at = planner.next_wakeup()?;
         let wait = at
             .duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO);
@@ -190,6 +212,32 @@ pub async fn simulate(
         );
         tokio::time::sleep(wait).await;
         cmds = planner.tick(SystemTime::now());
+    }
+}
+
+/// The drill's last line and exit status.
+fn report(outcome: &Outcome, action: PowerAction) -> ExitCode {
+    let method = action.method();
+    match outcome {
+        Outcome::Accepted => {
+            println!("done: logind accepted {method}; kubelet's lock now drains the node");
+            ExitCode::SUCCESS
+        }
+        Outcome::AlreadyShuttingDown => {
+            println!(
+                "stood down: logind is already preparing for shutdown, so nthd did not call \
+                 {method} again (recorded as done, as the daemon would)"
+            );
+            ExitCode::SUCCESS
+        }
+        Outcome::DryRun => {
+            println!("dry run: nothing called");
+            ExitCode::SUCCESS
+        }
+        Outcome::Failed(e) => {
+            println!("failed: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -215,7 +263,7 @@ mod tests {
                 .deadline
                 .is_none()
         );
-        for k in crate::provider::KINDS {
+        for k in crate::notice::KINDS {
             let _ = default_lead(k.kind);
         }
     }

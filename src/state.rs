@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::Action;
+use crate::policy::PowerAction;
 
 /// The state file's format version.
 const VERSION: u32 = 1;
@@ -115,15 +115,6 @@ fn unix_now(now: SystemTime) -> u64 {
 }
 
 impl State {
-    /// A state kept only in memory (no state directory).
-    pub fn in_memory(boot_id: String) -> State {
-        State {
-            path: None,
-            boot_id,
-            records: Vec::new(),
-        }
-    }
-
     /// Loads `dir/state.json`. A missing file is an empty state; a corrupt one is moved aside
     /// and reported, never fatal.
     pub fn load(dir: &Path, boot_id: String, now: SystemTime) -> (State, LoadReport) {
@@ -210,14 +201,6 @@ impl State {
         report.error = Some(why);
     }
 
-    pub fn boot_id(&self) -> &str {
-        &self.boot_id
-    }
-
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
     pub fn records(&self) -> &[Record] {
         &self.records
     }
@@ -241,7 +224,7 @@ impl State {
             .filter(|r| {
                 if unknown {
                     r.event_id.is_some()
-                        && (r.phase == Phase::Done || r.action == Action::Reboot.name())
+                        && (r.phase == Phase::Done || r.action == PowerAction::Reboot.name())
                 } else {
                     r.phase == Phase::Done || r.boot_id != self.boot_id
                 }
@@ -264,7 +247,7 @@ impl State {
         &mut self,
         id: &str,
         event_id: Option<&str>,
-        action: Action,
+        action: PowerAction,
         phase: Phase,
         now: SystemTime,
     ) -> Result<(), StateError> {
@@ -293,7 +276,35 @@ impl State {
             reason,
         };
         let body = serde_json::to_vec_pretty(&file).map_err(|e| err(e.to_string()))?;
-        write_atomic(path, &body).map_err(|e| err(e.to_string()))
+        write_atomic(path, &body).map_err(|e| err(e.to_string()))?;
+        give_to_dir_owner(path);
+        Ok(())
+    }
+}
+
+/// When root writes the state file (a fire drill, `sudo nthd simulate --yes`), hands it to the
+/// owner of the state directory: the file is 0600, and the daemon, user nthd, must still read it
+/// at its next start.
+fn give_to_dir_owner(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(dir), Ok(file)) = (path.parent(), std::fs::metadata(path)) else {
+        return;
+    };
+    let Ok(d) = std::fs::metadata(dir) else {
+        return;
+    };
+    if file.uid() == 0 && d.uid() != 0 {
+        if let Err(e) = std::os::unix::fs::chown(path, Some(d.uid()), Some(d.gid())) {
+            tracing::warn!(
+                "cannot hand {} to uid {} (the state directory's owner): {e}; the daemon may not \
+                 read it. Fix with: chown {}:{} {}",
+                path.display(),
+                d.uid(),
+                d.uid(),
+                d.gid(),
+                path.display()
+            );
+        }
     }
 }
 
@@ -361,7 +372,7 @@ mod tests {
         s.record(
             "aws/spot/terminate",
             None,
-            Action::PowerOff,
+            PowerAction::PowerOff,
             Phase::Started,
             t(NOW),
         )
@@ -369,7 +380,7 @@ mod tests {
         s.record(
             "aws/scheduled/e1",
             Some("e1"),
-            Action::Reboot,
+            PowerAction::Reboot,
             Phase::Done,
             t(NOW),
         )
@@ -377,7 +388,7 @@ mod tests {
         s.record(
             "aws/scheduled/e2",
             Some("e2"),
-            Action::Reboot,
+            PowerAction::Reboot,
             Phase::Started,
             t(NOW),
         )
@@ -428,7 +439,7 @@ mod tests {
         let aside = r.moved_aside.unwrap();
         assert!(aside.exists());
         assert!(!dir.path().join("state.json").exists());
-        s.record("x", None, Action::PowerOff, Phase::Done, t(NOW))
+        s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
         let (s2, _) = State::load(dir.path(), "b".into(), t(NOW));
         assert_eq!(s2.acted_ids(), vec!["x".to_string()]);
@@ -438,7 +449,7 @@ mod tests {
     fn unwritable_directory_is_an_error_with_the_fix() {
         let (mut s, _) = State::load(Path::new("/nonexistent/nthd-state"), "b".into(), t(NOW));
         let e = s
-            .record("x", None, Action::PowerOff, Phase::Done, t(NOW))
+            .record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap_err()
             .to_string();
         assert!(
@@ -462,7 +473,7 @@ mod tests {
             aside.ends_with(format!("state.json.unreadable-{NOW}")),
             "{aside:?}"
         );
-        s.record("x", None, Action::PowerOff, Phase::Done, t(NOW))
+        s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
         assert!(aside.is_dir(), "the unreadable original is kept");
 
@@ -485,7 +496,7 @@ mod tests {
         s.record(
             "e1",
             Some("e1"),
-            Action::Reboot,
+            PowerAction::Reboot,
             Phase::Done,
             t(NOW + 365 * 86400),
         )
@@ -507,7 +518,7 @@ mod tests {
         // The clock jumps forward past the retention within one boot: this boot's records stay.
         let dir = tempfile::tempdir().unwrap();
         let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
-        s.record("spot", None, Action::PowerOff, Phase::Done, t(NOW))
+        s.record("spot", None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
         let later = t(NOW + RETENTION.as_secs() * 2);
         let (s2, r) = State::load(dir.path(), "boot-a".into(), later);
@@ -548,35 +559,35 @@ mod tests {
 
         // Written in one boot whose id could not be read...
         let (mut s, _) = State::load(dir.path(), UNKNOWN_BOOT.into(), t(NOW));
-        let rec = |s: &mut State, id: &str, ev: Option<&str>, a: Action, p: Phase| {
+        let rec = |s: &mut State, id: &str, ev: Option<&str>, a: PowerAction, p: Phase| {
             s.record(id, ev, a, p, t(NOW)).unwrap()
         };
         rec(
             &mut s,
             "aws/spot/terminate",
             None,
-            Action::PowerOff,
+            PowerAction::PowerOff,
             Phase::Done,
         );
         rec(
             &mut s,
             "azure/E1",
             Some("E1"),
-            Action::PowerOff,
+            PowerAction::PowerOff,
             Phase::Started,
         );
         rec(
             &mut s,
             "aws/scheduled/e2",
             Some("e2"),
-            Action::Reboot,
+            PowerAction::Reboot,
             Phase::Started,
         );
         rec(
             &mut s,
             "aws/scheduled/e3",
             Some("e3"),
-            Action::PowerOff,
+            PowerAction::PowerOff,
             Phase::Done,
         );
         // ...and read in a later one, also unknown: the spot notice of an earlier boot and the
@@ -592,5 +603,22 @@ mod tests {
         let b = current_boot_id();
         assert!(!b.is_empty());
         assert_eq!(b, current_boot_id());
+    }
+
+    #[test]
+    fn root_hands_the_file_to_the_owner_of_the_state_directory() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let is_root = std::fs::metadata(dir.path()).unwrap().uid() == 0;
+        if !is_root {
+            eprintln!("not root: chown cannot be exercised here (CI runs as root)");
+            return;
+        }
+        std::os::unix::fs::chown(dir.path(), Some(4242), Some(4343)).unwrap();
+        let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
+        s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
+            .unwrap();
+        let m = std::fs::metadata(dir.path().join("state.json")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4343));
     }
 }

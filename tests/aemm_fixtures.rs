@@ -7,8 +7,9 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use nthd::imds::{ClientOptions, ImdsClient};
+use nthd::notice::NoticeKind;
 use nthd::provider::aws::{self, Aws, AwsOptions};
-use nthd::provider::{NoticeKind, Observation, Provider};
+use nthd::provider::{Observation, Provider};
 use nthd_testkit::imds::{MockImds, Response};
 
 const SPOT: &str = "{\n\t\"action\": \"terminate\",\n\t\"time\": \"2026-01-07T01:05:47Z\"\n}";

@@ -16,6 +16,11 @@ fn nthd(bus: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Output 
         .env("NTHD_SETTINGS_FILE", "none")
         .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
         .env("NTHD_LOG_TARGET", "stderr")
+        // A drill writes the state record: never into the host's /var/lib/nthd.
+        .env(
+            "NTHD_STATE_DIR",
+            std::env::temp_dir().join(format!("nthd-operability-{}", std::process::id())),
+        )
         .stdin(Stdio::null());
     for (k, v) in env {
         c.env(k, v);
@@ -83,7 +88,9 @@ async fn simulate_narrates_without_yes_and_acts_with_it() {
         serde_json::json!([false])
     );
 
-    // A denial is reported, with a failing exit code.
+    // A denial is reported, with a failing exit code. (The accepted PowerOff above left the
+    // fake logind preparing for shutdown; a drill would stand down, so that is undone first.)
+    logind.set_preparing(false);
     logind.set_power_off_error(Some(("org.freedesktop.DBus.Error.AccessDenied", "denied")));
     let a = addr.clone();
     let out =
@@ -279,4 +286,102 @@ fn version_names_the_target_and_the_commit() {
     let short = nthd("unix:path=/nonexistent", &["-V"], &[]);
     let short = String::from_utf8(short.stdout).unwrap();
     assert_eq!(short.trim(), format!("nthd {}", env!("CARGO_PKG_VERSION")));
+}
+
+/// The state records `nthd simulate --yes` wrote: (id, action, phase).
+fn drill_records(dir: &std::path::Path) -> Vec<(String, String, String)> {
+    let body = std::fs::read_to_string(dir.join("state.json")).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    v["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (s("id"), s("action"), s("phase"))
+        })
+        .collect()
+}
+
+/// A fire drill takes the path a real notice takes (`executor.rs`): it writes the state record,
+/// counts the action in the metrics, and stands down when a shutdown is already under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_yes_goes_through_the_executor() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    let textfile = dir.path().join("nthd.prom");
+    let env = [
+        ("NTHD_STATE_DIR", state_dir.to_str().unwrap().to_string()),
+        (
+            "NTHD_METRICS_TEXTFILE",
+            textfile.to_str().unwrap().to_string(),
+        ),
+    ];
+    let drill = |addr: String, env: [(&'static str, String); 2]| async move {
+        tokio::task::spawn_blocking(move || {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            nthd(&addr, &["simulate", "spot-terminate", "--yes"], &env)
+        })
+        .await
+        .unwrap()
+    };
+
+    let out = drill(bus.address().to_string(), env.clone()).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("done: logind accepted PowerOff"),
+        "{stdout}"
+    );
+    assert_eq!(logind.power_off_count(), 1);
+    let records = drill_records(&state_dir);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(
+        records[0].0.starts_with("simulate/spot-terminate/"),
+        "{records:?}"
+    );
+    assert_eq!(
+        (records[0].1.as_str(), records[0].2.as_str()),
+        ("poweroff", "done")
+    );
+    assert!(
+        stderr.contains("called org.freedesktop.login1.Manager.PowerOff(false) for simulate/"),
+        "the executor's action line: {stderr}"
+    );
+    let prom = std::fs::read_to_string(&textfile).unwrap_or_default();
+    assert!(
+        prom.lines().any(|l| l.starts_with("nthd_actions_total{")
+            && l.contains("result=\"ok\"")
+            && l.ends_with(" 1")),
+        "{prom}"
+    );
+
+    // A shutdown is already under way (someone else's, or the drill's own): stand down.
+    logind.set_preparing(true);
+    std::thread::sleep(Duration::from_millis(1100)); // a new second: a new drill id
+    let out = drill(bus.address().to_string(), env.clone()).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("stood down: logind is already preparing for shutdown"),
+        "{stdout}"
+    );
+    assert_eq!(logind.power_off_count(), 1, "no second PowerOff");
+    let records = drill_records(&state_dir);
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(
+        (records[1].1.as_str(), records[1].2.as_str()),
+        ("poweroff", "done")
+    );
+    let prom = std::fs::read_to_string(&textfile).unwrap_or_default();
+    assert!(
+        prom.contains("result=\"already_shutting_down\"} 1"),
+        "{prom}"
+    );
 }

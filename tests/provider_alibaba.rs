@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::notice::NoticeKind;
 use nthd::provider::alibaba::{Alibaba, AlibabaOptions, SPOT_PATH, TOKEN_PATH};
-use nthd::provider::{NoticeKind, Observation, Provider};
+use nthd::provider::{Observation, Provider};
 use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 const TOKEN_HEADER: &str = "X-aliyun-ecs-metadata-token";

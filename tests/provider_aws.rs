@@ -3,8 +3,9 @@
 use std::time::{Duration, Instant};
 
 use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::provider::aws::{self, Aws, AwsOptions};
-use nthd::provider::{NoticeKind, NoticeStatus, Observation, Provider};
+use nthd::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
 
 fn provider(m: &MockImds, opts: AwsOptions) -> Aws {

@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant};
 
 use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::provider::azure::{Azure, AzureOptions, EVENTS_PATH, NAME_PATH};
-use nthd::provider::{NoticeKind, NoticeStatus, Observation, Provider};
+use nthd::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, MockImds, Response};
 
 fn client(m: &MockImds) -> ImdsClient {

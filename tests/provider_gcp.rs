@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant};
 
 use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::notice::NoticeKind;
 use nthd::provider::gcp::{Gcp, GcpOptions, MAINTENANCE_PATH, PREEMPTED_PATH};
-use nthd::provider::{NoticeKind, Observation, Provider};
+use nthd::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, LoggedRequest, MockImds, Response};
 
 const RETRY: Duration = Duration::from_millis(100);

@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::notice::{Cloud, NoticeKind};
 use nthd::provider::tencent::{Tencent, TencentOptions, SPOT_PATH};
-use nthd::provider::{Cloud, NoticeKind, Observation, Provider};
+use nthd::provider::{Observation, Provider};
 use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 const SOURCE: &str = "tencent/spot/termination-time";

@@ -16,16 +16,19 @@ fn readme_documents_every_env_var_and_default() {
             );
         }
     }
-    for k in nthd::provider::KINDS {
+    for k in nthd::notice::KINDS {
         let row = readme
             .lines()
             .find(|l| l.starts_with(&format!("| `{}` |", k.env)))
             .unwrap_or_else(|| panic!("no README row for {}", k.env));
         assert!(
-            row.contains(&format!("| {}", k.default_action.name())),
+            row.contains(&format!(
+                "| {}",
+                nthd::policy::default_action(k.kind).name()
+            )),
             "README row for {} does not give its default {}: {row}",
             k.env,
-            k.default_action
+            nthd::policy::default_action(k.kind)
         );
     }
 }

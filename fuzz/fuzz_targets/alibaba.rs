@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nthd::provider::alibaba::parse_termination_time;
-use nthd::provider::{NoticeKind, NoticeStatus};
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
 use nthd_fuzz::{body, check_notice};
 

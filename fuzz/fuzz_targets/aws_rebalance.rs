@@ -2,7 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::{aws, NoticeKind, NoticeStatus};
+use nthd::provider::aws;
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd_fuzz::{body, check_notice};
 use serde_json::Value;
 

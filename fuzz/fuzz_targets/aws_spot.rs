@@ -2,7 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::{aws, NoticeKind, NoticeStatus};
+use nthd::provider::aws;
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
 use nthd_fuzz::{body, check_notice, sanitize};
 use serde_json::Value;

@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nthd::provider::azure::{parse_document, parse_events, parse_vm_name};
-use nthd::provider::{NoticeKind, NoticeStatus};
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
 use nthd_fuzz::{body, check_notice, sanitize};
 use serde_json::Value;

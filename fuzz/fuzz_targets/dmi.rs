@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nthd::provider::detect::{Dmi, AZURE_ASSET_TAG};
-use nthd::provider::Cloud;
+use nthd::notice::Cloud;
 
 /// The rules, as README/REFERENCE.md state them, in priority order.
 fn oracle(d: &Dmi) -> Option<Cloud> {

@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nthd::provider::gcp::{parse_maintenance_event, parse_preempted};
-use nthd::provider::{NoticeKind, NoticeStatus};
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd_fuzz::{body, check_notice};
 
 const PREEMPTED: &str = "http://169.254.169.254/computeMetadata/v1/instance/preempted";

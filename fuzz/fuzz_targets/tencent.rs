@@ -8,7 +8,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use nthd::imds::ImdsError;
 use nthd::provider::tencent::{parse_termination_time, UTC_OFFSET_SECS};
-use nthd::provider::{NoticeKind, NoticeStatus};
+use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
 use nthd_fuzz::{body, check_notice};
 

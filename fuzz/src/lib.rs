@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nthd::provider::{Notice, NoticeStatus, RAW_CAP};
+use nthd::notice::{Notice, NoticeStatus, RAW_CAP};
 
 /// The longest id any parser may produce. Ids are a fixed prefix plus at most two sanitized
 /// components of 128 characters each; the longest is `aws/scheduled/<Code>/<NotBefore>` for an

@@ -542,6 +542,20 @@ scen_simulate() {
   indent <<<"$out" >&2
   ((rc == 0)) || fail "nthd simulate --yes exited $rc: $out"
   grep -q 'logind accepted PowerOff' <<<"$out" || fail "nthd simulate --yes did not report the PowerOff as accepted"
+  # The drill took the executor's path: real logind is now preparing for shutdown (the
+  # stand-in's drain), so a second drill stands down; run as root, it hands the state file
+  # back to user nthd.
+  step "a second drill, as root, during the first one's drain"
+  out="$(ct_exec /usr/bin/nthd simulate spot-terminate --yes </dev/null 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$out" >"$SDIR/simulate-again.txt"
+  ((rc == 0)) || fail "the second drill exited $rc: $out"
+  grep -q 'stood down: logind is already preparing for shutdown' <<<"$out" || fail "the second drill did not stand down: $out"
+  local st owner
+  st="$(ct_exec cat /var/lib/nthd/state.json)"
+  grep -q '"id": "simulate/spot-terminate/' <<<"$st" || fail "no drill record in /var/lib/nthd/state.json: $st"
+  owner="$(ct_exec stat -c %U /var/lib/nthd/state.json)"
+  [[ "$owner" == nthd ]] || fail "root's drill left /var/lib/nthd/state.json owned by $owner, not nthd"
+  log "second drill stood down; drill record in the state file, owned by $owner"
   expect_poweroff_through_lock 10 2000
 }
 

@@ -8,7 +8,7 @@
 
 IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
-# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, MSG_ACTION)
+# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, src/executor.rs MSG_ACTION)
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
 
