@@ -11,11 +11,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::Options;
-use crate::daemon::build_provider;
+
 use crate::logind::{Logind, LogindError};
-use crate::policy::{decide, Action};
+use crate::notice::{Cloud, Notice};
+use crate::policy::{decide, PowerAction};
 use crate::provider::detect::{self, Detection, Dmi};
-use crate::provider::{Cloud, Provider};
+use crate::provider::Provider;
 use crate::timefmt::format_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -139,392 +140,402 @@ const POLKIT_FIX: &str = "install the polkit rule: /usr/share/polkit-1/rules.d/5
      Ubuntu 20.04/22.04, Debian 11) from the nthd package, then run this check as the daemon's \
      user: sudo -u nthd nthd check";
 
-/// Runs every check.
-pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
-    let mut out = Vec::new();
-    let dmi = Dmi::read(
-        &root.join("sys/class/dmi/id"),
-        &root.join("sys/hypervisor/uuid"),
-    );
+/// What the checks share: the settings, the file root, one logind client, and what the earlier
+/// checks found.
+struct Ctx<'a> {
+    opts: &'a Options,
+    root: &'a Path,
+    logind: Logind,
+    cloud: Option<Cloud>,
+    /// logind's `InhibitDelayMaxUSec`, when logind answered.
+    budget: Option<Duration>,
+}
 
-    // Cloud and metadata service.
-    let detection: Option<Detection> = match opts.provider.cloud() {
-        Some(c) => Some(Detection {
-            cloud: c,
-            how: "set by NTHD_PROVIDER".into(),
-        }),
-        None => match detect::detect(&dmi, opts.imds_endpoint.as_deref(), Duration::from_secs(1))
-            .await
-        {
-            Ok(d) => Some(d),
-            Err(e) => {
-                out.push(check(
-                    "cloud",
-                    true,
-                    Status::Fail,
-                    "unknown",
-                    Some(e.to_string()),
-                ));
-                None
-            }
-        },
+/// Runs every check, in the order of the screen: one function per check (or per pair of checks
+/// that come from one answer). Checks that need logind are skipped, saying so, without it.
+pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
+    let mut c = Ctx {
+        opts,
+        root,
+        logind: Logind::new(),
+        cloud: None,
+        budget: None,
     };
-    let mut cloud = None;
-    if let Some(d) = detection {
-        cloud = Some(d.cloud);
-        out.push(check(
-            "cloud",
-            true,
-            Status::Pass,
-            format!("{} ({})", d.cloud, d.how),
-            None,
-        ));
-        match build_provider(d.cloud, opts) {
-            Ok(mut p) => {
-                let obs = tokio::time::timeout(
-                    opts.request_timeout * 4 + Duration::from_secs(2),
-                    p.observe(),
-                )
-                .await
-                .unwrap_or_default();
-                if obs.fresh.is_empty() {
-                    let e = obs
-                        .errors
-                        .first()
-                        .map(|e| e.error.to_string())
-                        .unwrap_or_else(|| "no answer".into());
-                    out.push(check("metadata service", true, Status::Fail, e, Some(
-                        "make sure the metadata service is enabled and reachable from this host; \
-                         on AWS IMDSv2 needs the token PUT to work (hop limit 1 is enough for a \
-                         host daemon)".into())));
-                } else {
-                    let v = format!(
-                        "{} answered ({} sources read)",
-                        p.describe(),
-                        obs.fresh.len()
-                    );
-                    let (st, fix) = match obs.errors.first() {
-                        Some(e) => (Status::Warn, Some(e.error.to_string())),
-                        None => (Status::Pass, None),
-                    };
-                    out.push(check("metadata service", true, st, v, fix));
-                }
-                let policy = opts.policy();
-                let now = std::time::SystemTime::now();
-                let notices: Vec<String> = obs
-                    .notices
-                    .iter()
-                    .map(|n| format!("{} → {}", n.detail, decide(&policy, n, now, None).action))
-                    .collect();
-                out.push(check(
-                    "current notices",
-                    false,
-                    if notices.is_empty() {
-                        Status::Info
-                    } else {
-                        Status::Warn
-                    },
-                    if notices.is_empty() {
-                        "none".into()
-                    } else {
-                        notices.join("; ")
-                    },
-                    None,
-                ));
-            }
-            Err(e) => out.push(check(
+    let mut out = vec![];
+    match cloud(&c).await {
+        Ok(d) => {
+            out.push(check(
+                "cloud",
+                true,
+                Status::Pass,
+                format!("{} ({})", d.cloud, d.how),
+                None,
+            ));
+            c.cloud = Some(d.cloud);
+            out.extend(metadata_service(&c, d.cloud).await);
+        }
+        Err(fail) => out.push(fail),
+    }
+    out.push(bus_and_logind(&mut c).await);
+    if c.budget.is_none() {
+        out.extend(skipped_without_logind(opts));
+    } else {
+        for action in power_actions(opts) {
+            out.push(logind_permits(&mut c, action).await);
+        }
+    }
+    out.push(systemd_version(&mut c).await);
+    if let Some(budget) = c.budget {
+        out.extend(inhibitors(&mut c).await);
+        out.push(drain_budget(&c, budget));
+        out.push(power_key(&mut c).await);
+    }
+    out.push(user_nthd(root));
+    out.push(nthd_service(&mut c).await);
+    out
+}
+
+/// The cloud: `NTHD_PROVIDER`, else detection (DMI, then a probe).
+async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
+    if let Some(cloud) = c.opts.provider.cloud() {
+        return Ok(Detection {
+            cloud,
+            how: "set by NTHD_PROVIDER".into(),
+        });
+    }
+    let dmi = Dmi::read(
+        &c.root.join("sys/class/dmi/id"),
+        &c.root.join("sys/hypervisor/uuid"),
+    );
+    let endpoint = c.opts.imds_endpoint.as_deref();
+    detect::detect(&dmi, endpoint, Duration::from_secs(1))
+        .await
+        .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e.to_string())))
+}
+
+/// One read of every source: whether the metadata service answers, and what it lists now.
+async fn metadata_service(c: &Ctx<'_>, cloud: Cloud) -> Vec<Check> {
+    let mut p = match crate::provider::build(cloud, &c.opts.provider_settings()) {
+        Ok(p) => p,
+        Err(e) => {
+            return vec![check(
                 "metadata service",
                 true,
                 Status::Fail,
                 e.to_string(),
                 None,
-            )),
+            )]
         }
-    }
-
-    // Bus and logind.
-    let mut logind = Logind::new();
-    let budget = match logind.inhibit_delay_max().await {
-        Ok(b) => {
-            out.push(check(
-                "system bus and logind",
+    };
+    let limit = c.opts.request_timeout * 4 + Duration::from_secs(2);
+    let obs = tokio::time::timeout(limit, p.observe())
+        .await
+        .unwrap_or_default();
+    let answered = if obs.fresh.is_empty() {
+        let e = obs.errors.first().map(|e| e.error.to_string());
+        check(
+            "metadata service",
+            true,
+            Status::Fail,
+            e.unwrap_or_else(|| "no answer".into()),
+            Some(
+                "make sure the metadata service is enabled and reachable from this host; on AWS \
+                 IMDSv2 needs the token PUT to work (hop limit 1 is enough for a host daemon)"
+                    .into(),
+            ),
+        )
+    } else {
+        let v = format!(
+            "{} answered ({} sources read)",
+            p.describe(),
+            obs.fresh.len()
+        );
+        match obs.errors.first() {
+            Some(e) => check(
+                "metadata service",
                 true,
-                Status::Pass,
-                crate::logind::bus_address(),
-                None,
-            ));
-            Some(b)
+                Status::Warn,
+                v,
+                Some(e.error.to_string()),
+            ),
+            None => check("metadata service", true, Status::Pass, v, None),
+        }
+    };
+    vec![answered, current_notices(c.opts, &obs.notices)]
+}
+
+/// The notices listed now, each with what nthd would do.
+fn current_notices(opts: &Options, notices: &[Notice]) -> Check {
+    if notices.is_empty() {
+        return check("current notices", false, Status::Info, "none", None);
+    }
+    let policy = opts.policy();
+    let now = std::time::SystemTime::now();
+    let each: Vec<String> = notices
+        .iter()
+        .map(|n| format!("{} → {}", n.detail, decide(&policy, n, now, None).action))
+        .collect();
+    check(
+        "current notices",
+        false,
+        Status::Warn,
+        each.join("; "),
+        None,
+    )
+}
+
+/// The system bus and logind, read through `InhibitDelayMaxUSec` (kept as the drain budget).
+async fn bus_and_logind(c: &mut Ctx<'_>) -> Check {
+    const NAME: &str = "system bus and logind";
+    match c.logind.inhibit_delay_max().await {
+        Ok(b) => {
+            c.budget = Some(b);
+            check(NAME, true, Status::Pass, crate::logind::bus_address(), None)
         }
         Err(e) => {
             let fix = match &e {
-                LogindError::NoBus { .. } => "start dbus (systemctl start dbus) and make sure /run/dbus/system_bus_socket exists",
+                LogindError::NoBus { .. } => {
+                    "start dbus (systemctl start dbus) and make sure \
+                     /run/dbus/system_bus_socket exists"
+                }
                 _ => "start systemd-logind (systemctl start systemd-logind)",
             };
-            out.push(check(
-                "system bus and logind",
+            check(NAME, true, Status::Fail, e.to_string(), Some(fix.into()))
+        }
+    }
+}
+
+/// The power actions the policy may ask for: power-off always, reboot when a kind is set to it.
+fn power_actions(opts: &Options) -> Vec<PowerAction> {
+    let mut actions = vec![PowerAction::PowerOff];
+    if opts.policy().wants_reboot() {
+        actions.push(PowerAction::Reboot);
+    }
+    actions
+}
+
+/// `CanPowerOff` / `CanReboot` for the user running the check.
+async fn logind_permits(c: &mut Ctx<'_>, action: PowerAction) -> Check {
+    let (name, label) = match action {
+        PowerAction::Reboot => ("logind permits reboot", "CanReboot"),
+        PowerAction::PowerOff => ("logind permits power-off", "CanPowerOff"),
+    };
+    let uid = crate::logind::effective_uid();
+    let user = crate::logind::passwd_name(c.root, uid);
+    let is_nthd = user.as_deref() == Some("nthd");
+    let who = user.unwrap_or_else(|| format!("uid {uid}"));
+    let v = match c.logind.can(action).await {
+        Ok(v) => v,
+        Err(e) => {
+            return check(
+                name,
                 true,
                 Status::Fail,
                 e.to_string(),
-                Some(fix.into()),
-            ));
-            None
+                Some(POLKIT_FIX.into()),
+            )
         }
     };
-    if budget.is_none() {
-        out.extend(skipped_without_logind(opts));
-    }
-    let uid = crate::logind::effective_uid();
-    let name = crate::logind::passwd_name(root, uid);
-    let who = name.clone().unwrap_or_else(|| format!("uid {uid}"));
-    if budget.is_some() {
-        let policy = opts.policy();
-        let mut actions = vec![Action::PowerOff];
-        if policy.wants_reboot() {
-            actions.push(Action::Reboot);
-        }
-        for action in actions {
-            let label = if action == Action::Reboot {
-                "CanReboot"
-            } else {
-                "CanPowerOff"
-            };
-            let name_ = if action == Action::Reboot {
-                "logind permits reboot"
-            } else {
-                "logind permits power-off"
-            };
-            match logind.can(action).await {
-                Ok(v) if v == "yes" => {
-                    let note = if name.as_deref() == Some("nthd") {
-                        String::new()
-                    } else {
-                        format!(
-                            " (checked as {who}; the daemon runs as nthd: sudo -u nthd nthd check)"
-                        )
-                    };
-                    out.push(check(
-                        name_,
-                        true,
-                        Status::Pass,
-                        format!("{label} = yes for {who}{note}"),
-                        None,
-                    ));
-                }
-                Ok(v) => {
-                    let fix = if name.as_deref() != Some("nthd") {
-                        format!("you ran this as {who}; the grant is for user nthd only: sudo -u nthd nthd check")
-                    } else if action == Action::Reboot {
-                        "a reboot policy is set: also grant org.freedesktop.login1.reboot and \
-                         reboot-multiple-sessions to user nthd (see \
-                         /usr/share/doc/nthd/examples/50-nthd-reboot.rules.example)"
-                            .into()
-                    } else {
-                        POLKIT_FIX.into()
-                    };
-                    out.push(check(
-                        name_,
-                        true,
-                        Status::Fail,
-                        format!("{label} = {v} for {who}"),
-                        Some(fix),
-                    ));
-                }
-                Err(e) => out.push(check(
-                    name_,
-                    true,
-                    Status::Fail,
-                    e.to_string(),
-                    Some(POLKIT_FIX.into()),
-                )),
+    if v == "yes" {
+        let note = match is_nthd {
+            true => String::new(),
+            false => {
+                format!(" (checked as {who}; the daemon runs as nthd: sudo -u nthd nthd check)")
             }
-        }
-    }
-
-    // systemd version.
-    match logind.systemd_version().await {
-        Ok(v) => match systemd_major(&v) {
-            Some(m) if m >= MIN_SYSTEMD => out.push(check("systemd version", true, Status::Pass, v, None)),
-            Some(_) => out.push(check("systemd version", true, Status::Fail, v, Some(format!(
-                "kubelet Graceful Node Shutdown needs systemd >= {MIN_SYSTEMD} (systemd 219 on Amazon \
-                 Linux 2 / CentOS 7 does not work, kubernetes#101553); move to Amazon Linux 2023 or \
-                 another current distribution")))),
-            None => out.push(check("systemd version", true, Status::Warn, v, None)),
-        },
-        Err(e) => out.push(check("systemd version", true, Status::Fail, e.to_string(), Some(
-            "nthd asks PID 1 over the system bus; make sure systemd is the init system".into()))),
-    }
-
-    // kubelet's lock.
-    if budget.is_some() {
-        match logind.list_inhibitors().await {
-            Ok(list) => {
-                out.push(no_block_inhibitor(&list));
-                let kubelet = list.iter().find(|i| {
-                    i.delays_shutdown() && i.who.to_ascii_lowercase().contains("kubelet")
-                });
-                match kubelet {
-                    Some(i) => out.push(check(
-                        "kubelet inhibitor lock",
-                        true,
-                        Status::Pass,
-                        format!(
-                            "{} holds a delay lock on {} (PID {}): \"{}\"",
-                            i.who, i.what, i.pid, i.why
-                        ),
-                        None,
-                    )),
-                    None => {
-                        let others: Vec<String> = list
-                            .iter()
-                            .filter(|i| i.delays_shutdown())
-                            .map(|i| format!("{} (PID {})", i.who, i.pid))
-                            .collect();
-                        out.push(check("kubelet inhibitor lock", true, Status::Fail,
-                            if others.is_empty() { "no delay inhibitor on shutdown is held".into() } else { format!("only {}", others.join(", ")) },
-                            Some("enable kubelet Graceful Node Shutdown: set shutdownGracePeriod (e.g. 90s) and \
-                                  shutdownGracePeriodCriticalPods (e.g. 30s) in the KubeletConfiguration and restart \
-                                  kubelet; it then takes the lock at start".into())));
-                    }
-                }
-            }
-            Err(e) => out.push(check(
-                "kubelet inhibitor lock",
-                true,
-                Status::Fail,
-                e.to_string(),
-                None,
-            )),
-        }
-    }
-
-    // Drain budget vs the notice lead time.
-    if let Some(b) = budget {
-        let lead = cloud
-            .map(Cloud::notice_lead_time)
-            .unwrap_or(Duration::from_secs(120));
-        let settings = inhibit_delay_settings(root);
-        let origin = settings
-            .last()
-            .map(|s| format!(" (set last by {} = {})", s.file.display(), s.value))
-            .unwrap_or_default();
-        let kubelet_overridden = settings.iter().any(|s| s.file.ends_with("99-kubelet.conf"))
-            && !settings
-                .last()
-                .is_some_and(|s| s.file.ends_with("99-kubelet.conf"));
-        let value = format!(
-            "InhibitDelayMaxUSec = {}, notice lead time on {} = {}{origin}",
-            format_duration(b),
-            cloud.map(|c| c.name()).unwrap_or("this cloud"),
-            format_duration(lead)
-        );
-        let (st, fix) = if kubelet_overridden {
-            (
-                Status::Warn,
-                Some(format!(
-                    "another drop-in sorts after kubelet's 99-kubelet.conf and overrides it \
-                 (kubernetes#102818): remove InhibitDelayMaxSec from {}",
-                    settings
-                        .last()
-                        .map(|s| s.file.display().to_string())
-                        .unwrap_or_default()
-                )),
-            )
-        } else if b > lead {
-            (Status::Fail, Some(drain_too_long_fix(lead)))
-        } else if b < Duration::from_secs(15) {
-            (Status::Warn, Some(
-                "too short to drain anything useful (5s is logind's default, which means kubelet's \
-                 shutdownGracePeriod is not set): set shutdownGracePeriod in the KubeletConfiguration".into()))
-        } else {
-            (Status::Pass, None)
         };
-        // Required only when it fails: a drain longer than the notice is cut off mid-way.
-        out.push(check("drain budget", st == Status::Fail, st, value, fix));
+        return check(
+            name,
+            true,
+            Status::Pass,
+            format!("{label} = yes for {who}{note}"),
+            None,
+        );
     }
-
-    // Power key (ACPI shutdown from the platform).
-    if budget.is_some() {
-        match logind.handle_power_key().await {
-            Ok(handle) => {
-                // Not a D-Bus property on systemd 252: read logind.conf as logind does.
-                let ignore = logind_conf_settings(root, "PowerKeyIgnoreInhibited");
-                let ignore_inhibited = ignore.last().is_some_and(|s| {
-                    matches!(
-                        s.value.to_ascii_lowercase().as_str(),
-                        "yes" | "true" | "1" | "on"
-                    )
-                });
-                let origin = ignore
-                    .last()
-                    .map(|s| format!(" (set by {})", s.file.display()))
-                    .unwrap_or_else(|| " (default)".into());
-                let value = format!(
-                    "HandlePowerKey={handle}, PowerKeyIgnoreInhibited={}{origin}",
-                    if ignore_inhibited { "yes" } else { "no" }
-                );
-                let (st, fix) = if handle != "poweroff" {
-                    (Status::Warn, Some("set HandlePowerKey=poweroff in logind.conf: platforms that \
-                        send an ACPI shutdown (GCP, IBM Cloud VPC, OpenStack) otherwise hard-stop the VM \
-                        without a drain".into()))
-                } else if ignore_inhibited {
-                    (
-                        Status::Warn,
-                        Some(
-                            "set PowerKeyIgnoreInhibited=no in logind.conf: otherwise an \
-                        ACPI shutdown ignores kubelet's lock"
-                                .into(),
-                        ),
-                    )
-                } else {
-                    (Status::Pass, None)
-                };
-                out.push(check("power key honours inhibitors", false, st, value, fix));
-            }
-            Err(e) => out.push(check(
-                "power key honours inhibitors",
-                false,
-                Status::Warn,
-                e.to_string(),
-                None,
-            )),
-        }
-    }
-
-    // nthd itself.
-    if passwd_has(root, "nthd") {
-        out.push(check("user nthd", true, Status::Pass, "exists", None));
+    let fix = if !is_nthd {
+        format!("you ran this as {who}; the grant is for user nthd only: sudo -u nthd nthd check")
+    } else if action == PowerAction::Reboot {
+        "a reboot policy is set: also grant org.freedesktop.login1.reboot and \
+         reboot-multiple-sessions to user nthd (see \
+         /usr/share/doc/nthd/examples/50-nthd-reboot.rules.example)"
+            .into()
     } else {
-        out.push(check(
-            "user nthd",
-            true,
-            Status::Fail,
-            "missing",
-            Some(
-                "create it: systemd-sysusers /usr/lib/sysusers.d/nthd.conf (the package does this)"
-                    .into(),
-            ),
-        ));
-    }
-    match logind.unit_state("nthd.service").await {
-        Ok(s) if s == "active" => {
-            out.push(check("nthd.service", true, Status::Pass, "active", None))
+        POLKIT_FIX.into()
+    };
+    check(
+        name,
+        true,
+        Status::Fail,
+        format!("{label} = {v} for {who}"),
+        Some(fix),
+    )
+}
+
+/// systemd's version, from PID 1: kubelet's Graceful Node Shutdown needs [`MIN_SYSTEMD`].
+async fn systemd_version(c: &mut Ctx<'_>) -> Check {
+    const NAME: &str = "systemd version";
+    let v = match c.logind.systemd_version().await {
+        Ok(v) => v,
+        Err(e) => {
+            let fix = "nthd asks PID 1 over the system bus; make sure systemd is the init system";
+            return check(NAME, true, Status::Fail, e.to_string(), Some(fix.into()));
         }
-        Ok(s) => out.push(check(
-            "nthd.service",
+    };
+    match systemd_major(&v) {
+        Some(m) if m >= MIN_SYSTEMD => check(NAME, true, Status::Pass, v, None),
+        Some(_) => check(
+            NAME,
             true,
             Status::Fail,
-            s,
-            Some("systemctl enable --now nthd".into()),
-        )),
-        Err(e) => out.push(check(
-            "nthd.service",
+            v,
+            Some(format!(
+                "kubelet Graceful Node Shutdown needs systemd >= {MIN_SYSTEMD} (systemd 219 on \
+                 Amazon Linux 2 / CentOS 7 does not work, kubernetes#101553); move to Amazon \
+                 Linux 2023 or another current distribution"
+            )),
+        ),
+        None => check(NAME, true, Status::Warn, v, None),
+    }
+}
+
+/// From one `ListInhibitors`: no block lock on shutdown, and kubelet's delay lock.
+async fn inhibitors(c: &mut Ctx<'_>) -> Vec<Check> {
+    match c.logind.list_inhibitors().await {
+        Ok(list) => vec![no_block_inhibitor(&list), kubelet_lock(&list)],
+        Err(e) => vec![check(
+            "kubelet inhibitor lock",
             true,
             Status::Fail,
             e.to_string(),
             None,
-        )),
+        )],
     }
-    out
+}
+
+fn kubelet_lock(list: &[crate::logind::Inhibitor]) -> Check {
+    const NAME: &str = "kubelet inhibitor lock";
+    let kubelet = list
+        .iter()
+        .find(|i| i.delays_shutdown() && i.who.to_ascii_lowercase().contains("kubelet"));
+    if let Some(i) = kubelet {
+        let v = format!(
+            "{} holds a delay lock on {} (PID {}): \"{}\"",
+            i.who, i.what, i.pid, i.why
+        );
+        return check(NAME, true, Status::Pass, v, None);
+    }
+    let others: Vec<String> = list
+        .iter()
+        .filter(|i| i.delays_shutdown())
+        .map(|i| format!("{} (PID {})", i.who, i.pid))
+        .collect();
+    let v = match others.is_empty() {
+        true => "no delay inhibitor on shutdown is held".into(),
+        false => format!("only {}", others.join(", ")),
+    };
+    let fix = "enable kubelet Graceful Node Shutdown: set shutdownGracePeriod (e.g. 90s) and \
+               shutdownGracePeriodCriticalPods (e.g. 30s) in the KubeletConfiguration and \
+               restart kubelet; it then takes the lock at start";
+    check(NAME, true, Status::Fail, v, Some(fix.into()))
+}
+
+/// logind's drain budget against the cloud's notice lead time, and where it is set.
+fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
+    let lead = c
+        .cloud
+        .map(Cloud::notice_lead_time)
+        .unwrap_or(Duration::from_secs(120));
+    let settings = inhibit_delay_settings(c.root);
+    let last = settings.last();
+    let origin = last
+        .map(|s| format!(" (set last by {} = {})", s.file.display(), s.value))
+        .unwrap_or_default();
+    let kubelet_overridden = settings.iter().any(|s| s.file.ends_with("99-kubelet.conf"))
+        && !last.is_some_and(|s| s.file.ends_with("99-kubelet.conf"));
+    let value = format!(
+        "InhibitDelayMaxUSec = {}, notice lead time on {} = {}{origin}",
+        format_duration(budget),
+        c.cloud.map(|c| c.name()).unwrap_or("this cloud"),
+        format_duration(lead)
+    );
+    let (st, fix) = if kubelet_overridden {
+        let file = last
+            .map(|s| s.file.display().to_string())
+            .unwrap_or_default();
+        let fix = format!(
+            "another drop-in sorts after kubelet's 99-kubelet.conf and overrides it \
+             (kubernetes#102818): remove InhibitDelayMaxSec from {file}"
+        );
+        (Status::Warn, Some(fix))
+    } else if budget > lead {
+        (Status::Fail, Some(drain_too_long_fix(lead)))
+    } else if budget < Duration::from_secs(15) {
+        let fix = "too short to drain anything useful (5s is logind's default, which means \
+                   kubelet's shutdownGracePeriod is not set): set shutdownGracePeriod in the \
+                   KubeletConfiguration";
+        (Status::Warn, Some(fix.into()))
+    } else {
+        (Status::Pass, None)
+    };
+    // Required only when it fails: a drain longer than the notice is cut off mid-way.
+    check("drain budget", st == Status::Fail, st, value, fix)
+}
+
+/// An ACPI shutdown from the platform must go through logind and honour kubelet's lock.
+async fn power_key(c: &mut Ctx<'_>) -> Check {
+    const NAME: &str = "power key honours inhibitors";
+    let handle = match c.logind.handle_power_key().await {
+        Ok(h) => h,
+        Err(e) => return check(NAME, false, Status::Warn, e.to_string(), None),
+    };
+    // Not a D-Bus property on systemd 252: read logind.conf as logind does.
+    let ignore = logind_conf_settings(c.root, "PowerKeyIgnoreInhibited");
+    let ignore_inhibited = ignore.last().is_some_and(|s| {
+        matches!(
+            s.value.to_ascii_lowercase().as_str(),
+            "yes" | "true" | "1" | "on"
+        )
+    });
+    let origin = ignore
+        .last()
+        .map(|s| format!(" (set by {})", s.file.display()))
+        .unwrap_or_else(|| " (default)".into());
+    let value = format!(
+        "HandlePowerKey={handle}, PowerKeyIgnoreInhibited={}{origin}",
+        if ignore_inhibited { "yes" } else { "no" }
+    );
+    let fix = if handle != "poweroff" {
+        "set HandlePowerKey=poweroff in logind.conf: platforms that send an ACPI shutdown (GCP, \
+         IBM Cloud VPC, OpenStack) otherwise hard-stop the VM without a drain"
+    } else if ignore_inhibited {
+        "set PowerKeyIgnoreInhibited=no in logind.conf: otherwise an ACPI shutdown ignores \
+         kubelet's lock"
+    } else {
+        return check(NAME, false, Status::Pass, value, None);
+    };
+    check(NAME, false, Status::Warn, value, Some(fix.into()))
+}
+
+fn user_nthd(root: &Path) -> Check {
+    if passwd_has(root, "nthd") {
+        return check("user nthd", true, Status::Pass, "exists", None);
+    }
+    let fix = "create it: systemd-sysusers /usr/lib/sysusers.d/nthd.conf (the package does this)";
+    check("user nthd", true, Status::Fail, "missing", Some(fix.into()))
+}
+
+async fn nthd_service(c: &mut Ctx<'_>) -> Check {
+    const NAME: &str = "nthd.service";
+    match c.logind.unit_state("nthd.service").await {
+        Ok(s) if s == "active" => check(NAME, true, Status::Pass, "active", None),
+        Ok(s) => check(
+            NAME,
+            true,
+            Status::Fail,
+            s,
+            Some("systemctl enable --now nthd".into()),
+        ),
+        Err(e) => check(NAME, true, Status::Fail, e.to_string(), None),
+    }
 }
 
 /// What to set when kubelet's drain outlasts the notice. EKS's Amazon Linux 2023 AMIs (1.34
