@@ -298,41 +298,14 @@ impl Gcp {
             return;
         };
         let elapsed = now.saturating_duration_since(attempt.issued);
-        let outcome = attempt.result.and_then(|reply| k.interpret(&url, reply));
-        let (notices, etag) = match outcome {
+        let (notices, etag) = match attempt.result.and_then(|reply| k.interpret(&url, reply)) {
             Ok(x) => x,
-            Err(error) => {
-                // Re-armed (as a long-poll when an ETag is known) after the backoff.
-                let delay = k.backoff.next_delay();
-                tracing::debug!(
-                    "{url}: {error}; retrying in {}",
-                    timefmt::format_duration(delay)
-                );
-                k.not_before = now + delay;
-                obs.errors.push(SourceError {
-                    source: k.source,
-                    error,
-                });
-                return;
-            }
+            Err(error) => return k.failed(&url, error, now, obs),
         };
         k.last = notices;
         obs.fresh.push(k.source);
         let Some(etag) = etag else {
-            if !k.warned_no_etag {
-                tracing::warn!(
-                    "{url} answered without a usable ETag; polling it every {} instead of \
-                     long-polling",
-                    timefmt::format_duration(retry)
-                );
-                k.warned_no_etag = true;
-            }
-            k.etag = None;
-            k.long_poll = false;
-            k.quick = 0;
-            k.backoff.reset();
-            k.not_before = now + retry;
-            return;
+            return k.without_etag(&url, retry, now);
         };
         if k.warned_no_etag && k.etag.is_none() {
             tracing::info!("{url} sends ETags again; long-polling it");
@@ -349,47 +322,84 @@ impl Gcp {
             k.not_before = now;
             return;
         }
-        let early = elapsed < early_threshold;
-        if early {
-            k.quick = k.quick.saturating_add(1);
-        } else {
-            k.quick = 0;
+        k.after_long_poll(&url, unchanged, elapsed < early_threshold, now);
+    }
+}
+
+impl Key {
+    /// A failed read is re-armed (as a long-poll when an ETag is known) after the backoff.
+    fn failed(&mut self, url: &str, error: ImdsError, now: Instant, obs: &mut Observation) {
+        let delay = self.backoff.next_delay();
+        tracing::debug!(
+            "{url}: {error}; retrying in {}",
+            timefmt::format_duration(delay)
+        );
+        self.not_before = now + delay;
+        obs.errors.push(SourceError {
+            source: self.source,
+            error,
+        });
+    }
+
+    /// An answer without a usable ETag: plain polling every `retry` until ETags come back.
+    fn without_etag(&mut self, url: &str, retry: Duration, now: Instant) {
+        if !self.warned_no_etag {
+            tracing::warn!(
+                "{url} answered without a usable ETag; polling it every {} instead of \
+                 long-polling",
+                timefmt::format_duration(retry)
+            );
+            self.warned_no_etag = true;
         }
+        self.etag = None;
+        self.long_poll = false;
+        self.quick = 0;
+        self.backoff.reset();
+        self.not_before = now + retry;
+    }
+
+    /// Schedules the next read after a long-poll answered, `early` when it did not wait.
+    fn after_long_poll(&mut self, url: &str, unchanged: bool, early: bool, now: Instant) {
+        self.quick = if early {
+            self.quick.saturating_add(1)
+        } else {
+            0
+        };
         if unchanged {
             // The server's timeout, or an ETag reset: re-read the value plainly for a fresh
             // ETag. If it did not wait at all, it ignores wait_for_change: back off.
-            k.long_poll = false;
+            self.long_poll = false;
             if early {
-                let delay = k.backoff.next_delay();
+                let delay = self.backoff.next_delay();
                 tracing::debug!(
                     "{url} answered a long-poll at once with the same ETag; re-reading in {}",
                     timefmt::format_duration(delay)
                 );
-                k.suspect = true;
-                k.not_before = now + delay;
+                self.suspect = true;
+                self.not_before = now + delay;
             } else {
-                k.suspect = false;
-                k.backoff.reset();
-                k.not_before = now;
+                self.suspect = false;
+                self.backoff.reset();
+                self.not_before = now;
             }
+            return;
+        }
+        // A change: re-arm at once, unless the server keeps answering immediately.
+        self.long_poll = true;
+        if self.quick > QUICK_LIMIT {
+            let delay = self.backoff.next_delay();
+            tracing::debug!(
+                "{url} answered {} long-polls in a row at once; next one in {}",
+                self.quick,
+                timefmt::format_duration(delay)
+            );
+            self.not_before = now + delay;
         } else {
-            // A change: re-arm at once, unless the server keeps answering immediately.
-            k.long_poll = true;
-            if k.quick > QUICK_LIMIT {
-                let delay = k.backoff.next_delay();
-                tracing::debug!(
-                    "{url} answered {} long-polls in a row at once; next one in {}",
-                    k.quick,
-                    timefmt::format_duration(delay)
-                );
-                k.not_before = now + delay;
-            } else {
-                if !early {
-                    k.suspect = false;
-                    k.backoff.reset();
-                }
-                k.not_before = now;
+            if !early {
+                self.suspect = false;
+                self.backoff.reset();
             }
+            self.not_before = now;
         }
     }
 }
