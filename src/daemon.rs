@@ -15,7 +15,7 @@ use crate::imds::ImdsError;
 use crate::logind::Logind;
 use crate::metrics::Metrics;
 use crate::notice::{Cloud, Notice};
-use crate::policy::{Action, Cancelled, Command, Decision, Planner, PowerAction, When};
+use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::timefmt;
@@ -322,15 +322,15 @@ impl Daemon {
         }
     }
 
-    async fn handle(&mut self, cmds: Vec<Command>) {
+    async fn handle(&mut self, cmds: Vec<Effect>) {
         for c in cmds {
             match c {
-                Command::Announce {
+                Effect::Announce {
                     notice,
                     decision,
                     already_done,
                 } => log_announce(&notice, &decision, already_done),
-                Command::Drifted { notice, from } => tracing::debug!(
+                Effect::Drifted { notice, from } => tracing::debug!(
                     nthd_notice_id = notice.id.as_str(),
                     "notice {} ({}): deadline moved from {} to {}",
                     notice.kind,
@@ -342,7 +342,7 @@ impl Daemon {
                         .map(timefmt::format_rfc3339)
                         .unwrap_or_else(|| "none".into())
                 ),
-                Command::Gone { notice } => {
+                Effect::Gone { notice } => {
                     tracing::info!(
                         nthd_notice_id = notice.id.as_str(),
                         "notice {} ({}) is no longer listed",
@@ -350,7 +350,7 @@ impl Daemon {
                         notice.id
                     )
                 }
-                Command::Scheduled { notice, action, at } => tracing::warn!(
+                Effect::Scheduled { notice, action, at } => tracing::warn!(
                     message_id = MSG_NOTICE,
                     nthd_kind = notice.kind.name(),
                     nthd_notice_id = notice.id.as_str(),
@@ -361,12 +361,12 @@ impl Daemon {
                     timefmt::format_rfc3339(at),
                     timefmt::relative(at, SystemTime::now())
                 ),
-                Command::Canceled { notice, reason } => tracing::warn!(
+                Effect::Canceled { notice, reason } => tracing::warn!(
                     nthd_notice_id = notice.id.as_str(),
                     "pending action for {} canceled: {reason}",
                     notice.id
                 ),
-                Command::Execute { notice, action } => self.execute(&notice, action).await,
+                Effect::Execute { notice, action } => self.execute(&notice, action).await,
             }
         }
     }

@@ -340,7 +340,7 @@ fn change(old: &Notice, new: &Notice) -> Change {
 
 /// What the planner asks the daemon to do.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Command {
+pub enum Effect {
     /// A notice seen for the first time, or changed: log it with its decision.
     Announce {
         notice: Notice,
@@ -389,7 +389,7 @@ pub enum Cancelled {
     /// It was cancelled once before: not again.
     AlreadyRetried(String),
     /// Wanted again; here is what is due now.
-    ActingAgain(String, Vec<Command>),
+    ActingAgain(String, Vec<Effect>),
 }
 
 /// The state kept between polls.
@@ -460,131 +460,128 @@ impl Planner {
         fresh: &[&str],
         now: SystemTime,
         budget: Option<Duration>,
-    ) -> Vec<Command> {
-        let mut out = Vec::new();
-        let listed: HashSet<&str> = notices.iter().map(|n| n.id.as_str()).collect();
+    ) -> Vec<Effect> {
+        let mut out = self.forget_gone(notices, fresh);
+        for n in notices {
+            let decision = decide(&self.cfg, n, now, budget);
+            self.note(n, &decision, &mut out);
+            self.want(n, &decision, &mut out);
+        }
+        out.extend(self.tick(now));
+        out
+    }
 
-        // Gone: known notices of fresh sources that are no longer listed.
+    /// Known notices of fresh sources that are no longer listed are gone. A deferred action for
+    /// such an event is withdrawn; an action wanted at once is kept until it succeeds (the
+    /// notice was real).
+    fn forget_gone(&mut self, notices: &[Notice], fresh: &[&str]) -> Vec<Effect> {
+        let listed: HashSet<&str> = notices.iter().map(|n| n.id.as_str()).collect();
         let gone: Vec<String> = self
             .known
             .iter()
             .filter(|(id, n)| fresh.contains(&n.source) && !listed.contains(id.as_str()))
             .map(|(id, _)| id.clone())
             .collect();
+        let mut out = Vec::new();
         for id in gone {
             let notice = self.known.remove(&id).expect("listed above");
-            if let Some(w) = self.wants.get(&id) {
-                // A deferred action for an event the platform no longer lists is withdrawn.
-                // An action wanted at once is kept until it succeeds: the notice was real.
-                if w.at.is_some() && !w.in_flight {
-                    self.wants.remove(&id);
-                    out.push(Command::Canceled {
-                        notice: notice.clone(),
-                        reason: "the platform no longer lists this event".into(),
-                    });
-                }
+            if self
+                .wants
+                .get(&id)
+                .is_some_and(|w| w.at.is_some() && !w.in_flight)
+            {
+                self.wants.remove(&id);
+                out.push(Effect::Canceled {
+                    notice: notice.clone(),
+                    reason: "the platform no longer lists this event".into(),
+                });
             }
-            out.push(Command::Gone { notice });
+            out.push(Effect::Gone { notice });
         }
-
-        for n in notices {
-            let change = self
-                .known
-                .get(&n.id)
-                .map_or(Change::New, |old| change(old, n));
-            let decision = decide(&self.cfg, n, now, budget);
-            if change != Change::Same {
-                let previous = self.known.insert(n.id.clone(), n.clone());
-                match (change, previous) {
-                    (Change::Drifted, Some(old)) => out.push(Command::Drifted {
-                        notice: n.clone(),
-                        from: old.deadline,
-                    }),
-                    _ => out.push(Command::Announce {
-                        notice: n.clone(),
-                        decision: decision.clone(),
-                        already_done: self.done.contains(&n.id),
-                    }),
-                }
-            }
-            if n.status != NoticeStatus::Active {
-                if let Some(w) = self.wants.get(&n.id) {
-                    if !w.in_flight {
-                        self.wants.remove(&n.id);
-                        out.push(Command::Canceled {
-                            notice: n.clone(),
-                            reason: decision.reason.clone(),
-                        });
-                    }
-                }
-                continue;
-            }
-            if self.done.contains(&n.id) {
-                continue;
-            }
-            let Some(power) = decision.action.power() else {
-                // The notice changed into a kind the policy does not act on: a power action
-                // wanted for its earlier kind is withdrawn.
-                if self.wants.get(&n.id).is_some_and(|w| !w.in_flight) {
-                    self.wants.remove(&n.id);
-                    out.push(Command::Canceled {
-                        notice: n.clone(),
-                        reason: decision.reason.clone(),
-                    });
-                }
-                continue;
-            };
-            let at = match decision.when {
-                When::Now => None,
-                When::At(t) => Some(t),
-            };
-            match self.wants.get_mut(&n.id) {
-                Some(w) => {
-                    if !w.in_flight {
-                        w.notice = n.clone();
-                        // A deferred time that drifts later, or a little earlier, is an
-                        // update like its deadline: only a real move is announced again.
-                        let changed = moved(w.at, at) || w.action != power;
-                        w.at = at;
-                        w.action = power;
-                        if let (true, Some(t)) = (changed, at) {
-                            out.push(Command::Scheduled {
-                                notice: n.clone(),
-                                action: power,
-                                at: t,
-                            });
-                        }
-                    }
-                }
-                None => {
-                    self.wants.insert(
-                        n.id.clone(),
-                        Want {
-                            notice: n.clone(),
-                            action: power,
-                            at,
-                            retry_at: None,
-                            in_flight: false,
-                            attempts: 0,
-                        },
-                    );
-                    if let Some(t) = at {
-                        out.push(Command::Scheduled {
-                            notice: n.clone(),
-                            action: power,
-                            at: t,
-                        });
-                    }
-                }
-            }
-        }
-        out.extend(self.tick(now));
         out
+    }
+
+    /// Remembers `n`, announcing it when new or changed (only a deadline drift when that is
+    /// all that changed).
+    fn note(&mut self, n: &Notice, decision: &Decision, out: &mut Vec<Effect>) {
+        let change = self
+            .known
+            .get(&n.id)
+            .map_or(Change::New, |old| change(old, n));
+        if change == Change::Same {
+            return;
+        }
+        let previous = self.known.insert(n.id.clone(), n.clone());
+        out.push(match (change, previous) {
+            (Change::Drifted, Some(old)) => Effect::Drifted {
+                notice: n.clone(),
+                from: old.deadline,
+            },
+            _ => Effect::Announce {
+                notice: n.clone(),
+                decision: decision.clone(),
+                already_done: self.done.contains(&n.id),
+            },
+        });
+    }
+
+    /// What `n` wants now: a power action (new, or updated while not in flight), or the
+    /// withdrawal of one it wanted before (no longer active, or now a kind not acted on).
+    fn want(&mut self, n: &Notice, decision: &Decision, out: &mut Vec<Effect>) {
+        let power = decision.action.power();
+        if n.status != NoticeStatus::Active || (power.is_none() && !self.done.contains(&n.id)) {
+            if self.wants.get(&n.id).is_some_and(|w| !w.in_flight) {
+                self.wants.remove(&n.id);
+                out.push(Effect::Canceled {
+                    notice: n.clone(),
+                    reason: decision.reason.clone(),
+                });
+            }
+            return;
+        }
+        let Some(power) = power.filter(|_| !self.done.contains(&n.id)) else {
+            return;
+        };
+        let at = match decision.when {
+            When::Now => None,
+            When::At(t) => Some(t),
+        };
+        let announce = match self.wants.get_mut(&n.id) {
+            Some(w) if w.in_flight => false,
+            Some(w) => {
+                w.notice = n.clone();
+                // A deferred time that drifts later, or a little earlier, is an update like
+                // its deadline: only a real move is announced again.
+                let changed = moved(w.at, at) || w.action != power;
+                w.at = at;
+                w.action = power;
+                changed
+            }
+            None => {
+                let want = Want {
+                    notice: n.clone(),
+                    action: power,
+                    at,
+                    retry_at: None,
+                    in_flight: false,
+                    attempts: 0,
+                };
+                self.wants.insert(n.id.clone(), want);
+                true
+            }
+        };
+        if let (true, Some(t)) = (announce, at) {
+            out.push(Effect::Scheduled {
+                notice: n.clone(),
+                action: power,
+                at: t,
+            });
+        }
     }
 
     /// Returns the actions due at `now`. Power-offs go before reboots; once one power action
     /// has succeeded, nothing more is executed.
-    pub fn tick(&mut self, now: SystemTime) -> Vec<Command> {
+    pub fn tick(&mut self, now: SystemTime) -> Vec<Effect> {
         if self.shutting_down.is_some() || self.wants.values().any(|w| w.in_flight) {
             return Vec::new();
         }
@@ -601,7 +598,7 @@ impl Planner {
         let w = self.wants.get_mut(&id).expect("picked above");
         w.in_flight = true;
         w.attempts += 1;
-        vec![Command::Execute {
+        vec![Effect::Execute {
             notice: w.notice.clone(),
             action: w.action,
         }]
@@ -860,10 +857,10 @@ mod tests {
         }
     }
 
-    fn executes(cmds: &[Command]) -> Vec<(String, PowerAction)> {
+    fn executes(cmds: &[Effect]) -> Vec<(String, PowerAction)> {
         cmds.iter()
             .filter_map(|c| match c {
-                Command::Execute { notice, action } => Some((notice.id.clone(), *action)),
+                Effect::Execute { notice, action } => Some((notice.id.clone(), *action)),
                 _ => None,
             })
             .collect()
@@ -885,7 +882,7 @@ mod tests {
         assert_eq!(
             first
                 .iter()
-                .filter(|c| matches!(c, Command::Announce { .. }))
+                .filter(|c| matches!(c, Effect::Announce { .. }))
                 .count(),
             1
         );
@@ -911,21 +908,21 @@ mod tests {
         assert_eq!(executes(&c).len(), 1);
         p.record_result(&n.id, true, t(NOW));
         let c = p.observe(&[], &["test/source"], t(NOW + 1), None);
-        assert!(matches!(c.as_slice(), [Command::Gone { .. }]));
+        assert!(matches!(c.as_slice(), [Effect::Gone { .. }]));
         let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW + 2), None);
         assert!(executes(&c).is_empty());
         assert!(matches!(
             c.as_slice(),
-            [Command::Announce {
+            [Effect::Announce {
                 already_done: true,
                 ..
             }]
         ));
     }
 
-    fn announces(cmds: &[Command]) -> usize {
+    fn announces(cmds: &[Effect]) -> usize {
         cmds.iter()
-            .filter(|c| matches!(c, Command::Announce { .. }))
+            .filter(|c| matches!(c, Effect::Announce { .. }))
             .count()
     }
 
@@ -945,7 +942,7 @@ mod tests {
             total += announces(&cmds);
             drifted += cmds
                 .iter()
-                .filter(|c| matches!(c, Command::Drifted { .. }))
+                .filter(|c| matches!(c, Effect::Drifted { .. }))
                 .count();
         }
         assert_eq!((total, drifted), (1, 28));
@@ -969,12 +966,12 @@ mod tests {
         let fresh = ["test/source"];
         assert_eq!(p.shutdown_cancelled(t(NOW)), Cancelled::NotShuttingDown);
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
-        assert!(cmds.iter().any(|c| matches!(c, Command::Execute { .. })));
+        assert!(cmds.iter().any(|c| matches!(c, Effect::Execute { .. })));
         p.record_result("spot", true, t(NOW));
         assert!(p.shutting_down().is_some());
         // Still listed: nothing more while the shutdown is under way.
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 1), None);
-        assert!(!cmds.iter().any(|c| matches!(c, Command::Execute { .. })));
+        assert!(!cmds.iter().any(|c| matches!(c, Effect::Execute { .. })));
 
         // Cancelled: the same action once more, at once.
         match p.shutdown_cancelled(t(NOW + 2)) {
@@ -982,7 +979,7 @@ mod tests {
                 assert_eq!(id, "spot");
                 assert_eq!(
                     cmds,
-                    vec![Command::Execute {
+                    vec![Effect::Execute {
                         notice: n.clone(),
                         action: PowerAction::PowerOff
                     }]
@@ -997,7 +994,7 @@ mod tests {
             Cancelled::AlreadyRetried("spot".into())
         );
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 4), None);
-        assert!(!cmds.iter().any(|c| matches!(c, Command::Execute { .. })));
+        assert!(!cmds.iter().any(|c| matches!(c, Effect::Execute { .. })));
     }
 
     #[test]
@@ -1048,7 +1045,7 @@ mod tests {
         let at = t(NOW + 1000 - 60 - 120);
         assert!(c
             .iter()
-            .any(|c| matches!(c, Command::Scheduled { at: a, .. } if *a == at)));
+            .any(|c| matches!(c, Effect::Scheduled { at: a, .. } if *a == at)));
         assert!(executes(&c).is_empty());
         assert_eq!(p.next_wakeup(), Some(at));
         assert!(executes(&p.tick(at - Duration::from_secs(1))).is_empty());
@@ -1063,7 +1060,7 @@ mod tests {
         let at2 = t(NOW + 2000 - 180);
         assert!(c
             .iter()
-            .any(|c| matches!(c, Command::Scheduled { at: a, .. } if *a == at2)));
+            .any(|c| matches!(c, Effect::Scheduled { at: a, .. } if *a == at2)));
         assert!(executes(&p.tick(at)).is_empty());
         // Canceled: nothing fires.
         n.status = NoticeStatus::Canceled;
@@ -1073,7 +1070,7 @@ mod tests {
             t(NOW + 20),
             budget,
         );
-        assert!(c.iter().any(|c| matches!(c, Command::Canceled { .. })));
+        assert!(c.iter().any(|c| matches!(c, Effect::Canceled { .. })));
         assert!(executes(&p.tick(at2)).is_empty());
         assert!(p.next_wakeup().is_none());
     }
@@ -1105,7 +1102,7 @@ mod tests {
         assert!(c.is_empty());
         assert!(p.has_wants());
         let c = p.observe(&[], &["test/source"], t(NOW + 2), None);
-        assert!(c.iter().any(|c| matches!(c, Command::Canceled { .. })));
+        assert!(c.iter().any(|c| matches!(c, Effect::Canceled { .. })));
         assert!(!p.has_wants());
     }
 
@@ -1139,7 +1136,7 @@ mod tests {
         assert!(executes(&c).is_empty());
         assert!(matches!(
             c.as_slice(),
-            [Command::Announce {
+            [Effect::Announce {
                 already_done: true,
                 ..
             }]
@@ -1211,7 +1208,7 @@ mod tests {
             Some(Duration::ZERO),
         );
         assert!(
-            c.iter().any(|c| matches!(c, Command::Canceled { .. })),
+            c.iter().any(|c| matches!(c, Effect::Canceled { .. })),
             "{c:?}"
         );
         assert!(executes(&p.tick(t(NOW + 20_000))).is_empty());

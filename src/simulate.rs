@@ -13,7 +13,7 @@ use crate::executor::{self, Executor, Outcome};
 use crate::logind::Logind;
 use crate::metrics::{Metrics, MetricsOptions};
 use crate::notice::{Notice, NoticeKind, NoticeStatus};
-use crate::policy::{Command, Planner, PowerAction};
+use crate::policy::{Effect, Planner, PowerAction};
 use crate::timefmt;
 
 /// A plausible deadline for a drill of `kind`: the platform's usual lead time.
@@ -151,14 +151,14 @@ async fn read_budget(logind: &mut Logind) -> Option<Duration> {
 }
 
 /// Prints the planner's decision; the power action it plans, if any.
-fn narrate(cmds: &[Command], now: SystemTime) -> Option<PowerAction> {
+fn narrate(cmds: &[Effect], now: SystemTime) -> Option<PowerAction> {
     let mut planned = None;
     for c in cmds {
         match c {
-            Command::Announce { decision, .. } => {
+            Effect::Announce { decision, .. } => {
                 println!("decision: {} ({})", decision.action, decision.reason);
             }
-            Command::Scheduled { action, at, .. } => {
+            Effect::Scheduled { action, at, .. } => {
                 println!(
                     "{action} would run at {} ({})",
                     timefmt::format_rfc3339(*at),
@@ -166,7 +166,7 @@ fn narrate(cmds: &[Command], now: SystemTime) -> Option<PowerAction> {
                 );
                 planned = Some(*action);
             }
-            Command::Execute { action, .. } => planned = Some(*action),
+            Effect::Execute { action, .. } => planned = Some(*action),
             _ => {}
         }
     }
@@ -192,11 +192,11 @@ fn confirmed(action: PowerAction) -> anyhow::Result<bool> {
 /// Waits for a deferred action exactly as the daemon would; the notice and action once due.
 async fn wait_until_due(
     planner: &mut Planner,
-    mut cmds: Vec<Command>,
+    mut cmds: Vec<Effect>,
 ) -> Option<(Notice, PowerAction)> {
     loop {
         let due = cmds.into_iter().find_map(|c| match c {
-            Command::Execute { notice, action } => Some((notice, action)),
+            Effect::Execute { notice, action } => Some((notice, action)),
             _ => None,
         });
         if due.is_some() {

@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nthd::notice::{Notice, NoticeKind, NoticeStatus, KINDS};
-use nthd::policy::{decide, Action, Command, Planner, PolicyConfig, When};
+use nthd::policy::{decide, Action, Effect, Planner, PolicyConfig, When};
 use proptest::prelude::*;
 
 const SOURCES: [&str; 3] = ["test/a", "test/b", "test/c"];
@@ -316,7 +316,7 @@ fn run(s: &Scenario) {
             .collect();
         for c in &cmds {
             match c {
-                Command::Scheduled { notice, action, at } => {
+                Effect::Scheduled { notice, action, at } => {
                     // Only the power action set for the notice's kind is ever scheduled.
                     assert_eq!(cfg.action(notice.kind).power(), Some(*action), "{notice:?}");
                     assert!(*at > now, "scheduled at {at:?}, not after now {now:?}");
@@ -324,7 +324,7 @@ fn run(s: &Scenario) {
                         assert!(*at <= d, "scheduled after the deadline");
                     }
                 }
-                Command::Execute { notice, action } => {
+                Effect::Execute { notice, action } => {
                     let id = &notice.id;
                     // (a), (c): nothing after a success, never a done id.
                     assert!(
@@ -363,7 +363,7 @@ fn run(s: &Scenario) {
         }
         assert!(
             cmds.iter()
-                .filter(|c| matches!(c, Command::Execute { .. }))
+                .filter(|c| matches!(c, Effect::Execute { .. }))
                 .count()
                 <= 1
         );
@@ -451,7 +451,7 @@ proptest! {
             prop_assert!(
                 !cmds.iter().any(|c| matches!(
                     c,
-                    Command::Execute { .. } | Command::Scheduled { .. }
+                    Effect::Execute { .. } | Effect::Scheduled { .. }
                 )),
                 "{harmless:?}: {cmds:?}"
             );
@@ -491,7 +491,7 @@ fn kind_change_under_the_same_id_updates_the_action() {
         Some(Duration::ZERO),
     );
     let cmds = p.tick(t(20_000));
-    let Some(Command::Execute { notice, action }) = cmds.first() else {
+    let Some(Effect::Execute { notice, action }) = cmds.first() else {
         panic!("nothing executed: {cmds:?}");
     };
     assert_eq!(notice.kind, NoticeKind::ScheduledReboot);
