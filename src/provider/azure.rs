@@ -215,20 +215,7 @@ pub fn target(ev: &ScheduledEvent, vm: Option<&str>) -> Target {
 /// The notice for an event of this VM. Unknown event types become [`NoticeKind::Unknown`];
 /// unknown statuses are taken as active.
 pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
-    let kind = match ev.event_type.to_ascii_lowercase().as_str() {
-        "preempt" => NoticeKind::AzurePreempt,
-        "terminate" => NoticeKind::AzureTerminate,
-        "reboot" => NoticeKind::AzureReboot,
-        "redeploy" => NoticeKind::AzureRedeploy,
-        "freeze" => NoticeKind::AzureFreeze,
-        _ => {
-            let t = clean(&ev.event_type, 64);
-            warn_limited(&format!("azure-type {t}"), || {
-                format!("unknown Scheduled Event type \"{t}\" at {url}; treating it as unknown")
-            });
-            NoticeKind::Unknown
-        }
-    };
+    let kind = event_kind(url, &ev.event_type);
     match ev.event_status.to_ascii_lowercase().as_str() {
         "scheduled" | "started" => {}
         _ => {
@@ -238,21 +225,6 @@ pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
             })
         }
     }
-    let deadline = if ev.not_before.is_empty() {
-        None
-    } else {
-        let d = timefmt::parse_any(&ev.not_before);
-        if d.is_none() {
-            let nb = clean(&ev.not_before, 64);
-            warn_limited(&format!("azure-notbefore {nb}"), || {
-                format!(
-                    "Scheduled Event NotBefore \"{nb}\" at {url} does not parse; acting as if \
-                     it were now"
-                )
-            });
-        }
-        d
-    };
     let id = match &ev.event_id {
         Some(e) => format!("azure/{}", sanitize(e)),
         None => format!(
@@ -261,25 +233,72 @@ pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
             sanitize(&ev.resources.join(","))
         ),
     };
-    let mut detail = format!(
-        "Scheduled Event {} {} ({}) for {} {}",
-        if ev.event_type.is_empty() {
-            "(no type)"
-        } else {
-            &ev.event_type
-        },
-        ev.event_id.as_deref().unwrap_or("(no id)"),
-        if ev.event_status.is_empty() {
-            "no status"
-        } else {
-            &ev.event_status
-        },
-        ev.resources.join(", "),
-        if ev.not_before.is_empty() {
-            "now".to_string()
-        } else {
-            format!("not before {}", ev.not_before)
+    Notice {
+        kind,
+        source: SRC_EVENTS,
+        id,
+        event_id: ev.event_id.clone(),
+        deadline: not_before(url, &ev.not_before),
+        status: NoticeStatus::Active,
+        detail: describe(ev),
+        raw: ev.raw.clone(),
+    }
+}
+
+fn event_kind(url: &str, event_type: &str) -> NoticeKind {
+    match event_type.to_ascii_lowercase().as_str() {
+        "preempt" => NoticeKind::AzurePreempt,
+        "terminate" => NoticeKind::AzureTerminate,
+        "reboot" => NoticeKind::AzureReboot,
+        "redeploy" => NoticeKind::AzureRedeploy,
+        "freeze" => NoticeKind::AzureFreeze,
+        _ => {
+            let t = clean(event_type, 64);
+            warn_limited(&format!("azure-type {t}"), || {
+                format!("unknown Scheduled Event type \"{t}\" at {url}; treating it as unknown")
+            });
+            NoticeKind::Unknown
         }
+    }
+}
+
+/// `NotBefore`: empty means now; one that does not parse is warned about and taken as now.
+fn not_before(url: &str, value: &str) -> Option<std::time::SystemTime> {
+    if value.is_empty() {
+        return None;
+    }
+    let d = timefmt::parse_any(value);
+    if d.is_none() {
+        let nb = clean(value, 64);
+        warn_limited(&format!("azure-notbefore {nb}"), || {
+            format!(
+                "Scheduled Event NotBefore \"{nb}\" at {url} does not parse; acting as if it \
+                 were now"
+            )
+        });
+    }
+    d
+}
+
+/// The notice's one-line summary.
+fn describe(ev: &ScheduledEvent) -> String {
+    let or = |v: &str, empty: &'static str| -> String {
+        if v.is_empty() {
+            empty.to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let when = match ev.not_before.is_empty() {
+        true => "now".to_string(),
+        false => format!("not before {}", ev.not_before),
+    };
+    let mut detail = format!(
+        "Scheduled Event {} {} ({}) for {} {when}",
+        or(&ev.event_type, "(no type)"),
+        ev.event_id.as_deref().unwrap_or("(no id)"),
+        or(&ev.event_status, "no status"),
+        ev.resources.join(", "),
     );
     if !ev.description.is_empty() {
         detail.push_str(&format!(": {}", ev.description));
@@ -290,16 +309,7 @@ pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
     if let Some(d) = ev.duration_secs.filter(|d| *d >= 0) {
         detail.push_str(&format!(" (lasting {d}s)"));
     }
-    Notice {
-        kind,
-        source: SRC_EVENTS,
-        id,
-        event_id: ev.event_id.clone(),
-        deadline,
-        status: NoticeStatus::Active,
-        detail,
-        raw: ev.raw.clone(),
-    }
+    detail
 }
 
 /// The notices a Scheduled Events answer holds for the VM called `vm` (`None`: name not known,
