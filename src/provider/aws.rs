@@ -349,79 +349,85 @@ pub fn parse_scheduled(url: &str, body: &str) -> Result<Vec<Notice>, ImdsError> 
     let events: Vec<ScheduledEvent> = serde_json::from_str(body).map_err(|e| {
         ImdsError::malformed(url, format!("invalid scheduled-events JSON: {e}"), body)
     })?;
-    let mut out = Vec::with_capacity(events.len());
-    for ev in events {
-        let code = ev.code.trim().to_ascii_lowercase();
-        let kind = match code.as_str() {
-            "instance-stop" | "instance-retirement" => NoticeKind::ScheduledStop,
-            "instance-reboot" | "system-reboot" => NoticeKind::ScheduledReboot,
-            "system-maintenance" => NoticeKind::ScheduledMaintenance,
-            _ => {
-                let c = clean(&ev.code, 64);
-                warn_limited(&format!("aws-code {c}"), || {
-                    format!("unknown scheduled event code \"{c}\" at {url}; treating it as unknown")
-                });
-                NoticeKind::Unknown
-            }
-        };
-        let status = match ev.state.trim().to_ascii_lowercase().as_str() {
-            "canceled" | "cancelled" => NoticeStatus::Canceled,
-            "completed" => NoticeStatus::Completed,
-            "active" | "" => NoticeStatus::Active,
-            other => {
-                let st = clean(other, 64);
-                warn_limited(&format!("aws-state {st}"), || {
-                    format!(
-                        "unknown scheduled event state \"{st}\" at {url}; treating it as active"
-                    )
-                });
-                NoticeStatus::Active
-            }
-        };
-        let deadline = ev.not_before.as_deref().and_then(timefmt::parse_any);
-        if let (Some(nb), None) = (&ev.not_before, deadline) {
-            let nb = clean(nb, 64);
-            warn_limited(&format!("aws-notbefore {nb}"), || {
-                format!("scheduled event NotBefore \"{nb}\" at {url} does not parse")
-            });
-        }
-        let event_id = ev
-            .event_id
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        let id = match &event_id {
-            Some(e) => format!("aws/scheduled/{}", sanitize(e)),
-            None => format!(
-                "aws/scheduled/{}/{}",
-                sanitize(&code),
-                sanitize(ev.not_before.as_deref().unwrap_or(""))
-            ),
-        };
-        let raw = serde_json::json!({
-            "Code": ev.code, "EventId": event_id, "NotBefore": ev.not_before,
-            "NotAfter": ev.not_after, "NotBeforeDeadline": ev.not_before_deadline,
-            "State": ev.state, "Description": ev.description,
-        });
-        out.push(Notice {
-            kind,
-            source: SRC_SCHEDULED,
-            id,
-            event_id,
-            deadline,
-            status,
-            detail: format!(
-                "scheduled event {} ({}) {} not before {}",
-                ev.code,
-                ev.state,
-                ev.event_id.as_deref().unwrap_or("(no id)"),
-                ev.not_before.as_deref().unwrap_or("(unset)")
-            ),
-            raw: cap_raw(&raw.to_string()),
+    Ok(events.iter().map(|ev| scheduled_notice(url, ev)).collect())
+}
+
+fn scheduled_notice(url: &str, ev: &ScheduledEvent) -> Notice {
+    let code = ev.code.trim().to_ascii_lowercase();
+    let deadline = ev.not_before.as_deref().and_then(timefmt::parse_any);
+    if let (Some(nb), None) = (&ev.not_before, deadline) {
+        let nb = clean(nb, 64);
+        warn_limited(&format!("aws-notbefore {nb}"), || {
+            format!("scheduled event NotBefore \"{nb}\" at {url} does not parse")
         });
     }
-    Ok(out)
+    let event_id = ev
+        .event_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let id = match &event_id {
+        Some(e) => format!("aws/scheduled/{}", sanitize(e)),
+        None => format!(
+            "aws/scheduled/{}/{}",
+            sanitize(&code),
+            sanitize(ev.not_before.as_deref().unwrap_or(""))
+        ),
+    };
+    let raw = serde_json::json!({
+        "Code": ev.code, "EventId": event_id, "NotBefore": ev.not_before,
+        "NotAfter": ev.not_after, "NotBeforeDeadline": ev.not_before_deadline,
+        "State": ev.state, "Description": ev.description,
+    });
+    Notice {
+        kind: scheduled_kind(url, &code, &ev.code),
+        source: SRC_SCHEDULED,
+        id,
+        event_id,
+        deadline,
+        status: scheduled_status(url, &ev.state),
+        detail: format!(
+            "scheduled event {} ({}) {} not before {}",
+            ev.code,
+            ev.state,
+            ev.event_id.as_deref().unwrap_or("(no id)"),
+            ev.not_before.as_deref().unwrap_or("(unset)")
+        ),
+        raw: cap_raw(&raw.to_string()),
+    }
+}
+
+/// The kind of a scheduled event `Code` (`code` is it trimmed and lowercased).
+fn scheduled_kind(url: &str, code: &str, as_sent: &str) -> NoticeKind {
+    match code {
+        "instance-stop" | "instance-retirement" => NoticeKind::ScheduledStop,
+        "instance-reboot" | "system-reboot" => NoticeKind::ScheduledReboot,
+        "system-maintenance" => NoticeKind::ScheduledMaintenance,
+        _ => {
+            let c = clean(as_sent, 64);
+            warn_limited(&format!("aws-code {c}"), || {
+                format!("unknown scheduled event code \"{c}\" at {url}; treating it as unknown")
+            });
+            NoticeKind::Unknown
+        }
+    }
+}
+
+/// A scheduled event's `State`; an unknown one is taken as active.
+fn scheduled_status(url: &str, state: &str) -> NoticeStatus {
+    match state.trim().to_ascii_lowercase().as_str() {
+        "canceled" | "cancelled" => NoticeStatus::Canceled,
+        "completed" => NoticeStatus::Completed,
+        "active" | "" => NoticeStatus::Active,
+        other => {
+            let st = clean(other, 64);
+            warn_limited(&format!("aws-state {st}"), || {
+                format!("unknown scheduled event state \"{st}\" at {url}; treating it as active")
+            });
+            NoticeStatus::Active
+        }
+    }
 }
 
 /// Keeps ids printable and bounded, whatever the service sends.
