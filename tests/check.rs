@@ -2,8 +2,9 @@
 //! logind and a fake systemd1 on a private bus, the mock IMDS, and fixture files for DMI,
 //! /etc/passwd and logind drop-ins.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use nthd::provider::aws;
@@ -46,14 +47,7 @@ async fn env() -> Env {
 }
 
 fn current_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .unwrap()
-        .parse()
-        .unwrap()
+    nthd_testkit::effective_uid()
 }
 
 fn write(root: &Path, rel: &str, body: &str) {
@@ -63,12 +57,9 @@ fn write(root: &Path, rel: &str, body: &str) {
 }
 
 async fn run(e: &Env, extra: &[(&str, &str)]) -> (bool, Value) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
+    let mut cmd = common::nthd_command(e.bus.address());
     cmd.args(["check", "--json", "--root"])
         .arg(e.root.path())
-        .env_clear()
-        .env("NTHD_SETTINGS_FILE", "none")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", e.bus.address())
         .env("NTHD_PROVIDER", "aws")
         .env("NTHD_IMDS_ENDPOINT", e.imds.url())
         .env("NTHD_LOG_LEVEL", "error");
@@ -312,11 +303,8 @@ async fn reboot_policy_also_needs_the_reboot_grant() {
 
 #[test]
 fn text_output_uses_marks_and_prints_fixes() {
-    let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
+    let out = common::nthd_command("unix:path=/nonexistent/bus")
         .args(["check", "--root", "/nonexistent"])
-        .env_clear()
-        .env("NTHD_SETTINGS_FILE", "none")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
         .env("NTHD_PROVIDER", "aws")
         .env("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9")
         .env("NTHD_LOG_LEVEL", "error")

@@ -242,9 +242,8 @@ async fn no_reboot_without_first_writing_its_record() {
 /// `reboot` for a kind without an event id is a bad setting: exit 2 at once, naming it.
 #[test]
 fn reboot_for_a_kind_without_an_event_id_is_refused_at_start() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nthd"))
+    let out = common::nthd_command("unix:path=/nonexistent/bus")
         .arg("run")
-        .env_clear()
         .env("NTHD_ACTION_REBALANCE", "reboot")
         .env("NTHD_SETTINGS_FILE", "none")
         .output()
@@ -258,13 +257,8 @@ fn reboot_for_a_kind_without_an_event_id_is_refused_at_start() {
 }
 
 fn nthd_cmd(bus: &str, settings: &std::path::Path) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_nthd"));
-    c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
-        .env("NTHD_LOG_TARGET", "stderr")
-        .env("NTHD_SETTINGS_FILE", settings)
-        .stdin(std::process::Stdio::null());
+    let mut c = common::nthd_command(bus);
+    c.env("NTHD_SETTINGS_FILE", settings);
     c
 }
 

@@ -1,18 +1,15 @@
 //! `nthd once`: the notice and the decision, printed, with the exit code telling whether the
 //! metadata service answered.
 
-use std::process::Command;
+mod common;
 
 use nthd::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 
 fn once(url: &str, extra: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_nthd"))
+    common::nthd_command("unix:path=/nonexistent/bus")
         .args(["once", "--provider", "aws", "--imds-endpoint", url])
         .args(extra)
-        .env_clear()
-        .env("NTHD_SETTINGS_FILE", "none")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
         .env("NTHD_LOG_LEVEL", "error")
         .output()
         .unwrap()
@@ -101,11 +98,8 @@ fn waits_for_azures_slow_first_answer() {
         Response::json(200, events.to_string()).with_delay(11_500),
     );
     let t = std::time::Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
+    let out = common::nthd_command("unix:path=/nonexistent/bus")
         .args(["once", "--provider", "azure", "--imds-endpoint", &m.url()])
-        .env_clear()
-        .env("NTHD_SETTINGS_FILE", "none")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
         .env("NTHD_LOG_LEVEL", "error")
         .output()
         .unwrap();

@@ -1,5 +1,7 @@
 //! `nthd simulate` and the Prometheus metrics, with the real binary.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -10,18 +12,13 @@ use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
 fn nthd(bus: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nthd"));
+    let mut c = common::nthd_command(bus);
     c.args(args)
-        .env_clear()
-        .env("NTHD_SETTINGS_FILE", "none")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
-        .env("NTHD_LOG_TARGET", "stderr")
         // A drill writes the state record: never into the host's /var/lib/nthd.
         .env(
             "NTHD_STATE_DIR",
             std::env::temp_dir().join(format!("nthd-operability-{}", std::process::id())),
-        )
-        .stdin(Stdio::null());
+        );
     for (k, v) in env {
         c.env(k, v);
     }
@@ -168,18 +165,14 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     };
     let listen = format!("127.0.0.1:{port}");
     let mut child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_nthd"))
+        common::nthd_command(bus.address())
             .arg("run")
-            .env_clear()
-            .env("NTHD_SETTINGS_FILE", "none")
-            .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
             .env("NTHD_PROVIDER", "aws")
             .env("NTHD_IMDS_ENDPOINT", imds.url())
             .env("NTHD_POLL_INTERVAL", "200ms")
             .env("NTHD_STATE_DIR", dir.path())
             .env("NTHD_METRICS_TEXTFILE", &file)
             .env("NTHD_METRICS_LISTEN", &listen)
-            .env("NTHD_LOG_TARGET", "stderr")
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),

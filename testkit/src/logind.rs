@@ -943,11 +943,8 @@ impl HungLogind {
             .ok_or_else(|| io::Error::other(format!("not a unix:path= address: {address}")))?;
         let mut sock = std::os::unix::net::UnixStream::connect(path)?;
         sock.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let uid: String = std::fs::read_to_string("/proc/self/status")?
-            .lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            .unwrap_or("0")
+        let uid: String = crate::effective_uid()
+            .to_string()
             .bytes()
             .map(|b| format!("{b:02x}"))
             .collect();

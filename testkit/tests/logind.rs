@@ -28,14 +28,7 @@ fn method_error_message(e: &zbus::Error) -> Option<String> {
     }
 }
 
-fn effective_uid() -> u32 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
+use nthd_testkit::effective_uid;
 
 struct Env {
     fake: FakeLogind,

@@ -8,6 +8,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// The real `nthd` binary with a clean environment: no settings file, logs on stderr, stdin
+/// closed, the system bus at `bus`. Every integration test launches nthd through this.
+pub fn nthd_command(bus: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nthd"));
+    c.env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+        .env("NTHD_LOG_TARGET", "stderr")
+        .stdin(Stdio::null());
+    c
+}
+
 pub struct Nthd {
     pub child: Child,
     log: PathBuf,
@@ -18,19 +31,13 @@ impl Nthd {
     pub fn start(bus: &str, imds: &str, state_dir: &Path, env: &[(&str, &str)]) -> Nthd {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stderr.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nthd"));
+        let mut cmd = nthd_command(bus);
         cmd.arg("run")
-            .env_clear()
-            .env("NTHD_SETTINGS_FILE", "none")
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
             .env("NTHD_PROVIDER", "aws")
             .env("NTHD_IMDS_ENDPOINT", imds)
             .env("NTHD_POLL_INTERVAL", "200ms")
             .env("NTHD_RETRY_DELAY", "300ms")
-            .env("NTHD_LOG_TARGET", "stderr")
             .env("NTHD_STATE_DIR", state_dir)
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         for (k, v) in env {
