@@ -1,9 +1,11 @@
 //! The daemon: poll, decide, act.
 //!
 //! A provider task reads the metadata service and sends observations over a channel. The main
-//! loop feeds them to the [`Planner`], carries out what it asks through logind, keeps systemd
-//! informed (READY=1, STATUS=, WATCHDOG=1, STOPPING=1) and stops on SIGTERM. No transient fault
-//! (metadata service down, bus missing, polkit denial, unwritable state) makes it exit.
+//! loop reads top-down: observe (a message from the provider task) → plan (the [`Planner`]) →
+//! execute (the [`Executor`], the one path to logind) → record (the planner learns the
+//! outcome). It keeps systemd informed (READY=1, STATUS=, WATCHDOG=1, STOPPING=1) and stops on
+//! SIGTERM. No transient fault (metadata service down, bus missing, polkit denial, unwritable
+//! state) makes it exit; a bad setting does, with the status the unit does not restart on.
 
 use std::time::{Duration, Instant, SystemTime};
 
