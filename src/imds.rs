@@ -338,6 +338,49 @@ pub enum TokenAnswer {
     },
 }
 
+/// A metadata service that issues session tokens (AWS IMDSv2, Alibaba hardened mode), as
+/// [`get_with_token`] needs it.
+pub(crate) trait TokenSource {
+    /// The header the token goes in.
+    const HEADER: &'static str;
+    /// The client reads go through.
+    fn client(&self) -> &ImdsClient;
+    /// The token to send, `None` when the service is read without one.
+    async fn token(&mut self) -> Result<Option<String>, ImdsError>;
+    /// Whether `status` on a read says the token was not accepted.
+    fn rejects(&self, status: u16) -> bool;
+    /// Forgets the token (and anything learned from it) so the next read fetches a new one.
+    fn drop_token(&mut self);
+}
+
+/// GET `path` with the service's token; when the answer rejects the token, drop it and try
+/// once more with a new one (a token can expire or be revoked between reads). The one copy of
+/// this dance for every provider that uses tokens.
+pub(crate) async fn get_with_token<T: TokenSource>(
+    src: &mut T,
+    path: &str,
+) -> Result<Reply, ImdsError> {
+    let mut retried = false;
+    loop {
+        let token = src.token().await?;
+        let headers: Vec<(&'static str, &str)> = match &token {
+            Some(t) => vec![(T::HEADER, t.as_str())],
+            None => vec![],
+        };
+        let reply = src.client().get(path, &headers).await?;
+        if retried || !src.rejects(reply.status) {
+            return Ok(reply);
+        }
+        tracing::debug!(
+            "{} answered {}; fetching a new metadata token",
+            src.client().url(path),
+            reply.status
+        );
+        src.drop_token();
+        retried = true;
+    }
+}
+
 /// A session token for metadata services that issue one (AWS IMDSv2, Alibaba hardened mode):
 /// fetched with a `PUT`, cached, and refreshed a minute before it expires (at 80% of the
 /// lifetime for short ones).

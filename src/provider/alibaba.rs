@@ -15,7 +15,10 @@
 use std::time::{Duration, Instant};
 
 use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
-use crate::imds::{status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache};
+use crate::imds::{
+    get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
+    TokenSource,
+};
 use crate::timefmt;
 
 pub const TOKEN_PATH: &str = "/latest/api/token";
@@ -93,30 +96,10 @@ impl Alibaba {
         }
     }
 
-    /// GET with the token (if any); a 401/403 drops it and retries once with a new one.
+    /// GET with the token (if any); a 401/403 drops it and the read is retried once
+    /// ([`get_with_token`]).
     async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
-        let mut reply = None;
-        for attempt in 0..2 {
-            let token = self.fetch_token().await?;
-            let headers: Vec<(&'static str, &str)> = match &token {
-                Some(t) => vec![(TOKEN_HEADER, t.as_str())],
-                None => vec![],
-            };
-            let r = self.client.get(path, &headers).await?;
-            if matches!(r.status, 401 | 403) && attempt == 0 {
-                tracing::debug!(
-                    "{} answered {}; fetching a new metadata token",
-                    self.client.url(path),
-                    r.status
-                );
-                self.token.clear();
-                self.plain_mode = false;
-                continue;
-            }
-            reply = Some(r);
-            break;
-        }
-        Ok(reply.expect("the loop sets the reply on its last pass"))
+        get_with_token(self, path).await
     }
 
     async fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
@@ -191,6 +174,29 @@ impl Provider for Alibaba {
 
     fn next_due(&self) -> Instant {
         self.source.next
+    }
+}
+
+impl TokenSource for Alibaba {
+    const HEADER: &'static str = TOKEN_HEADER;
+
+    fn client(&self) -> &ImdsClient {
+        &self.client
+    }
+
+    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
+        self.fetch_token().await
+    }
+
+    /// Hardened mode answers 401 or 403 to a missing, expired or unknown token.
+    fn rejects(&self, status: u16) -> bool {
+        matches!(status, 401 | 403)
+    }
+
+    /// Also leaves normal mode: a 401/403 may mean hardened mode was switched on.
+    fn drop_token(&mut self) {
+        self.token.clear();
+        self.plain_mode = false;
     }
 }
 

@@ -17,7 +17,10 @@ use super::{
     cap_raw, earliest, gather, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider,
     SourceState,
 };
-use crate::imds::{status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache};
+use crate::imds::{
+    get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
+    TokenSource,
+};
 use crate::logging::{clean, warn_limited};
 use crate::timefmt;
 
@@ -207,26 +210,9 @@ impl Aws {
         }
     }
 
-    /// GET with the token; on 401 the token is dropped and the read retried once.
+    /// GET with the token; a 401 drops it and the read is retried once ([`get_with_token`]).
     async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
-        for attempt in 0..2 {
-            let token = self.fetch_token().await?;
-            let headers: Vec<(&'static str, &str)> = match &token {
-                Some(t) => vec![("x-aws-ec2-metadata-token", t.as_str())],
-                None => vec![],
-            };
-            let reply = self.client.get(path, &headers).await?;
-            if reply.status == 401 && attempt == 0 {
-                tracing::debug!(
-                    "{} answered 401; fetching a new IMDSv2 token",
-                    self.client.url(path)
-                );
-                self.token.clear();
-                continue;
-            }
-            return Ok(reply);
-        }
-        unreachable!("the loop returns on its second pass")
+        get_with_token(self, path).await
     }
 
     async fn read_source(&mut self, name: &'static str) -> Result<Vec<Notice>, ImdsError> {
@@ -494,6 +480,27 @@ pub fn endpoint(explicit: Option<&str>, ipv6: bool) -> String {
         Some(e) => e.to_string(),
         None if ipv6 => IPV6_ENDPOINT.to_string(),
         None => Cloud::Aws.default_endpoint().to_string(),
+    }
+}
+
+impl TokenSource for Aws {
+    const HEADER: &'static str = "x-aws-ec2-metadata-token";
+
+    fn client(&self) -> &ImdsClient {
+        &self.client
+    }
+
+    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
+        self.fetch_token().await
+    }
+
+    /// IMDSv2 answers 401 to an expired or unknown token.
+    fn rejects(&self, status: u16) -> bool {
+        status == 401
+    }
+
+    fn drop_token(&mut self) {
+        self.token.clear();
     }
 }
 
