@@ -8,37 +8,132 @@
 //! | `nthd_notice_deadline_seconds{provider,kind}` | gauge | seconds until the platform acts (negative once past) |
 //! | `nthd_termination_imminent{provider}` | gauge | 1 while a notice set to poweroff/reboot is listed (like Hollowtrees' `aws_instance_termination_imminent`) |
 //! | `nthd_termination_in_seconds{provider}` | gauge | seconds until the earliest such deadline (like `aws_instance_termination_in`) |
+//! | `nthd_termination_deadline_timestamp_seconds{provider}` | gauge | unix time of that deadline |
 //! | `nthd_actions_total{kind,action,result}` | counter | power actions attempted: result ok, error, dry_run, already_shutting_down |
 //! | `nthd_imds_reads_total{source,outcome}` | counter | metadata reads: ok, unreachable, timeout, http_error, malformed, too_large, token_refused |
 //! | `nthd_last_successful_poll_timestamp_seconds` | gauge | unix time of the last read that succeeded |
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::notice::{Cloud, NoticeKind, KINDS};
+use prometheus::{GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
+
+use crate::notice::{Cloud, NoticeKind, NoticeStatus, KINDS};
 use crate::policy::{Planner, PowerAction};
 use crate::provider::Observation;
 
+mod server;
+
+/// Where the metrics go: a textfile for node_exporter, a `/metrics` listener, both or neither.
 #[derive(Debug, Clone, Default)]
 pub struct MetricsOptions {
+    /// The textfile to keep written (`--metrics-textfile`).
     pub textfile: Option<PathBuf>,
+    /// The address to serve `/metrics` on (`--metrics-listen`).
     pub listen: Option<SocketAddr>,
 }
 
-#[derive(Debug, Default)]
+/// The series, held in a `prometheus` registry and rendered with its text encoder (format
+/// 0.0.4, which node_exporter's textfile collector and `promtool check metrics` read; see the
+/// README's Architecture section for why not OpenMetrics).
+struct Series {
+    registry: Registry,
+    info: GaugeVec,
+    notice: GaugeVec,
+    notice_deadline: GaugeVec,
+    imminent: GaugeVec,
+    termination_in: GaugeVec,
+    termination_deadline: GaugeVec,
+    actions: IntCounterVec,
+    reads: IntCounterVec,
+    last_ok: GaugeVec,
+}
+
+impl Series {
+    fn new() -> Series {
+        let registry = Registry::new();
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("each name registered once");
+            g
+        };
+        let info = gauge(
+            "nthd_info",
+            "nthd build and the cloud it watches.",
+            &["provider", "version"],
+        );
+        let notice = gauge(
+            "nthd_notice",
+            "Whether a notice of this kind is listed now.",
+            &["provider", "kind"],
+        );
+        let notice_deadline = gauge(
+            "nthd_notice_deadline_seconds",
+            "Seconds until the platform acts on the notice (negative once past).",
+            &["provider", "kind"],
+        );
+        let imminent = gauge(
+            "nthd_termination_imminent",
+            "Whether a notice set to poweroff or reboot is listed.",
+            &["provider"],
+        );
+        let termination_in = gauge(
+            "nthd_termination_in_seconds",
+            "Seconds until the earliest such deadline, as of the last write.",
+            &["provider"],
+        );
+        let termination_deadline = gauge(
+            "nthd_termination_deadline_timestamp_seconds",
+            "Unix time of the earliest deadline of a notice set to poweroff or reboot.",
+            &["provider"],
+        );
+        let last_ok = gauge(
+            "nthd_last_successful_poll_timestamp_seconds",
+            "Unix time of the last successful metadata read.",
+            &[],
+        );
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("each name registered once");
+            c
+        };
+        let actions = counter(
+            "nthd_actions_total",
+            "Power actions attempted, by result.",
+            &["kind", "action", "result"],
+        );
+        let reads = counter(
+            "nthd_imds_reads_total",
+            "Metadata service reads, by source and outcome.",
+            &["source", "outcome"],
+        );
+        Series {
+            registry,
+            info,
+            notice,
+            notice_deadline,
+            imminent,
+            termination_in,
+            termination_deadline,
+            actions,
+            reads,
+            last_ok,
+        }
+    }
+}
+
+/// The daemon's metrics: updated from the loop, written to the textfile when it matters and
+/// handed to the `/metrics` server.
 pub struct Metrics {
     opts: MetricsOptions,
-    provider: Option<Cloud>,
-    notices: BTreeMap<NoticeKind, Option<f64>>,
-    power_deadline: Option<f64>,
-    power_imminent: bool,
-    actions: BTreeMap<(NoticeKind, PowerAction, &'static str), u64>,
-    reads: BTreeMap<(&'static str, &'static str), u64>,
-    last_ok: Option<f64>,
+    provider: &'static str,
+    series: Series,
     shared: Option<Arc<Mutex<String>>>,
     write_error: Option<String>,
     /// What the textfile holds now: when it was written and what, for deciding the next write.
@@ -90,156 +185,147 @@ fn unix(t: SystemTime) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Escapes a label value per the exposition format.
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// What the planner's active notices say, reduced to what the series show.
+#[derive(Default)]
+struct NoticeView {
+    /// Per kind listed: the earliest deadline, if any notice of the kind has one.
+    kinds: Vec<(NoticeKind, Option<SystemTime>)>,
+    imminent: bool,
+    power_deadline: Option<SystemTime>,
+}
+
+impl NoticeView {
+    fn of(planner: &Planner) -> NoticeView {
+        let mut v = NoticeView::default();
+        let earliest = |a: Option<SystemTime>, b: Option<SystemTime>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for n in planner.current() {
+            if n.status != NoticeStatus::Active {
+                continue;
+            }
+            match v.kinds.iter_mut().find(|(k, _)| *k == n.kind) {
+                Some((_, d)) => *d = earliest(*d, n.deadline),
+                None => v.kinds.push((n.kind, n.deadline)),
+            }
+            if planner.config().action(n.kind).is_power() {
+                v.imminent = true;
+                v.power_deadline = earliest(v.power_deadline, n.deadline);
+            }
+        }
+        v
+    }
 }
 
 impl Metrics {
+    /// Starts the `/metrics` server when asked for; must run inside the daemon's runtime then.
     pub fn new(opts: MetricsOptions) -> Metrics {
         let mut m = Metrics {
             opts,
-            ..Metrics::default()
+            provider: "unknown",
+            series: Series::new(),
+            shared: None,
+            write_error: None,
+            written: None,
         };
+        m.set_series_for_provider();
         if let Some(addr) = m.opts.listen {
-            let shared = Arc::new(Mutex::new(String::new()));
+            // Served from the first connection on, before the first poll.
+            let shared = Arc::new(Mutex::new(m.render()));
             m.shared = Some(shared.clone());
-            tokio::spawn(serve(addr, shared));
+            tokio::spawn(server::serve(addr, shared));
         }
         m
     }
 
+    /// The cloud is known (detected or configured): the series carry its name from now on.
     pub fn set_provider(&mut self, c: Cloud) {
-        self.provider = Some(c);
+        self.provider = c.name();
+        self.set_series_for_provider();
         self.flush();
     }
 
+    fn set_series_for_provider(&mut self) {
+        let s = &self.series;
+        s.info.reset();
+        s.info
+            .with_label_values(&[self.provider, env!("CARGO_PKG_VERSION")])
+            .set(1.0);
+        s.notice.reset();
+        for k in KINDS {
+            s.notice
+                .with_label_values(&[self.provider, k.name])
+                .set(0.0);
+        }
+        s.imminent.reset();
+        s.imminent.with_label_values(&[self.provider]).set(0.0);
+    }
+
+    /// Counts one poll's reads by source and outcome.
     pub fn observation(&mut self, obs: &Observation) {
         for s in &obs.fresh {
-            *self.reads.entry((s, "ok")).or_default() += 1;
+            self.series.reads.with_label_values(&[s, "ok"]).inc();
         }
         for e in &obs.errors {
-            *self.reads.entry((e.source, e.error.outcome())).or_default() += 1;
+            self.series
+                .reads
+                .with_label_values(&[e.source, e.error.outcome()])
+                .inc();
         }
         if !obs.fresh.is_empty() {
-            self.last_ok = Some(unix(SystemTime::now()));
+            self.series
+                .last_ok
+                .with_label_values(&[] as &[&str])
+                .set(unix(SystemTime::now()));
         }
     }
 
+    /// Counts a power action with its result, and writes at once.
     pub fn action(&mut self, kind: NoticeKind, action: PowerAction, result: &'static str) {
-        *self.actions.entry((kind, action, result)).or_default() += 1;
+        self.series
+            .actions
+            .with_label_values(&[kind.name(), action.name(), result])
+            .inc();
         self.flush();
     }
 
     /// Takes the current notices from the planner and writes the metrics out.
     pub fn notices(&mut self, planner: &Planner, now: SystemTime) {
-        self.notices.clear();
-        self.power_deadline = None;
-        self.power_imminent = false;
-        let now_s = unix(now);
-        for n in planner.current() {
-            if n.status != crate::notice::NoticeStatus::Active {
-                continue;
+        let v = NoticeView::of(planner);
+        let (s, p) = (&self.series, self.provider);
+        let left = |d: SystemTime| unix(d) - unix(now);
+        s.notice_deadline.reset();
+        for k in KINDS {
+            let listed = v.kinds.iter().find(|(kind, _)| *kind == k.kind);
+            s.notice
+                .with_label_values(&[p, k.name])
+                .set(f64::from(u8::from(listed.is_some())));
+            if let Some((_, Some(d))) = listed {
+                s.notice_deadline
+                    .with_label_values(&[p, k.name])
+                    .set(left(*d));
             }
-            let left = n.deadline.map(|d| unix(d) - now_s);
-            let e = self.notices.entry(n.kind).or_insert(left);
-            if let (Some(a), Some(b)) = (*e, left) {
-                *e = Some(a.min(b));
-            }
-            if planner.config().action(n.kind).is_power() {
-                self.power_imminent = true;
-                if let Some(l) = left {
-                    self.power_deadline = Some(self.power_deadline.map_or(l, |p: f64| p.min(l)));
-                }
-            }
+        }
+        s.imminent
+            .with_label_values(&[p])
+            .set(f64::from(u8::from(v.imminent)));
+        s.termination_in.reset();
+        s.termination_deadline.reset();
+        if let Some(d) = v.power_deadline {
+            s.termination_in.with_label_values(&[p]).set(left(d));
+            s.termination_deadline.with_label_values(&[p]).set(unix(d));
         }
         self.flush();
     }
 
-    /// The exposition text.
+    /// The exposition text (Prometheus text format 0.0.4).
     pub fn render(&self) -> String {
-        let p = self.provider.map(|c| c.name()).unwrap_or("unknown");
-        let mut o = String::new();
-        let _ = writeln!(o, "# HELP nthd_info nthd build and the cloud it watches.");
-        let _ = writeln!(o, "# TYPE nthd_info gauge");
-        let _ = writeln!(
-            o,
-            "nthd_info{{provider=\"{p}\",version=\"{}\"}} 1",
-            env!("CARGO_PKG_VERSION")
-        );
-        let _ = writeln!(
-            o,
-            "# HELP nthd_notice Whether a notice of this kind is listed now."
-        );
-        let _ = writeln!(o, "# TYPE nthd_notice gauge");
-        for k in KINDS {
-            let v = u8::from(self.notices.contains_key(&k.kind));
-            let _ = writeln!(o, "nthd_notice{{provider=\"{p}\",kind=\"{}\"}} {v}", k.name);
-        }
-        let _ = writeln!(
-            o,
-            "# HELP nthd_notice_deadline_seconds Seconds until the platform acts on the notice."
-        );
-        let _ = writeln!(o, "# TYPE nthd_notice_deadline_seconds gauge");
-        for (k, left) in &self.notices {
-            if let Some(l) = left {
-                let _ = writeln!(
-                    o,
-                    "nthd_notice_deadline_seconds{{provider=\"{p}\",kind=\"{}\"}} {l:.3}",
-                    k.name()
-                );
-            }
-        }
-        let _ = writeln!(o, "# HELP nthd_termination_imminent Whether a notice set to poweroff or reboot is listed.");
-        let _ = writeln!(o, "# TYPE nthd_termination_imminent gauge");
-        let _ = writeln!(
-            o,
-            "nthd_termination_imminent{{provider=\"{p}\"}} {}",
-            u8::from(self.power_imminent)
-        );
-        if let Some(l) = self.power_deadline {
-            let _ = writeln!(
-                o,
-                "# HELP nthd_termination_in_seconds Seconds until the earliest such deadline."
-            );
-            let _ = writeln!(o, "# TYPE nthd_termination_in_seconds gauge");
-            let _ = writeln!(o, "nthd_termination_in_seconds{{provider=\"{p}\"}} {l:.3}");
-        }
-        let _ = writeln!(
-            o,
-            "# HELP nthd_actions_total Power actions attempted, by result."
-        );
-        let _ = writeln!(o, "# TYPE nthd_actions_total counter");
-        for ((k, a, r), n) in &self.actions {
-            let _ = writeln!(
-                o,
-                "nthd_actions_total{{kind=\"{}\",action=\"{a}\",result=\"{r}\"}} {n}",
-                k.name()
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP nthd_imds_reads_total Metadata service reads, by source and outcome."
-        );
-        let _ = writeln!(o, "# TYPE nthd_imds_reads_total counter");
-        for ((s, r), n) in &self.reads {
-            let _ = writeln!(
-                o,
-                "nthd_imds_reads_total{{source=\"{}\",outcome=\"{r}\"}} {n}",
-                esc(s)
-            );
-        }
-        if let Some(t) = self.last_ok {
-            let _ = writeln!(o, "# HELP nthd_last_successful_poll_timestamp_seconds Unix time of the last successful metadata read.");
-            let _ = writeln!(
-                o,
-                "# TYPE nthd_last_successful_poll_timestamp_seconds gauge"
-            );
-            let _ = writeln!(o, "nthd_last_successful_poll_timestamp_seconds {t:.3}");
-        }
-        o
+        // The encoder fails only on a metric family it cannot describe, which a registry
+        // built by `Series::new` never holds.
+        TextEncoder::new()
+            .encode_to_string(&self.series.registry.gather())
+            .unwrap_or_default()
     }
 
     fn flush(&mut self) {
@@ -247,32 +333,34 @@ impl Metrics {
             return;
         }
         let text = self.render();
-        if let Some(path) = &self.opts.textfile {
-            if !textfile_due(self.written.as_ref(), &text) {
-                self.publish(text);
-                return;
-            }
-            // 0644: node_exporter runs as another user. No fsync: a crash losing one write
-            // of metrics is harmless, and this runs on the daemon's only thread.
-            match crate::state::write_replace(path, text.as_bytes(), 0o644, false) {
-                Ok(()) => {
-                    self.write_error = None;
-                    self.written = Some((Instant::now(), text.clone()));
-                }
-                Err(e) => {
-                    let msg = format!(
-                        "cannot write the metrics file {}: {e}; check the directory exists and \
-                         is writable by user nthd (add it to ReadWritePaths= in a drop-in)",
-                        path.display()
-                    );
-                    if self.write_error.as_deref() != Some(&msg) {
-                        tracing::warn!("{msg}");
-                    }
-                    self.write_error = Some(msg);
-                }
+        if let Some(path) = self.opts.textfile.clone() {
+            if textfile_due(self.written.as_ref(), &text) {
+                self.write_textfile(&path, &text);
             }
         }
         self.publish(text);
+    }
+
+    fn write_textfile(&mut self, path: &std::path::Path, text: &str) {
+        // 0644: node_exporter runs as another user. No fsync: a crash losing one write
+        // of metrics is harmless, and this runs on the daemon's only thread.
+        match crate::state::write_replace(path, text.as_bytes(), 0o644, false) {
+            Ok(()) => {
+                self.write_error = None;
+                self.written = Some((Instant::now(), text.to_string()));
+            }
+            Err(e) => {
+                let msg = format!(
+                    "cannot write the metrics file {}: {e}; check the directory exists and \
+                     is writable by user nthd (add it to ReadWritePaths= in a drop-in)",
+                    path.display()
+                );
+                if self.write_error.as_deref() != Some(&msg) {
+                    tracing::warn!("{msg}");
+                }
+                self.write_error = Some(msg);
+            }
+        }
     }
 
     /// Hands the text to the `/metrics` server, if there is one.
@@ -291,50 +379,6 @@ impl Metrics {
             .take()
             .map(|(_, t)| (Instant::now() - TEXTFILE_REFRESH, t));
         self.flush();
-    }
-}
-
-/// A minimal `/metrics` endpoint. One short response per connection; anything but
-/// `GET /metrics` gets 404.
-async fn serve(addr: SocketAddr, shared: Arc<Mutex<String>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(
-                "cannot listen on {addr} for /metrics: {e}; the textfile and the daemon keep working"
-            );
-            return;
-        }
-    };
-    tracing::info!("serving metrics on http://{addr}/metrics");
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let n =
-                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf))
-                    .await
-                {
-                    Ok(Ok(n)) => n,
-                    _ => return,
-                };
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let resp = if head.starts_with("GET /metrics ") || head.starts_with("GET /metrics?") {
-                let body = shared.lock().map(|g| g.clone()).unwrap_or_default();
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-            } else {
-                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    .to_string()
-            };
-            let _ = sock.write_all(resp.as_bytes()).await;
-        });
     }
 }
 
@@ -381,13 +425,16 @@ mod tests {
         assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode2);
         assert!(std::fs::read_to_string(&file)
             .unwrap()
-            .contains("outcome=\"ok\"} 1\n"));
+            .contains("{outcome=\"ok\",source=\"aws/spot/instance-action\"} 1\n"));
 
         // An action is written at once, with the counters as they are then.
         m.action(NoticeKind::SpotTerminate, PowerAction::PowerOff, "ok");
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("result=\"ok\"} 1"), "{text}");
-        assert!(text.contains("outcome=\"ok\"} 21\n"), "{text}");
+        assert!(
+            text.contains("source=\"aws/spot/instance-action\"} 21\n"),
+            "{text}"
+        );
 
         // At a clean stop whatever is behind is written.
         m.observation(&obs(true));
@@ -396,7 +443,7 @@ mod tests {
         m.flush_now();
         assert!(std::fs::read_to_string(&file)
             .unwrap()
-            .contains("outcome=\"ok\"} 22\n"));
+            .contains("source=\"aws/spot/instance-action\"} 22\n"));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -186,7 +186,7 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     }
     let m = parse_exposition(&read(&file));
     assert_eq!(
-        m["nthd_notice{provider=\"aws\",kind=\"spot-terminate\"}"],
+        m["nthd_notice{kind=\"spot-terminate\",provider=\"aws\"}"],
         0.0
     );
     assert_eq!(m["nthd_termination_imminent{provider=\"aws\"}"], 0.0);
@@ -207,19 +207,24 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let m = parse_exposition(&read(&file));
     assert_eq!(
-        m["nthd_notice{provider=\"aws\",kind=\"spot-terminate\"}"],
+        m["nthd_notice{kind=\"spot-terminate\",provider=\"aws\"}"],
         1.0
     );
     assert_eq!(m["nthd_termination_imminent{provider=\"aws\"}"], 1.0);
     assert!(m["nthd_termination_in_seconds{provider=\"aws\"}"] > 3600.0);
+    // 2099-01-01T00:00:00Z, absolute: it does not go stale between textfile writes.
+    assert_eq!(
+        m["nthd_termination_deadline_timestamp_seconds{provider=\"aws\"}"],
+        4_070_908_800.0
+    );
     assert!(
-        m.contains_key("nthd_notice_deadline_seconds{provider=\"aws\",kind=\"spot-terminate\"}")
+        m.contains_key("nthd_notice_deadline_seconds{kind=\"spot-terminate\",provider=\"aws\"}")
     );
     assert_eq!(
-        m["nthd_actions_total{kind=\"spot-terminate\",action=\"poweroff\",result=\"ok\"}"],
+        m["nthd_actions_total{action=\"poweroff\",kind=\"spot-terminate\",result=\"ok\"}"],
         1.0
     );
-    assert!(m["nthd_imds_reads_total{source=\"aws/spot/instance-action\",outcome=\"ok\"}"] >= 2.0);
+    assert!(m["nthd_imds_reads_total{outcome=\"ok\",source=\"aws/spot/instance-action\"}"] >= 2.0);
     assert!(m["nthd_last_successful_poll_timestamp_seconds"] > 1.7e9);
     // The same text over HTTP.
     let mut s = std::net::TcpStream::connect(&listen).unwrap();
