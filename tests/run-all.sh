@@ -5,7 +5,7 @@
 #   1. cargo fmt --check, clippy -D warnings, cargo test (unit, mock IMDS, fake logind)
 #   2. every artifact for both architectures (packaging/build.sh --all-arches: static musl
 #      binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS), and the Packer
-#      example through Debian's Packer
+#      example through Debian's Packer; the metrics through Debian's promtool and node_exporter
 #   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
 #      with real systemd, dbus, polkit and logind: every scenario on Debian 12; the core set on
 #      Debian 11 and 13 (with the fault scenarios on 13); spot-terminate on an arm64 Debian 12
@@ -100,6 +100,7 @@ if [ $quick = 0 ]; then
     stage "artifacts, x86_64 and aarch64 (deb, rpm, tarball, sysext, lint)" \
         bash packaging/build.sh --all-arches
     stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
+    stage "metrics through promtool and node_exporter, README alert rules" bash tests/metrics-tools.sh
     stage "real-system e2e, Debian 12 (systemd 252), every scenario" bash tests/e2e/run.sh
     stage "real-system e2e, Debian 11 (systemd 247, polkit 0.105), core set" env E2E_SUITE=bullseye \
         bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \
