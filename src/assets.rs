@@ -35,7 +35,7 @@ pub fn render() -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
 }
 
 /// Writes every asset into `dir`.
-pub fn write_all(dir: &Path) -> anyhow::Result<Vec<String>> {
+pub(crate) fn write_all(dir: &Path) -> anyhow::Result<Vec<String>> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();

@@ -21,7 +21,7 @@ use crate::timefmt::format_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     Pass,
     Fail,
     Warn,
@@ -31,7 +31,7 @@ pub enum Status {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: &'static str,
     pub status: Status,
     pub required: bool,
@@ -58,10 +58,10 @@ fn check(
 
 /// The oldest systemd whose logind delay inhibitors kubelet's Graceful Node Shutdown works with
 /// (systemd 219 on Amazon Linux 2 / CentOS 7 does not: kubernetes#101553).
-pub const MIN_SYSTEMD: u32 = 220;
+pub(crate) const MIN_SYSTEMD: u32 = 220;
 
 /// Parses the major version from strings like `252.38-1~deb12u1` or `219`.
-pub fn systemd_major(v: &str) -> Option<u32> {
+pub(crate) fn systemd_major(v: &str) -> Option<u32> {
     let digits: String = v
         .trim()
         .chars()
@@ -72,13 +72,13 @@ pub fn systemd_major(v: &str) -> Option<u32> {
 
 /// Where a logind.conf setting is set, in the order logind applies them (the last one wins).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfSetting {
+pub(crate) struct ConfSetting {
     pub file: PathBuf,
     pub value: String,
 }
 
 /// Where `InhibitDelayMaxSec=` is set.
-pub fn inhibit_delay_settings(root: &Path) -> Vec<ConfSetting> {
+pub(crate) fn inhibit_delay_settings(root: &Path) -> Vec<ConfSetting> {
     logind_conf_settings(root, "InhibitDelayMaxSec")
 }
 
@@ -86,7 +86,7 @@ pub fn inhibit_delay_settings(root: &Path) -> Vec<ConfSetting> {
 /// then drop-ins from /usr/lib, /run and /etc sorted by file name (a name in /etc masks the same
 /// name in /run and /usr/lib). Returns every file that sets `key` in `[Login]`, in order.
 /// (Some settings, such as PowerKeyIgnoreInhibited, are not exported over D-Bus.)
-pub fn logind_conf_settings(root: &Path, key: &str) -> Vec<ConfSetting> {
+pub(crate) fn logind_conf_settings(root: &Path, key: &str) -> Vec<ConfSetting> {
     let prefix = format!("{key}=");
     let mut files: Vec<PathBuf> = vec![root.join("etc/systemd/logind.conf")];
     let mut dropins: std::collections::BTreeMap<String, PathBuf> = Default::default();
@@ -153,7 +153,7 @@ struct Ctx<'a> {
 
 /// Runs every check, in the order of the screen: one function per check (or per pair of checks
 /// that come from one answer). Checks that need logind are skipped, saying so, without it.
-pub async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
+pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     let mut c = Ctx {
         opts,
         root,
@@ -619,13 +619,17 @@ fn mark(s: Status) -> &'static str {
     }
 }
 
-pub fn all_required_pass(checks: &[Check]) -> bool {
+pub(crate) fn all_required_pass(checks: &[Check]) -> bool {
     checks
         .iter()
         .all(|c| !c.required || !matches!(c.status, Status::Fail | Status::Skip))
 }
 
-pub async fn check_command(opts: &Options, json: bool, root: &Path) -> anyhow::Result<ExitCode> {
+pub(crate) async fn check_command(
+    opts: &Options,
+    json: bool,
+    root: &Path,
+) -> anyhow::Result<ExitCode> {
     let checks = run_checks(opts, root).await;
     let ok = all_required_pass(&checks);
     if json {

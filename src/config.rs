@@ -13,7 +13,7 @@ use crate::provider::ProviderSettings;
 use crate::timefmt::parse_duration;
 
 /// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
-pub const LONG_VERSION: &str = concat!(
+pub(crate) const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (",
     env!("NTHD_BUILD_TARGET"),
@@ -116,7 +116,7 @@ impl ProviderChoice {
     }
 }
 
-pub use crate::logging::LogTarget;
+pub(crate) use crate::logging::LogTarget;
 
 fn duration(s: &str) -> Result<Duration, String> {
     if s.trim_start().starts_with('-') {

@@ -24,7 +24,7 @@ use crate::timefmt;
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
-pub const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
+pub(crate) const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
 
 /// How long after logind accepted a power action nthd starts watching for its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -692,7 +692,7 @@ async fn sleep_until(wake: Option<tokio::time::Instant>) {
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
-pub async fn run(opts: Options) -> anyhow::Result<()> {
+pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;

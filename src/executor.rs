@@ -25,20 +25,20 @@ use crate::timefmt;
 
 /// journald `MESSAGE_ID` of "nthd called logind" (or, in a dry run, "would have"): stable
 /// across releases, so `journalctl MESSAGE_ID=...` finds every action across reboots.
-pub const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
+pub(crate) const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
 /// journald `MESSAGE_ID` of a power action that failed.
-pub const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
+pub(crate) const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
 
 /// How long the `PowerOff` / `Reboot` call may take. logind answers at once when it accepts
 /// (the drain happens after the answer); a hung logind must not stall nthd.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a logind property read may take.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What came of one [`Executor::execute`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// logind accepted the call: kubelet's delay lock now drains the node.
     Accepted,
     /// logind was already preparing for shutdown, so nthd did not call it again.
@@ -51,7 +51,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Whether the notice counts as acted on (the planner then does not act on it again).
-    pub fn acted(&self) -> bool {
+    pub(crate) fn acted(&self) -> bool {
         !matches!(self, Outcome::Failed(_))
     }
 
@@ -67,7 +67,7 @@ impl Outcome {
 }
 
 /// Carries out power actions and remembers them.
-pub struct Executor {
+pub(crate) struct Executor {
     logind: Logind,
     state: State,
     dry_run: bool,
@@ -77,7 +77,12 @@ pub struct Executor {
 
 impl Executor {
     /// An executor over `state`. With `dry_run` it only logs what it would do.
-    pub fn new(logind: Logind, state: State, dry_run: bool, retry: Option<Duration>) -> Executor {
+    pub(crate) fn new(
+        logind: Logind,
+        state: State,
+        dry_run: bool,
+        retry: Option<Duration>,
+    ) -> Executor {
         Executor {
             logind,
             state,
@@ -87,18 +92,18 @@ impl Executor {
     }
 
     /// The logind client, for the reads the daemon makes around the actions.
-    pub fn logind(&mut self) -> &mut Logind {
+    pub(crate) fn logind(&mut self) -> &mut Logind {
         &mut self.logind
     }
 
     /// The records of actions taken.
-    pub fn state(&self) -> &State {
+    pub(crate) fn state(&self) -> &State {
         &self.state
     }
 
     /// Carries out `action` for `n`. `keepalive` runs before each logind call that may take its
     /// whole timeout (the daemon pings systemd's watchdog there).
-    pub async fn execute(
+    pub(crate) async fn execute(
         &mut self,
         n: &Notice,
         action: PowerAction,
@@ -238,7 +243,7 @@ fn log_accepted(n: &Notice, action: PowerAction) {
 /// Loads the record of actions taken from `dir`, saying what is wrong with it: an unreadable
 /// boot id, a damaged file (moved aside), an unusable directory. It never fails: without a
 /// record nthd still acts, at worst once more after a restart.
-pub fn load_state(dir: &Path, now: SystemTime) -> State {
+pub(crate) fn load_state(dir: &Path, now: SystemTime) -> State {
     let boot_id = state::current_boot_id();
     if boot_id == state::UNKNOWN_BOOT {
         tracing::error!(

@@ -93,7 +93,7 @@ fn hint_suffix(hint: &str) -> String {
 
 impl ImdsError {
     /// A short label for metrics and STATUS=.
-    pub fn outcome(&self) -> &'static str {
+    pub(crate) fn outcome(&self) -> &'static str {
         match self {
             ImdsError::Connect { .. } => "unreachable",
             ImdsError::Timeout { .. } => "timeout",
@@ -105,7 +105,7 @@ impl ImdsError {
         }
     }
 
-    pub fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
+    pub(crate) fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
         let mut end = body.len().min(2048);
         while !body.is_char_boundary(end) {
             end -= 1;
@@ -126,14 +126,14 @@ impl ImdsError {
 
 /// A complete, size-checked answer.
 #[derive(Debug, Clone)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub body: String,
     pub etag: Option<String>,
 }
 
 impl Reply {
-    pub fn is_success(&self) -> bool {
+    pub(crate) fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
 }
@@ -164,11 +164,11 @@ impl ImdsClient {
         Ok(ImdsClient { http, base, opts })
     }
 
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
-    pub fn options(&self) -> &ClientOptions {
+    pub(crate) fn options(&self) -> &ClientOptions {
         &self.opts
     }
 
@@ -178,7 +178,7 @@ impl ImdsClient {
 
     /// Sends one request and reads the body up to the cap. Non-2xx answers are returned as
     /// replies, not errors; callers decide what a 404 means.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -248,7 +248,7 @@ impl ImdsClient {
         })
     }
 
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         path: &str,
         headers: &[(&'static str, &str)],
@@ -258,7 +258,7 @@ impl ImdsClient {
 }
 
 /// Checks a metadata base URL (`http://host[:port]`) and returns it without a trailing slash.
-pub fn normalize_base(base: &str) -> Result<String, ImdsError> {
+pub(crate) fn normalize_base(base: &str) -> Result<String, ImdsError> {
     let trimmed = base.trim().trim_end_matches('/');
     let bad = |reason: &str| ImdsError::BadEndpoint {
         url: base.to_string(),
@@ -310,7 +310,7 @@ fn classify(url: &str, timeout: Duration, e: reqwest::Error, endpoint_set: bool)
 }
 
 /// The hint attached to an unexpected HTTP status.
-pub fn status_error(url: String, status: u16) -> ImdsError {
+pub(crate) fn status_error(url: String, status: u16) -> ImdsError {
     let hint = match StatusCode::from_u16(status).ok() {
         Some(StatusCode::UNAUTHORIZED) => "the token was rejected; nthd fetches a new one",
         Some(StatusCode::FORBIDDEN) => {
@@ -328,7 +328,7 @@ pub fn status_error(url: String, status: u16) -> ImdsError {
 
 /// What a token request got.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenAnswer {
+pub(crate) enum TokenAnswer {
     Token(String),
     /// A 4xx other than 429: the service does not issue tokens here. What that means is the
     /// provider's call (AWS: an error unless IMDSv1 is allowed; Alibaba: normal mode).
@@ -385,7 +385,7 @@ pub(crate) async fn get_with_token<T: TokenSource>(
 /// fetched with a `PUT`, cached, and refreshed a minute before it expires (at 80% of the
 /// lifetime for short ones).
 #[derive(Debug)]
-pub struct TokenCache {
+pub(crate) struct TokenCache {
     path: &'static str,
     ttl_header: &'static str,
     ttl: Duration,
@@ -394,7 +394,7 @@ pub struct TokenCache {
 }
 
 impl TokenCache {
-    pub fn new(path: &'static str, ttl_header: &'static str, ttl: Duration) -> TokenCache {
+    pub(crate) fn new(path: &'static str, ttl_header: &'static str, ttl: Duration) -> TokenCache {
         TokenCache {
             path,
             ttl_header,
@@ -405,21 +405,21 @@ impl TokenCache {
     }
 
     /// Drops the cached token (after a 401).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.token = None;
     }
 
-    pub fn is_cached(&self) -> bool {
+    pub(crate) fn is_cached(&self) -> bool {
         self.token.is_some()
     }
 
     /// Tokens fetched so far.
-    pub fn fetched(&self) -> u64 {
+    pub(crate) fn fetched(&self) -> u64 {
         self.fetched
     }
 
     /// The cached token if it is still fresh, else a new one.
-    pub async fn get(&mut self, client: &ImdsClient) -> Result<TokenAnswer, ImdsError> {
+    pub(crate) async fn get(&mut self, client: &ImdsClient) -> Result<TokenAnswer, ImdsError> {
         if let Some((value, refresh_at)) = &self.token {
             if std::time::Instant::now() < *refresh_at {
                 return Ok(TokenAnswer::Token(value.clone()));
@@ -465,7 +465,7 @@ impl TokenCache {
 /// after the source's normal interval; the delay doubles up to `max`, which stays short so a
 /// notice that appears while the service is flaky is still seen promptly.
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     base: Duration,
     max: Duration,
     attempt: u32,
@@ -473,12 +473,12 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(base: Duration) -> Backoff {
+    pub(crate) fn new(base: Duration) -> Backoff {
         let max = (base * 5).clamp(Duration::from_secs(5), Duration::from_secs(60));
         Backoff::with_max(base, max)
     }
 
-    pub fn with_max(base: Duration, max: Duration) -> Backoff {
+    pub(crate) fn with_max(base: Duration, max: Duration) -> Backoff {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos() as u64)
@@ -492,12 +492,12 @@ impl Backoff {
         }
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.attempt = 0;
     }
 
     /// The delay before the next try, with up to 20% jitter so a fleet does not retry in step.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let factor = 1u32.checked_shl(self.attempt.min(16)).unwrap_or(u32::MAX);
         self.attempt = self.attempt.saturating_add(1);
         let raw = self.base.saturating_mul(factor).min(self.max);

@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! nthd, the node termination handler daemon.
 //!
 //! It watches the cloud's instance metadata service for interruption notices and asks
@@ -5,20 +6,20 @@
 //! holds a logind delay inhibitor lock, drains the node before the machine goes down.
 
 pub mod assets;
-pub mod check;
+pub(crate) mod check;
 pub mod config;
-pub mod daemon;
-pub mod executor;
+pub(crate) mod daemon;
+pub(crate) mod executor;
 pub mod imds;
 pub mod logging;
-pub mod logind;
-pub mod metrics;
+pub(crate) mod logind;
+pub(crate) mod metrics;
 pub mod notice;
-pub mod once;
+pub(crate) mod once;
 pub mod policy;
 pub mod provider;
 pub mod settings;
-pub mod simulate;
+pub(crate) mod simulate;
 pub mod state;
 pub mod timefmt;
 

@@ -22,7 +22,7 @@ pub fn level(s: &str) -> Result<LevelFilter, String> {
 }
 
 /// Whether stderr is connected to the journal (systemd sets JOURNAL_STREAM to its dev:inode).
-pub fn stderr_is_journal() -> bool {
+pub(crate) fn stderr_is_journal() -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(v) = std::env::var("JOURNAL_STREAM") else {
         return false;
@@ -80,7 +80,7 @@ pub fn init(level: LevelFilter, target: LogTarget) -> Option<String> {
 /// sequences, C1 codes) and bidirectional overrides become visible `\u{..}` escapes, and the
 /// text is cut at `max` characters with a note of how much was left out. Metadata is untrusted:
 /// a hostile or broken service must not forge log lines or rewrite the terminal.
-pub fn clean(s: &str, max: usize) -> String {
+pub(crate) fn clean(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max) + 16);
     for (n, c) in s.chars().enumerate() {
         if n == max {
@@ -99,15 +99,15 @@ pub fn clean(s: &str, max: usize) -> String {
 }
 
 /// How often one distinct metadata oddity is warned about again.
-pub const REPEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+pub(crate) const REPEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 /// How many distinct oddities are warned about per [`REPEAT_EVERY`] before the rest are only
 /// counted (a hostile service could make up a new one on every poll).
-pub const DISTINCT_PER_WINDOW: u32 = 20;
+pub(crate) const DISTINCT_PER_WINDOW: u32 = 20;
 const MAX_KEYS: usize = 1024;
 
 /// The bookkeeping behind [`warn_limited`].
 #[derive(Debug, Default)]
-pub struct Limiter {
+pub(crate) struct Limiter {
     /// key -> (last warned, repeats since)
     seen: std::collections::HashMap<String, (std::time::Instant, u64)>,
     window_start: Option<std::time::Instant>,
@@ -117,7 +117,7 @@ pub struct Limiter {
 
 /// What [`Limiter::check`] allows.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Warn now; the number is how often it came since the last warning.
     Warn(u64),
     /// Stay quiet (counted).
@@ -127,7 +127,7 @@ pub enum Verdict {
 impl Limiter {
     /// Whether the oddity `key` may be warned about at `now`. The second value is the number
     /// of further distinct oddities that were only counted in the window that just ended.
-    pub fn check(&mut self, key: &str, now: std::time::Instant) -> (Verdict, u64) {
+    pub(crate) fn check(&mut self, key: &str, now: std::time::Instant) -> (Verdict, u64) {
         let mut ended = 0;
         if self
             .window_start
@@ -171,7 +171,7 @@ static LIMITER: std::sync::Mutex<Option<Limiter>> = std::sync::Mutex::new(None);
 /// Warns about something odd in the metadata service's answers, once per distinct `key` and
 /// then at most every [`REPEAT_EVERY`] with a count, so an odd answer repeated on every poll
 /// (once a second on AWS and Azure) costs a few lines a day, not gigabytes.
-pub fn warn_limited(key: &str, msg: impl FnOnce() -> String) {
+pub(crate) fn warn_limited(key: &str, msg: impl FnOnce() -> String) {
     let (verdict, ended) = {
         let mut g = LIMITER.lock().unwrap_or_else(|e| e.into_inner());
         g.get_or_insert_with(Limiter::default)

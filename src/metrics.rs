@@ -130,7 +130,7 @@ impl Series {
 
 /// The daemon's metrics: updated from the loop, written to the textfile when it matters and
 /// handed to the `/metrics` server.
-pub struct Metrics {
+pub(crate) struct Metrics {
     opts: MetricsOptions,
     provider: &'static str,
     series: Series,
@@ -142,7 +142,7 @@ pub struct Metrics {
 
 /// How often the textfile is rewritten when only counters, timestamps and "seconds until"
 /// gauges moved. Anything else (a notice, an action, a new series) is written at once.
-pub const TEXTFILE_REFRESH: Duration = Duration::from_secs(10);
+pub(crate) const TEXTFILE_REFRESH: Duration = Duration::from_secs(10);
 
 /// Series whose values move on every poll: rewriting the file for them alone waits for
 /// [`TEXTFILE_REFRESH`].
@@ -220,7 +220,7 @@ impl NoticeView {
 
 impl Metrics {
     /// Starts the `/metrics` server when asked for; must run inside the daemon's runtime then.
-    pub fn new(opts: MetricsOptions) -> Metrics {
+    pub(crate) fn new(opts: MetricsOptions) -> Metrics {
         let mut m = Metrics {
             opts,
             provider: "unknown",
@@ -240,7 +240,7 @@ impl Metrics {
     }
 
     /// The cloud is known (detected or configured): the series carry its name from now on.
-    pub fn set_provider(&mut self, c: Cloud) {
+    pub(crate) fn set_provider(&mut self, c: Cloud) {
         self.provider = c.name();
         self.set_series_for_provider();
         self.flush();
@@ -263,7 +263,7 @@ impl Metrics {
     }
 
     /// Counts one poll's reads by source and outcome.
-    pub fn observation(&mut self, obs: &Observation) {
+    pub(crate) fn observation(&mut self, obs: &Observation) {
         for s in &obs.fresh {
             self.series.reads.with_label_values(&[s, "ok"]).inc();
         }
@@ -282,7 +282,7 @@ impl Metrics {
     }
 
     /// Counts a power action with its result, and writes at once.
-    pub fn action(&mut self, kind: NoticeKind, action: PowerAction, result: &'static str) {
+    pub(crate) fn action(&mut self, kind: NoticeKind, action: PowerAction, result: &'static str) {
         self.series
             .actions
             .with_label_values(&[kind.name(), action.name(), result])
@@ -291,7 +291,7 @@ impl Metrics {
     }
 
     /// Takes the current notices from the planner and writes the metrics out.
-    pub fn notices(&mut self, planner: &Planner, now: SystemTime) {
+    pub(crate) fn notices(&mut self, planner: &Planner, now: SystemTime) {
         let v = NoticeView::of(planner);
         let (s, p) = (&self.series, self.provider);
         let left = |d: SystemTime| unix(d) - unix(now);
@@ -320,7 +320,7 @@ impl Metrics {
     }
 
     /// The exposition text (Prometheus text format 0.0.4).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         // The encoder fails only on a metric family it cannot describe, which a registry
         // built by `Series::new` never holds.
         TextEncoder::new()
@@ -373,7 +373,7 @@ impl Metrics {
     }
 
     /// Writes the textfile now if it is behind (at a clean stop).
-    pub fn flush_now(&mut self) {
+    pub(crate) fn flush_now(&mut self) {
         self.written = self
             .written
             .take()

@@ -235,12 +235,12 @@ pub struct Notice {
 }
 
 /// The longest notice summary nthd logs or prints, in characters.
-pub const MAX_DETAIL: usize = 400;
+pub(crate) const MAX_DETAIL: usize = 400;
 
 /// How much of a raw answer a notice keeps.
 pub const RAW_CAP: usize = 2048;
 
-pub fn cap_raw(s: &str) -> String {
+pub(crate) fn cap_raw(s: &str) -> String {
     if s.len() <= RAW_CAP {
         return s.to_string();
     }

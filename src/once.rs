@@ -26,7 +26,7 @@ fn none_line(obs: &Observation) -> String {
 }
 
 /// `nthd once [--json]`: exit 0 when at least one source answered.
-pub async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
     let settings = opts.provider_settings();
     let detection = resolve_cloud(&settings)
         .await

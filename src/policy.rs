@@ -134,7 +134,7 @@ pub fn default_action(kind: NoticeKind) -> Action {
 
 /// Whether a power action for `kind` waits for the last safe moment before the deadline by
 /// default: the kinds announced hours or days ahead.
-pub fn deadline_by_default(kind: NoticeKind) -> bool {
+pub(crate) fn deadline_by_default(kind: NoticeKind) -> bool {
     use NoticeKind::*;
     matches!(
         kind,
@@ -295,12 +295,12 @@ fn ignore(reason: &str) -> Decision {
 
 /// How far a deadline may move earlier before the notice is announced again: less is jitter,
 /// more changes when nthd acts.
-pub const EARLIER_BY: Duration = Duration::from_secs(5);
+pub(crate) const EARLIER_BY: Duration = Duration::from_secs(5);
 /// How far a deadline may move later and still be drift, not news: amazon-ec2-metadata-mock
 /// recomputes "now + 2 min" on every request, so its spot time moves by the poll interval (up
 /// to `NTHD_SLOW_POLL_INTERVAL` for a rebalance recommendation) each time. A platform that
 /// postpones an event by more is announced again.
-pub const LATER_BY: Duration = Duration::from_secs(60);
+pub(crate) const LATER_BY: Duration = Duration::from_secs(60);
 
 /// Whether a deadline (or a deferred time) moved enough to be announced again.
 fn moved(old: Option<SystemTime>, new: Option<SystemTime>) -> bool {
@@ -381,7 +381,7 @@ struct Want {
 
 /// What [`Planner::shutdown_cancelled`] made of a cancelled shutdown.
 #[derive(Debug, PartialEq)]
-pub enum Cancelled {
+pub(crate) enum Cancelled {
     /// No power action had succeeded.
     NotShuttingDown,
     /// The notice is gone or no longer active: nothing to do again.
@@ -420,7 +420,7 @@ impl Planner {
         }
     }
 
-    pub fn config(&self) -> &PolicyConfig {
+    pub(crate) fn config(&self) -> &PolicyConfig {
         &self.cfg
     }
 
@@ -438,7 +438,7 @@ impl Planner {
     }
 
     /// Notices currently listed, sorted by fingerprint.
-    pub fn current(&self) -> Vec<&Notice> {
+    pub(crate) fn current(&self) -> Vec<&Notice> {
         let mut v: Vec<_> = self.known.values().collect();
         v.sort_by(|a, b| a.id.cmp(&b.id));
         v
@@ -623,7 +623,7 @@ impl Planner {
     /// The shutdown a power action started was cancelled (logind stopped preparing for it while
     /// the system kept running). If the notice is still listed and active, its action is wanted
     /// again, once: a second cancellation is left alone, since someone is cancelling on purpose.
-    pub fn shutdown_cancelled(&mut self, now: SystemTime) -> Cancelled {
+    pub(crate) fn shutdown_cancelled(&mut self, now: SystemTime) -> Cancelled {
         let Some((id, action)) = self.shutting_down.take() else {
             return Cancelled::NotShuttingDown;
         };
@@ -652,8 +652,9 @@ impl Planner {
         Cancelled::ActingAgain(id, self.tick(now))
     }
 
-    /// Attempts made for a wanted action (0 if none is wanted).
-    pub fn attempts(&self, id: &str) -> u32 {
+    /// Attempts made for a wanted action (0 if none is wanted); for the tests.
+    #[cfg(test)]
+    pub(crate) fn attempts(&self, id: &str) -> u32 {
         self.wants.get(id).map_or(0, |w| w.attempts)
     }
 

@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 
 /// The files the packaged unit reads, in its order (a later file wins).
-pub const PACKAGED: [&str; 2] = ["/etc/default/nthd", "/etc/sysconfig/nthd"];
+pub(crate) const PACKAGED: [&str; 2] = ["/etc/default/nthd", "/etc/sysconfig/nthd"];
 
 /// The flag and variable that choose the files.
-pub const FLAG: &str = "--settings-file";
-pub const ENV: &str = "NTHD_SETTINGS_FILE";
+pub(crate) const FLAG: &str = "--settings-file";
+pub(crate) const ENV: &str = "NTHD_SETTINGS_FILE";
 
 /// A settings file that exists but cannot be used. Fatal: guessing defaults could do harm.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ fn chosen(args: &[String], env: Option<String>) -> Option<String> {
 
 /// Parses systemd `EnvironmentFile=` syntax: `KEY=value` lines, `#` or `;` comments, optional
 /// single or double quotes around the value.
-pub fn parse(path: &Path, text: &str) -> Result<Vec<(String, String)>, SettingsError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<(String, String)>, SettingsError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -121,7 +121,7 @@ fn unquote(v: &str) -> &str {
 
 /// Reads the chosen settings files and returns the `NTHD_*` values not already set in `env`.
 /// Missing files are skipped; unreadable or malformed ones are errors.
-pub fn read(
+pub(crate) fn read(
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(Vec<(String, String)>, Loaded), SettingsError> {

@@ -17,7 +17,7 @@ use crate::policy::{Effect, Planner, PowerAction};
 use crate::timefmt;
 
 /// A plausible deadline for a drill of `kind`: the platform's usual lead time.
-pub fn default_lead(kind: NoticeKind) -> Duration {
+pub(crate) fn default_lead(kind: NoticeKind) -> Duration {
     Duration::from_secs(match kind {
         NoticeKind::SpotTerminate | NoticeKind::SpotStop | NoticeKind::SpotHibernate => 120,
         NoticeKind::GcpPreempt | NoticeKind::GcpTerminateMaintenance | NoticeKind::AzurePreempt => {
@@ -40,7 +40,7 @@ pub fn default_lead(kind: NoticeKind) -> Duration {
 }
 
 /// The synthetic notice.
-pub fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime) -> Notice {
+pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime) -> Notice {
     let deadline = (!deadline_in.is_zero()).then(|| now + deadline_in);
     Notice {
         kind,
@@ -67,7 +67,7 @@ fn hostname() -> String {
 }
 
 /// `nthd simulate KIND [--yes] [--deadline-in D]`.
-pub async fn simulate(
+pub(crate) async fn simulate(
     opts: &Options,
     kind: NoticeKind,
     yes: bool,

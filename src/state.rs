@@ -48,7 +48,7 @@ struct File {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     #[error(
         "cannot write the state file {path}: {reason}. nthd keeps running, but may act again \
          on the same notice after a restart; check that the state directory exists and is \
@@ -78,11 +78,11 @@ pub struct LoadReport {
 
 /// The boot id used when neither `/proc/sys/kernel/random/boot_id` nor `/proc/stat` can be read
 /// (for example `ProcSubset=pid` in a drop-in hides both).
-pub const UNKNOWN_BOOT: &str = "unknown-boot";
+pub(crate) const UNKNOWN_BOOT: &str = "unknown-boot";
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`), or a fallback that changes per boot
 /// (`btime` in `/proc/stat`), or [`UNKNOWN_BOOT`].
-pub fn current_boot_id() -> String {
+pub(crate) fn current_boot_id() -> String {
     boot_id_from(
         Path::new("/proc/sys/kernel/random/boot_id"),
         Path::new("/proc/stat"),
@@ -243,7 +243,7 @@ impl State {
     }
 
     /// Records a phase of an action and writes the file.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         id: &str,
         event_id: Option<&str>,
@@ -310,13 +310,18 @@ fn give_to_dir_owner(path: &Path) {
 
 /// Writes `path` atomically and durably, mode 0600: a temporary file beside it, fsync, rename,
 /// fsync of the directory.
-pub fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
     write_replace(path, body, 0o600, true)
 }
 
 /// Replaces `path` atomically (readers see the old or the new file, never a partial one) with
 /// exactly `mode`, whatever the umask. `durable` adds the fsyncs that make it survive a crash.
-pub fn write_replace(path: &Path, body: &[u8], mode: u32, durable: bool) -> std::io::Result<()> {
+pub(crate) fn write_replace(
+    path: &Path,
+    body: &[u8],
+    mode: u32,
+    durable: bool,
+) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()

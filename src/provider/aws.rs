@@ -24,7 +24,7 @@ use crate::imds::{
 use crate::logging::{clean, warn_limited};
 use crate::timefmt;
 
-pub const TOKEN_PATH: &str = "/latest/api/token";
+pub(crate) const TOKEN_PATH: &str = "/latest/api/token";
 pub const SPOT_PATH: &str = "/latest/meta-data/spot/instance-action";
 pub const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
 pub const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
@@ -36,10 +36,10 @@ const SRC_SCHEDULED: &str = "aws/events/maintenance/scheduled";
 const SRC_ASG: &str = "aws/autoscaling/target-lifecycle-state";
 
 /// How long spot is read faster after a rebalance recommendation appeared, at most.
-pub const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
+pub(crate) const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
 
 /// The IPv6 endpoint, for IPv6-only subnets.
-pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
+pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
 
 /// How nthd talks to AWS IMDS.
 #[derive(Clone, Debug)]
@@ -475,7 +475,7 @@ impl Provider for Aws {
 }
 
 /// Convenience used by `nthd once` and tests: the endpoint for the options given.
-pub fn endpoint(explicit: Option<&str>, ipv6: bool) -> String {
+pub(crate) fn endpoint(explicit: Option<&str>, ipv6: bool) -> String {
     match explicit {
         Some(e) => e.to_string(),
         None if ipv6 => IPV6_ENDPOINT.to_string(),

@@ -53,7 +53,7 @@ use crate::timefmt;
 /// Path (without the query) of the Scheduled Events document.
 pub const EVENTS_PATH: &str = "/metadata/scheduledevents";
 /// The Scheduled Events API version nthd speaks.
-pub const EVENTS_API_VERSION: &str = "2020-07-01";
+pub(crate) const EVENTS_API_VERSION: &str = "2020-07-01";
 /// Path (without the query) of this VM's name.
 pub const NAME_PATH: &str = "/metadata/instance/compute/name";
 
@@ -64,10 +64,10 @@ const SRC_NAME: &str = "azure/instance/compute/name";
 const METADATA: (&str, &str) = ("metadata", "true");
 
 /// Timeout of Scheduled Events requests until the service has answered once.
-pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long one `observe()` waits for that slow first request before it returns (the request
 /// stays in flight).
-pub const FIRST_REQUEST_PATIENCE: Duration = Duration::from_secs(10);
+pub(crate) const FIRST_REQUEST_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The longest EventId kept as the platform's id (longer ones are only fingerprinted).
 const MAX_EVENT_ID: usize = 256;
@@ -113,7 +113,7 @@ pub struct Document {
 
 /// Whom an event is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     ThisVm,
     OtherVm,
     /// This VM's name is not known yet and the event names resources.
@@ -203,7 +203,7 @@ pub fn parse_vm_name(url: &str, body: &str) -> Result<String, ImdsError> {
 }
 
 /// Whether `ev` is for the VM called `vm` (`None`: not known yet).
-pub fn target(ev: &ScheduledEvent, vm: Option<&str>) -> Target {
+pub(crate) fn target(ev: &ScheduledEvent, vm: Option<&str>) -> Target {
     match vm {
         Some(vm) if ev.resources.iter().any(|r| r.eq_ignore_ascii_case(vm)) => Target::ThisVm,
         Some(_) => Target::OtherVm,
@@ -214,7 +214,7 @@ pub fn target(ev: &ScheduledEvent, vm: Option<&str>) -> Target {
 
 /// The notice for an event of this VM. Unknown event types become [`NoticeKind::Unknown`];
 /// unknown statuses are taken as active.
-pub fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
+pub(crate) fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
     let kind = event_kind(url, &ev.event_type);
     match ev.event_status.to_ascii_lowercase().as_str() {
         "scheduled" | "started" => {}

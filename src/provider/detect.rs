@@ -22,7 +22,7 @@ pub struct Detection {
 
 /// What detection tried, for the error message.
 #[derive(Debug, Clone, Default)]
-pub struct DetectError {
+pub(crate) struct DetectError {
     pub tried: Vec<String>,
 }
 
@@ -61,7 +61,7 @@ pub struct Dmi {
 impl Dmi {
     /// Reads from `dmi_dir` (normally `/sys/class/dmi/id`) and `hypervisor_uuid`
     /// (normally `/sys/hypervisor/uuid`).
-    pub fn read(dmi_dir: &Path, hypervisor_uuid: &Path) -> Dmi {
+    pub(crate) fn read(dmi_dir: &Path, hypervisor_uuid: &Path) -> Dmi {
         Dmi {
             sys_vendor: read(dmi_dir, "sys_vendor"),
             product_name: read(dmi_dir, "product_name"),
@@ -73,7 +73,7 @@ impl Dmi {
         }
     }
 
-    pub fn system() -> Dmi {
+    pub(crate) fn system() -> Dmi {
         Dmi::read(
             Path::new("/sys/class/dmi/id"),
             Path::new("/sys/hypervisor/uuid"),
@@ -177,7 +177,7 @@ async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String,
 
 /// Detects the cloud: DMI first, then the probes in parallel. With `endpoint` set, every probe
 /// goes there instead of each cloud's default address.
-pub async fn detect(
+pub(crate) async fn detect(
     dmi: &Dmi,
     endpoint: Option<&str>,
     timeout: Duration,

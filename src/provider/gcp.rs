@@ -66,10 +66,10 @@ const FLAVOR: (&str, &str) = ("metadata-flavor", "Google");
 
 /// How many immediately-answered long-polls with a changed ETag in a row are taken at face value
 /// before nthd starts backing off.
-pub const QUICK_LIMIT: u32 = 3;
+pub(crate) const QUICK_LIMIT: u32 = 3;
 
 /// The longest `timeout_sec` nthd asks for.
-pub const MAX_WAIT_SECS: u64 = 300;
+pub(crate) const MAX_WAIT_SECS: u64 = 300;
 
 /// The longest ETag nthd sends back; longer ones are treated as missing.
 const MAX_ETAG: usize = 256;
@@ -515,7 +515,7 @@ async fn read_upcoming(client: ImdsClient) -> Option<std::time::SystemTime> {
 /// (`window_start_time`, else `latest_window_start_time`), or `None` when nothing is announced:
 /// `{ }`, a 404, or `{"error": "no notifications have been received yet..."}` on machine types
 /// without it. A maintenance already `ONGOING` has no time left to wait for.
-pub fn parse_upcoming_maintenance(
+pub(crate) fn parse_upcoming_maintenance(
     url: &str,
     status: u16,
     body: &str,

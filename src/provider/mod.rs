@@ -37,7 +37,7 @@ pub struct ProviderSettings {
 }
 
 /// Azure's default fast poll interval (see [`ProviderSettings::poll_interval_for`]).
-pub const AZURE_POLL_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const AZURE_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 impl ProviderSettings {
     /// The fast poll interval on `cloud`: the setting, else 1 s, or 500 ms on Azure. Azure Spot
@@ -63,7 +63,7 @@ impl ProviderSettings {
 }
 
 /// Builds the provider for `cloud`.
-pub fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, ImdsError> {
+pub(crate) fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, ImdsError> {
     let client = ImdsClient::new(&s.endpoint_for(cloud), s.client.clone())?;
     let poll_interval = s.poll_interval_for(cloud);
     Ok(match cloud {
@@ -100,7 +100,7 @@ pub fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, ImdsErro
 }
 
 /// Finds the cloud: the explicit `--provider`, else detection.
-pub async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, detect::DetectError> {
+pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, detect::DetectError> {
     if let Some(cloud) = s.cloud {
         return Ok(Detection {
             cloud,
@@ -141,7 +141,7 @@ impl Observation {
 
     /// The errors with the same message merged, in first-seen order: one failing token request
     /// is one error, not one per source that needed the token.
-    pub fn grouped_errors(&self) -> Vec<(Vec<&'static str>, String)> {
+    pub(crate) fn grouped_errors(&self) -> Vec<(Vec<&'static str>, String)> {
         let mut out: Vec<(Vec<&'static str>, String)> = Vec::new();
         for e in &self.errors {
             let msg = e.error.to_string();
@@ -186,7 +186,7 @@ pub trait Provider: Send {
 }
 
 /// Static dispatch over the five providers.
-pub enum AnyProvider {
+pub(crate) enum AnyProvider {
     Aws(aws::Aws),
     Gcp(gcp::Gcp),
     Azure(azure::Azure),
@@ -248,7 +248,7 @@ pub(crate) struct SourceState {
 }
 
 impl SourceState {
-    pub fn new(name: &'static str, interval: std::time::Duration, start: Instant) -> Self {
+    pub(crate) fn new(name: &'static str, interval: std::time::Duration, start: Instant) -> Self {
         SourceState {
             name,
             interval,
@@ -269,14 +269,14 @@ impl SourceState {
             .unwrap_or(now + self.interval)
     }
 
-    pub fn due(&self, now: Instant) -> bool {
+    pub(crate) fn due(&self, now: Instant) -> bool {
         self.next <= now
     }
 
     /// Changes the interval from now on (the next read comes at most one new interval away).
     /// The grid keeps its anchor, so a source sped up and slowed down again still falls due
     /// with the others.
-    pub fn set_interval(&mut self, interval: std::time::Duration, now: Instant) {
+    pub(crate) fn set_interval(&mut self, interval: std::time::Duration, now: Instant) {
         self.interval = interval;
         self.backoff = crate::imds::Backoff::new(interval);
         self.next = self.next.min(self.next_on_grid(now));
@@ -284,7 +284,10 @@ impl SourceState {
 
     /// The observation of a provider with this one source: the read made now (`None` when it
     /// was not due), recorded, plus the last known notices.
-    pub fn observation(&mut self, result: Option<Result<Vec<Notice>, ImdsError>>) -> Observation {
+    pub(crate) fn observation(
+        &mut self,
+        result: Option<Result<Vec<Notice>, ImdsError>>,
+    ) -> Observation {
         let mut obs = Observation::default();
         if let Some(result) = result {
             self.record(Instant::now(), result, &mut obs);
@@ -294,7 +297,7 @@ impl SourceState {
     }
 
     /// Records the outcome of one read and schedules the next one.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         now: Instant,
         result: Result<Vec<Notice>, ImdsError>,
