@@ -12,7 +12,7 @@ pub(crate) mod daemon;
 pub(crate) mod executor;
 pub mod imds;
 pub mod logging;
-pub(crate) mod logind;
+pub mod logind;
 pub(crate) mod metrics;
 pub mod notice;
 pub(crate) mod once;

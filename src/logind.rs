@@ -59,7 +59,7 @@ pub trait Unit {
 
 /// Why a logind call failed, with what to do about it.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LogindError {
+pub enum LogindError {
     #[error(
         "cannot connect to the system D-Bus ({address}): {reason}. Is dbus running \
          (systemctl status dbus)? Is /run/dbus/system_bus_socket reachable from nthd's sandbox?"
@@ -225,7 +225,7 @@ pub(crate) fn bus_address() -> String {
 /// A lazily (re)connected logind client. Any transport error drops the connection, so the next
 /// call reconnects: a restarted dbus or logind is picked up without restarting nthd.
 #[derive(Default)]
-pub(crate) struct Logind {
+pub struct Logind {
     conn: Option<zbus::Connection>,
 }
 
@@ -298,7 +298,7 @@ impl Logind {
     /// let _ = l.act(nthd::policy::Action::Log).await;
     /// # }
     /// ```
-    pub(crate) async fn act(&mut self, action: PowerAction) -> Result<(), LogindError> {
+    pub async fn act(&mut self, action: PowerAction) -> Result<(), LogindError> {
         let m = self.manager().await?;
         let r = match action {
             PowerAction::Reboot => m.reboot(false).await,
@@ -486,7 +486,7 @@ impl Logind {
 
 /// One entry of `ListInhibitors`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Inhibitor {
+pub struct Inhibitor {
     pub what: String,
     pub who: String,
     pub why: String,
