@@ -16,7 +16,7 @@ use crate::executor::{self, Executor, Outcome};
 use crate::imds::ImdsError;
 use crate::logind::Logind;
 use crate::metrics::Metrics;
-use crate::notice::{Cloud, Notice};
+use crate::notice::{Cloud, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
@@ -143,7 +143,7 @@ fn log_announce(n: &Notice, d: &Decision, already_done: bool) {
             tracing::$lvl!(
                 message_id = MSG_NOTICE,
                 nthd_kind = n.kind.name(),
-                nthd_source = n.source,
+                nthd_source = n.source.as_str(),
                 nthd_notice_id = n.id.as_str(),
                 nthd_event_id = event_id.as_str(),
                 nthd_deadline = deadline.as_str(),
@@ -645,7 +645,10 @@ impl Daemon {
         self.metrics.observation(&obs);
         for (sources, msg) in obs.grouped_errors() {
             if self.last_error.as_deref() != Some(&msg) {
-                tracing::warn!(nthd_source = sources.join(",").as_str(), "{msg}");
+                tracing::warn!(
+                    nthd_source = SourceId::join(&sources, ",").as_str(),
+                    "{msg}"
+                );
             }
         }
         let err = obs.errors.first().map(|e| e.error.to_string());

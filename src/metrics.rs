@@ -265,12 +265,15 @@ impl Metrics {
     /// Counts one poll's reads by source and outcome.
     pub(crate) fn observation(&mut self, obs: &Observation) {
         for s in &obs.fresh {
-            self.series.reads.with_label_values(&[s, "ok"]).inc();
+            self.series
+                .reads
+                .with_label_values(&[s.as_str(), "ok"])
+                .inc();
         }
         for e in &obs.errors {
             self.series
                 .reads
-                .with_label_values(&[e.source, e.error.outcome()])
+                .with_label_values(&[e.source.as_str(), e.error.outcome()])
                 .inc();
         }
         if !obs.fresh.is_empty() {
@@ -407,7 +410,7 @@ mod tests {
         let obs = |ok: bool| Observation {
             notices: vec![],
             fresh: if ok {
-                vec!["aws/spot/instance-action"]
+                vec![crate::notice::SourceId::new("aws/spot/instance-action")]
             } else {
                 vec![]
             },

@@ -4,6 +4,41 @@
 use std::fmt;
 use std::time::SystemTime;
 
+/// Where a notice was read: one metadata endpoint, named `cloud/path`, for example
+/// `aws/spot/instance-action`. It labels metrics and log lines, so it is always a fixed name a
+/// provider chose, never text from the metadata service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceId(&'static str);
+
+impl SourceId {
+    /// A source named by its provider.
+    pub const fn new(name: &'static str) -> SourceId {
+        SourceId(name)
+    }
+
+    /// The name, e.g. `aws/spot/instance-action`.
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// The names joined by `sep`, for one log field or line.
+    pub(crate) fn join(ids: &[SourceId], sep: &str) -> String {
+        ids.iter().map(|s| s.0).collect::<Vec<_>>().join(sep)
+    }
+}
+
+impl fmt::Display for SourceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl PartialEq<&str> for SourceId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// The clouds nthd knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Cloud {
@@ -218,7 +253,7 @@ pub enum NoticeStatus {
 pub struct Notice {
     pub kind: NoticeKind,
     /// The endpoint it came from, e.g. `aws/spot/instance-action`.
-    pub source: &'static str,
+    pub source: SourceId,
     /// A fingerprint that stays the same on every poll of the same notice. It never includes a
     /// time a mock or the platform might recompute on each request.
     pub id: String,

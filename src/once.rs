@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::config::Options;
 use crate::logind::Logind;
-use crate::notice::Notice;
+use crate::notice::{Notice, SourceId};
 use crate::policy::{decide, Decision, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, resolve_cloud, AnyProvider, Observation, Provider};
@@ -120,7 +120,7 @@ fn as_json(head: &Head<'_>, rows: &[Row<'_>], obs: &Observation) -> serde_json::
         "notices": rows.iter().map(|(n, d)| serde_json::json!({
             "kind": n.kind.name(),
             "id": n.id,
-            "source": n.source,
+            "source": n.source.as_str(),
             "event_id": n.event_id,
             "status": format!("{:?}", n.status).to_lowercase(),
             "deadline": n.deadline.map(timefmt::format_rfc3339),
@@ -130,9 +130,9 @@ fn as_json(head: &Head<'_>, rows: &[Row<'_>], obs: &Observation) -> serde_json::
             "reason": d.reason,
             "raw": n.raw,
         })).collect::<Vec<_>>(),
-        "read": obs.fresh,
+        "read": obs.fresh.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
         "errors": obs.errors.iter().map(|e| serde_json::json!({
-            "source": e.source, "error": e.error.to_string(),
+            "source": e.source.as_str(), "error": e.error.to_string(),
         })).collect::<Vec<_>>(),
     })
 }
@@ -166,6 +166,6 @@ fn print_text(head: &Head<'_>, rows: &[Row<'_>], obs: &Observation, now: SystemT
         println!("  because: {}", d.reason);
     }
     for (sources, msg) in obs.grouped_errors() {
-        println!("error: {}: {msg}", sources.join(", "));
+        println!("error: {}: {msg}", SourceId::join(&sources, ", "));
     }
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::notice::{Notice, NoticeKind, NoticeStatus, KINDS};
+use crate::notice::{Notice, NoticeKind, NoticeStatus, SourceId, KINDS};
 
 /// What to do about a notice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -457,7 +457,7 @@ impl Planner {
     pub fn observe(
         &mut self,
         notices: &[Notice],
-        fresh: &[&str],
+        fresh: &[SourceId],
         now: SystemTime,
         budget: Option<Duration>,
     ) -> Vec<Effect> {
@@ -474,7 +474,7 @@ impl Planner {
     /// Known notices of fresh sources that are no longer listed are gone. A deferred action for
     /// such an event is withdrawn; an action wanted at once is kept until it succeeds (the
     /// notice was real).
-    fn forget_gone(&mut self, notices: &[Notice], fresh: &[&str]) -> Vec<Effect> {
+    fn forget_gone(&mut self, notices: &[Notice], fresh: &[SourceId]) -> Vec<Effect> {
         let listed: HashSet<&str> = notices.iter().map(|n| n.id.as_str()).collect();
         let gone: Vec<String> = self
             .known
@@ -689,11 +689,12 @@ mod tests {
     }
 
     const NOW: u64 = 1_000_000;
+    const SRC: SourceId = SourceId::new("test/source");
 
     fn notice(kind: NoticeKind, id: &str, deadline: Option<u64>) -> Notice {
         Notice {
             kind,
-            source: "test/source",
+            source: SRC,
             id: id.into(),
             event_id: None,
             deadline: deadline.map(t),
@@ -875,7 +876,7 @@ mod tests {
             "aws/spot/terminate",
             Some(NOW + 120),
         );
-        let first = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
+        let first = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), None);
         assert_eq!(
             executes(&first),
             vec![("aws/spot/terminate".into(), PowerAction::PowerOff)]
@@ -889,13 +890,13 @@ mod tests {
         );
         // In flight: the next polls do not execute again.
         assert!(p
-            .observe(std::slice::from_ref(&n), &["test/source"], t(NOW + 1), None)
+            .observe(std::slice::from_ref(&n), &[SRC], t(NOW + 1), None)
             .is_empty());
         p.record_result(&n.id, true, t(NOW + 1));
         for i in 2..50 {
             let mut again = n.clone();
             again.deadline = Some(t(NOW + 120 + i)); // a mock recomputing `time`
-            let cmds = p.observe(&[again], &["test/source"], t(NOW + i), None);
+            let cmds = p.observe(&[again], &[SRC], t(NOW + i), None);
             assert!(executes(&cmds).is_empty(), "poll {i}: {cmds:?}");
         }
         assert!(p.shutting_down().is_some());
@@ -905,12 +906,12 @@ mod tests {
     fn flapping_notice_is_acted_on_once() {
         let mut p = Planner::new(PolicyConfig::default());
         let n = notice(NoticeKind::SpotTerminate, "aws/spot/terminate", None);
-        let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
+        let c = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), None);
         assert_eq!(executes(&c).len(), 1);
         p.record_result(&n.id, true, t(NOW));
-        let c = p.observe(&[], &["test/source"], t(NOW + 1), None);
+        let c = p.observe(&[], &[SRC], t(NOW + 1), None);
         assert!(matches!(c.as_slice(), [Effect::Gone { .. }]));
-        let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW + 2), None);
+        let c = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW + 2), None);
         assert!(executes(&c).is_empty());
         assert!(matches!(
             c.as_slice(),
@@ -934,7 +935,7 @@ mod tests {
         let mut cfg = PolicyConfig::default();
         cfg.set_action(NoticeKind::SpotHibernate, Action::Log);
         let mut p = Planner::new(cfg);
-        let fresh = ["test/source"];
+        let fresh = [SRC];
         let mut total = 0;
         let mut drifted = 0;
         for i in 0..29 {
@@ -964,7 +965,7 @@ mod tests {
     fn a_cancelled_shutdown_is_acted_on_again_once_while_listed() {
         let mut p = Planner::new(PolicyConfig::default());
         let n = notice(NoticeKind::SpotTerminate, "spot", None);
-        let fresh = ["test/source"];
+        let fresh = [SRC];
         assert_eq!(p.shutdown_cancelled(t(NOW)), Cancelled::NotShuttingDown);
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
         assert!(cmds.iter().any(|c| matches!(c, Effect::Execute { .. })));
@@ -1002,7 +1003,7 @@ mod tests {
     fn a_cancelled_shutdown_for_a_notice_no_longer_listed_is_not_redone() {
         let mut p = Planner::new(PolicyConfig::default());
         let n = notice(NoticeKind::SpotTerminate, "spot", None);
-        let fresh = ["test/source"];
+        let fresh = [SRC];
         p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
         p.record_result("spot", true, t(NOW));
         p.observe(&[], &fresh, t(NOW + 1), None);
@@ -1018,14 +1019,14 @@ mod tests {
         let mut p = Planner::new(PolicyConfig::default());
         let n = notice(NoticeKind::SpotTerminate, "s", None);
         assert_eq!(
-            executes(&p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None)).len(),
+            executes(&p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), None)).len(),
             1
         );
         p.record_result("s", false, t(NOW));
         assert!(executes(&p.tick(t(NOW + 4))).is_empty());
         assert_eq!(p.next_wakeup(), Some(t(NOW + 5)));
         // The notice vanishes; the action wanted at once is kept.
-        p.observe(&[], &["test/source"], t(NOW + 4), None);
+        p.observe(&[], &[SRC], t(NOW + 4), None);
         assert_eq!(executes(&p.tick(t(NOW + 5))).len(), 1);
         assert_eq!(p.attempts("s"), 2);
         p.record_result("s", true, t(NOW + 5));
@@ -1042,7 +1043,7 @@ mod tests {
             "aws/scheduled/e1",
             Some(NOW + 1000),
         );
-        let c = p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), budget);
+        let c = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), budget);
         let at = t(NOW + 1000 - 60 - 120);
         assert!(c
             .iter()
@@ -1052,12 +1053,7 @@ mod tests {
         assert!(executes(&p.tick(at - Duration::from_secs(1))).is_empty());
         // Rescheduled by the platform: the deferred time follows.
         n.deadline = Some(t(NOW + 2000));
-        let c = p.observe(
-            std::slice::from_ref(&n),
-            &["test/source"],
-            t(NOW + 10),
-            budget,
-        );
+        let c = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW + 10), budget);
         let at2 = t(NOW + 2000 - 180);
         assert!(c
             .iter()
@@ -1065,12 +1061,7 @@ mod tests {
         assert!(executes(&p.tick(at)).is_empty());
         // Canceled: nothing fires.
         n.status = NoticeStatus::Canceled;
-        let c = p.observe(
-            std::slice::from_ref(&n),
-            &["test/source"],
-            t(NOW + 20),
-            budget,
-        );
+        let c = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW + 20), budget);
         assert!(c.iter().any(|c| matches!(c, Effect::Canceled { .. })));
         assert!(executes(&p.tick(at2)).is_empty());
         assert!(p.next_wakeup().is_none());
@@ -1082,7 +1073,7 @@ mod tests {
         let n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 1000));
         p.observe(
             std::slice::from_ref(&n),
-            &["test/source"],
+            &[SRC],
             t(NOW),
             Some(Duration::ZERO),
         );
@@ -1097,12 +1088,12 @@ mod tests {
     fn deferred_action_for_an_event_that_disappears_is_canceled_only_on_a_fresh_read() {
         let mut p = Planner::new(PolicyConfig::default());
         let n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 1000));
-        p.observe(std::slice::from_ref(&n), &["test/source"], t(NOW), None);
+        p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), None);
         // The source failed this time (not fresh): nothing is canceled.
         let c = p.observe(&[], &[], t(NOW + 1), None);
         assert!(c.is_empty());
         assert!(p.has_wants());
-        let c = p.observe(&[], &["test/source"], t(NOW + 2), None);
+        let c = p.observe(&[], &[SRC], t(NOW + 2), None);
         assert!(c.iter().any(|c| matches!(c, Effect::Canceled { .. })));
         assert!(!p.has_wants());
     }
@@ -1115,11 +1106,11 @@ mod tests {
         let mut p = Planner::new(cfg);
         let r = notice(NoticeKind::ScheduledReboot, "a-reboot", None);
         let s = notice(NoticeKind::SpotTerminate, "z-spot", None);
-        let c = p.observe(&[r.clone(), s.clone()], &["test/source"], t(NOW), None);
+        let c = p.observe(&[r.clone(), s.clone()], &[SRC], t(NOW), None);
         assert_eq!(executes(&c), vec![("z-spot".into(), PowerAction::PowerOff)]);
         p.record_result("z-spot", true, t(NOW));
         assert!(executes(&p.tick(t(NOW + 100))).is_empty());
-        assert!(executes(&p.observe(&[r, s], &["test/source"], t(NOW + 101), None)).is_empty());
+        assert!(executes(&p.observe(&[r, s], &[SRC], t(NOW + 101), None)).is_empty());
     }
 
     #[test]
@@ -1133,7 +1124,7 @@ mod tests {
             "aws/scheduled/e9",
             Some(NOW - 10),
         );
-        let c = p.observe(&[n], &["test/source"], t(NOW), None);
+        let c = p.observe(&[n], &[SRC], t(NOW), None);
         assert!(executes(&c).is_empty());
         assert!(matches!(
             c.as_slice(),
@@ -1157,13 +1148,10 @@ mod tests {
         {
             let n = notice(*k, &format!("n{i}"), Some(NOW + 5));
             for s in 0..5 {
-                assert!(executes(&p.observe(
-                    std::slice::from_ref(&n),
-                    &["test/source"],
-                    t(NOW + s),
-                    None
-                ))
-                .is_empty());
+                assert!(
+                    executes(&p.observe(std::slice::from_ref(&n), &[SRC], t(NOW + s), None))
+                        .is_empty()
+                );
             }
         }
     }
@@ -1176,7 +1164,7 @@ mod tests {
         let mut n = notice(NoticeKind::ScheduledStop, "e", Some(NOW + 10_000));
         p.observe(
             std::slice::from_ref(&n),
-            &["test/source"],
+            &[SRC],
             t(NOW),
             Some(Duration::ZERO),
         );
@@ -1184,7 +1172,7 @@ mod tests {
         n.kind = NoticeKind::ScheduledReboot;
         p.observe(
             std::slice::from_ref(&n),
-            &["test/source"],
+            &[SRC],
             t(NOW + 1),
             Some(Duration::ZERO),
         );
@@ -1197,14 +1185,14 @@ mod tests {
         let mut n = notice(NoticeKind::ScheduledStop, "f", Some(NOW + 10_000));
         p.observe(
             std::slice::from_ref(&n),
-            &["test/source"],
+            &[SRC],
             t(NOW),
             Some(Duration::ZERO),
         );
         n.kind = NoticeKind::ScheduledMaintenance;
         let c = p.observe(
             std::slice::from_ref(&n),
-            &["test/source"],
+            &[SRC],
             t(NOW + 1),
             Some(Duration::ZERO),
         );

@@ -12,7 +12,10 @@ use crate::config::Options;
 use crate::executor::{self, Executor, Outcome};
 use crate::logind::Logind;
 use crate::metrics::{Metrics, MetricsOptions};
-use crate::notice::{Notice, NoticeKind, NoticeStatus};
+use crate::notice::{Notice, NoticeKind, NoticeStatus, SourceId};
+
+/// The source of a drill's notice.
+const SIMULATE: SourceId = SourceId::new("simulate");
 use crate::policy::{Effect, Planner, PowerAction};
 use crate::timefmt;
 
@@ -44,7 +47,7 @@ pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime
     let deadline = (!deadline_in.is_zero()).then(|| now + deadline_in);
     Notice {
         kind,
-        source: "simulate",
+        source: SIMULATE,
         id: format!(
             "simulate/{}/{}",
             kind.name(),
@@ -87,7 +90,7 @@ pub(crate) async fn simulate(
             .map(|d| format!(", platform acts at {}", timefmt::format_rfc3339(d)))
             .unwrap_or_default()
     );
-    let cmds = planner.observe(std::slice::from_ref(&notice), &["simulate"], now, budget);
+    let cmds = planner.observe(std::slice::from_ref(&notice), &[SIMULATE], now, budget);
     let Some(action) = narrate(&cmds, now) else {
         println!("nothing to carry out: the policy for {kind} is not poweroff or reboot");
         return Ok(ExitCode::SUCCESS);

@@ -21,11 +21,15 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nthd::notice::{Notice, NoticeKind, NoticeStatus, KINDS};
+use nthd::notice::{Notice, NoticeKind, NoticeStatus, SourceId, KINDS};
 use nthd::policy::{decide, Action, Effect, Planner, PolicyConfig, When};
 use proptest::prelude::*;
 
-const SOURCES: [&str; 3] = ["test/a", "test/b", "test/c"];
+const SOURCES: [SourceId; 3] = [
+    SourceId::new("test/a"),
+    SourceId::new("test/b"),
+    SourceId::new("test/c"),
+];
 const IDS: [&str; 6] = ["id/0", "id/1", "id/2", "id/3", "id/4", "id/5"];
 
 /// The latest `SystemTime` Linux can represent.
@@ -294,7 +298,7 @@ fn run(s: &Scenario) {
                         withdrawn.insert(n.id.clone());
                     }
                 }
-                let fresh: Vec<&str> = (0..SOURCES.len())
+                let fresh: Vec<SourceId> = (0..SOURCES.len())
                     .filter(|i| fresh & (1 << i) != 0)
                     .map(|i| SOURCES[i])
                     .collect();
@@ -440,7 +444,7 @@ proptest! {
             let cmds = match step {
                 Step::Observe { notices, fresh, budget } => {
                     let notices: Vec<Notice> = notices.iter().map(|n| n.build(now)).collect();
-                    let fresh: Vec<&str> = (0..SOURCES.len())
+                    let fresh: Vec<SourceId> = (0..SOURCES.len())
                         .filter(|i| fresh & (1 << i) != 0)
                         .map(|i| SOURCES[i])
                         .collect();

@@ -19,12 +19,13 @@ use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
     TokenSource,
 };
+use crate::notice::SourceId;
 use crate::timefmt;
 
 pub const TOKEN_PATH: &str = "/latest/api/token";
 pub const SPOT_PATH: &str = "/latest/meta-data/instance/spot/termination-time";
 
-const SRC_SPOT: &str = "alibaba/spot/termination-time";
+const SRC_SPOT: SourceId = SourceId::new("alibaba/spot/termination-time");
 
 /// Header names must be lowercase for `ImdsClient::send`.
 const TTL_HEADER: &str = "x-aliyun-ecs-metadata-token-ttl-seconds";

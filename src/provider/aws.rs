@@ -22,6 +22,7 @@ use crate::imds::{
     TokenSource,
 };
 use crate::logging::{clean, warn_limited};
+use crate::notice::SourceId;
 use crate::timefmt;
 
 pub(crate) const TOKEN_PATH: &str = "/latest/api/token";
@@ -30,10 +31,10 @@ pub const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebal
 pub const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
 pub const ASG_PATH: &str = "/latest/meta-data/autoscaling/target-lifecycle-state";
 
-const SRC_SPOT: &str = "aws/spot/instance-action";
-const SRC_REBALANCE: &str = "aws/events/recommendations/rebalance";
-const SRC_SCHEDULED: &str = "aws/events/maintenance/scheduled";
-const SRC_ASG: &str = "aws/autoscaling/target-lifecycle-state";
+const SRC_SPOT: SourceId = SourceId::new("aws/spot/instance-action");
+const SRC_REBALANCE: SourceId = SourceId::new("aws/events/recommendations/rebalance");
+const SRC_SCHEDULED: SourceId = SourceId::new("aws/events/maintenance/scheduled");
+const SRC_ASG: SourceId = SourceId::new("aws/autoscaling/target-lifecycle-state");
 
 /// How long spot is read faster after a rebalance recommendation appeared, at most.
 pub(crate) const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
@@ -215,7 +216,7 @@ impl Aws {
         get_with_token(self, path).await
     }
 
-    async fn read_source(&mut self, name: &'static str) -> Result<Vec<Notice>, ImdsError> {
+    async fn read_source(&mut self, name: SourceId) -> Result<Vec<Notice>, ImdsError> {
         let path = match name {
             SRC_SPOT => SPOT_PATH,
             SRC_ASG => ASG_PATH,

@@ -48,6 +48,7 @@ use super::{
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
 use crate::logging::{clean, warn_limited};
+use crate::notice::SourceId;
 use crate::timefmt;
 
 /// Path (without the query) of the Scheduled Events document.
@@ -57,8 +58,8 @@ pub(crate) const EVENTS_API_VERSION: &str = "2020-07-01";
 /// Path (without the query) of this VM's name.
 pub const NAME_PATH: &str = "/metadata/instance/compute/name";
 
-const SRC_EVENTS: &str = "azure/scheduledevents";
-const SRC_NAME: &str = "azure/instance/compute/name";
+const SRC_EVENTS: SourceId = SourceId::new("azure/scheduledevents");
+const SRC_NAME: SourceId = SourceId::new("azure/instance/compute/name");
 
 /// Header names must be lowercase for `ImdsClient::send`.
 const METADATA: (&str, &str) = ("metadata", "true");

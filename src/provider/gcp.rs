@@ -50,6 +50,7 @@ use reqwest::Method;
 use super::aws::sanitize;
 use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError};
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::notice::SourceId;
 use crate::timefmt;
 
 pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
@@ -58,8 +59,8 @@ pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-eve
 /// for scheduled maintenance): read once when `maintenance-event` turns to TERMINATE.
 pub const UPCOMING_PATH: &str = "/computeMetadata/v1/instance/upcoming-maintenance";
 
-const SRC_PREEMPTED: &str = "gcp/instance/preempted";
-const SRC_MAINTENANCE: &str = "gcp/instance/maintenance-event";
+const SRC_PREEMPTED: SourceId = SourceId::new("gcp/instance/preempted");
+const SRC_MAINTENANCE: SourceId = SourceId::new("gcp/instance/maintenance-event");
 
 /// Header names must be lowercase for `ImdsClient::send`.
 const FLAVOR: (&str, &str) = ("metadata-flavor", "Google");
@@ -112,7 +113,7 @@ type Parser = fn(&str, &str) -> Result<Option<Notice>, ImdsError>;
 
 /// One watched key.
 struct Key {
-    source: &'static str,
+    source: SourceId,
     path: &'static str,
     parse: Parser,
     /// ETag of the last good answer.
@@ -134,7 +135,7 @@ struct Key {
 }
 
 impl Key {
-    fn new(source: &'static str, path: &'static str, parse: Parser, opts: &GcpOptions) -> Key {
+    fn new(source: SourceId, path: &'static str, parse: Parser, opts: &GcpOptions) -> Key {
         Key {
             source,
             path,

@@ -17,7 +17,7 @@ use detect::Detection;
 
 use crate::imds::{ClientOptions, ImdsClient, ImdsError};
 // For the provider modules (`use super::...`).
-use crate::notice::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, MAX_DETAIL};
+use crate::notice::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, SourceId, MAX_DETAIL};
 
 /// What the providers need from the settings, already validated (`Options::provider_settings`).
 #[derive(Clone, Debug)]
@@ -118,7 +118,7 @@ pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, det
 /// An error from one source during one observation.
 #[derive(Debug)]
 pub struct SourceError {
-    pub source: &'static str,
+    pub source: SourceId,
     pub error: ImdsError,
 }
 
@@ -129,7 +129,7 @@ pub struct Observation {
     /// time (or that failed this time).
     pub notices: Vec<Notice>,
     /// Sources read successfully this time: for them, a notice absent from `notices` is gone.
-    pub fresh: Vec<&'static str>,
+    pub fresh: Vec<SourceId>,
     pub errors: Vec<SourceError>,
 }
 
@@ -141,8 +141,8 @@ impl Observation {
 
     /// The errors with the same message merged, in first-seen order: one failing token request
     /// is one error, not one per source that needed the token.
-    pub(crate) fn grouped_errors(&self) -> Vec<(Vec<&'static str>, String)> {
-        let mut out: Vec<(Vec<&'static str>, String)> = Vec::new();
+    pub(crate) fn grouped_errors(&self) -> Vec<(Vec<SourceId>, String)> {
+        let mut out: Vec<(Vec<SourceId>, String)> = Vec::new();
         for e in &self.errors {
             let msg = e.error.to_string();
             match out.iter_mut().find(|(_, m)| *m == msg) {
@@ -236,7 +236,7 @@ impl Provider for AnyProvider {
 /// Per-source poll bookkeeping shared by the interval-polling providers.
 #[derive(Debug)]
 pub(crate) struct SourceState {
-    pub name: &'static str,
+    pub name: SourceId,
     pub interval: std::time::Duration,
     /// Successful reads are scheduled on a grid of `interval` from here. Sources built with the
     /// same anchor fall due together, so a slow source shares the fast source's wakeup instead
@@ -248,7 +248,7 @@ pub(crate) struct SourceState {
 }
 
 impl SourceState {
-    pub(crate) fn new(name: &'static str, interval: std::time::Duration, start: Instant) -> Self {
+    pub(crate) fn new(name: SourceId, interval: std::time::Duration, start: Instant) -> Self {
         SourceState {
             name,
             interval,
@@ -346,8 +346,8 @@ mod tests {
     fn sources_with_one_anchor_fall_due_together() {
         use std::time::Duration;
         let t0 = Instant::now();
-        let mut fast = SourceState::new("fast", Duration::from_secs(1), t0);
-        let mut slow = SourceState::new("slow", Duration::from_secs(3), t0);
+        let mut fast = SourceState::new(SourceId::new("fast"), Duration::from_secs(1), t0);
+        let mut slow = SourceState::new(SourceId::new("slow"), Duration::from_secs(3), t0);
         let mut obs = Observation::default();
         // Reads finish a little after they were due; the schedule does not drift.
         for tick in 0..9u64 {

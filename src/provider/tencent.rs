@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 
 use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
 use crate::imds::{status_error, ImdsClient, ImdsError};
+use crate::notice::SourceId;
 use crate::timefmt;
 
 pub const SPOT_PATH: &str = "/latest/meta-data/spot/termination-time";
 
-const SRC_SPOT: &str = "tencent/spot/termination-time";
+const SRC_SPOT: SourceId = SourceId::new("tencent/spot/termination-time");
 
 /// Tencent documents the termination time as UTC+8.
 pub const UTC_OFFSET_SECS: i64 = 8 * 3600;
