@@ -1,228 +1,91 @@
-//! Parsing and formatting of the timestamp formats the metadata services use.
+//! Parsing and formatting of the timestamp formats the metadata services use, and of the
+//! durations in nthd's settings: a thin adapter over [`jiff`].
 //!
-//! Four formats appear in the wild:
-//! - RFC 3339 (`2017-09-18T08:22:00Z`): AWS spot and rebalance, Alibaba.
-//! - AWS scheduled events (`21 Jan 2019 09:00:43 GMT`).
-//! - RFC 1123 (`Mon, 19 Sep 2016 18:29:47 GMT`): Azure Scheduled Events.
+//! Four timestamp formats appear in the wild:
+//! - RFC 3339 (`2017-09-18T08:22:00Z`): AWS spot and rebalance, Alibaba, GCP. Read by jiff's
+//!   RFC 3339 / ISO 8601 parser (which also takes the ISO 8601 forms RFC 3339 leaves out, such
+//!   as `+0200` offsets or a time without seconds).
+//! - AWS scheduled events (`21 Jan 2019 09:00:43 GMT`) and RFC 1123 / RFC 9110
+//!   (`Mon, 19 Sep 2016 18:29:47 GMT`, Azure Scheduled Events): both are RFC 2822 dates, read by
+//!   jiff's RFC 2822 parser once the zone has been checked to be UTC (see [`parse_http_like`]).
 //! - A zoneless `2018-08-18 12:05:33` in a zone the platform documents: Tencent Cloud (UTC+8),
 //!   through [`parse_local_datetime`].
 //!
 //! All parsers are total: they return `None` for anything they do not understand and never
-//! panic, whatever the input (they are fuzzed). Times before the epoch are rejected.
+//! panic, whatever the input (they are fuzzed). Times before the epoch are rejected, and so are
+//! times after [`MAX_UNIX_SECS`] (9999-12-30T22:00:00Z), the end of jiff's range.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+use jiff::fmt::friendly::{Spacing, SpanParser, SpanPrinter};
+use jiff::fmt::{rfc2822, temporal};
+use jiff::tz::Offset;
+use jiff::{SignedDuration, Timestamp};
 
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+/// The last second a parser here returns and a formatter prints faithfully:
+/// 9999-12-30T22:00:00Z, jiff's `Timestamp::MAX` (its range leaves room for any UTC offset).
+pub const MAX_UNIX_SECS: u64 = 253_402_207_200;
 
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
+static RFC3339: temporal::DateTimeParser = temporal::DateTimeParser::new();
+static RFC2822: rfc2822::DateTimeParser = rfc2822::DateTimeParser::new();
+static RFC9110: rfc2822::DateTimePrinter = rfc2822::DateTimePrinter::new();
+static FRIENDLY: SpanParser = SpanParser::new();
+static COMPACT: SpanPrinter = SpanPrinter::new().spacing(Spacing::None);
 
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap(y) => 29,
-        2 => 28,
-        _ => 0,
-    }
-}
-
-/// 9999-12-31T23:59:59Z, the last second every format here can express.
-const MAX_SECS: u64 = 253_402_300_799;
-
-/// Builds a `SystemTime` from calendar fields, validating every field.
-fn from_fields(
-    (y, mo, d): (i64, u32, u32),
-    (h, mi, s): (u32, u32, u32),
-    nanos: u32,
-    offset_secs: i64,
-) -> Option<SystemTime> {
-    if !(1970..=9999).contains(&y) || !(1..=12).contains(&mo) {
+/// A parsed instant, if it is one nthd accepts: not before the epoch.
+fn accept(ts: Timestamp) -> Option<SystemTime> {
+    if ts < Timestamp::UNIX_EPOCH {
         return None;
     }
-    // A leap second (60) is folded into the next second rather than rejected.
-    if d == 0 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400
-        + i64::from(h) * 3600
-        + i64::from(mi) * 60
-        + i64::from(s)
-        - offset_secs;
-    let secs = u64::try_from(secs).ok()?;
-    // An offset or a leap second must not carry 9999-12-31 into year 10000, which no format
-    // here can print back.
-    if secs > MAX_SECS {
-        return None;
-    }
-    UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+    SystemTime::try_from(ts).ok()
 }
 
-fn num(s: &str, len: usize) -> Option<u32> {
-    if s.len() != len || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-fn month_from_abbrev(s: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let lower = s.to_ascii_lowercase();
-    MONTHS
-        .iter()
-        .position(|m| *m == lower)
-        .map(|i| i as u32 + 1)
-}
-
-/// Parses `HH:MM:SS`.
-fn hms(s: &str) -> Option<(u32, u32, u32)> {
-    let mut it = s.split(':');
-    let h = num(it.next()?, 2)?;
-    let m = num(it.next()?, 2)?;
-    let sec = num(it.next()?, 2)?;
-    if it.next().is_some() {
-        return None;
-    }
-    Some((h, m, sec))
-}
-
-/// `YYYY-MM-DD`.
-fn ymd(date: &str) -> Option<(u32, u32, u32)> {
-    let mut dp = date.split('-');
-    let y = num(dp.next()?, 4)?;
-    let mo = num(dp.next()?, 2)?;
-    let d = num(dp.next()?, 2)?;
-    if dp.next().is_some() {
-        return None;
-    }
-    Some((y, mo, d))
-}
-
-/// RFC 3339 / ISO 8601 with a `T` or space separator, optional fraction, `Z` or `±HH:MM`.
-pub fn parse_rfc3339(input: &str) -> Option<SystemTime> {
-    let s = input.trim();
-    if !s.is_ascii() || s.len() < 20 {
-        return None;
-    }
-    let (date, rest) = s.split_at(10);
-    let (y, mo, d) = ymd(date)?;
-    let rest = rest.strip_prefix(['T', 't', ' '])?;
-    if rest.len() < 9 {
-        return None;
-    }
-    let (clock, mut tail) = rest.split_at(8);
-    let (h, mi, sec) = hms(clock)?;
-    let mut nanos = 0u32;
-    if let Some(frac) = tail.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let mut n: u64 = 0;
-        for (i, b) in frac.bytes().take(digits).enumerate() {
-            if i < 9 {
-                n = n * 10 + u64::from(b - b'0');
-            }
-        }
-        for _ in digits.min(9)..9 {
-            n *= 10;
-        }
-        nanos = n as u32;
-        tail = &frac[digits..];
-    }
-    let offset = match tail {
-        "Z" | "z" => 0,
-        t if t.len() == 6 && (t.starts_with('+') || t.starts_with('-')) => {
-            let oh = i64::from(num(&t[1..3], 2)?);
-            if &t[3..4] != ":" {
-                return None;
-            }
-            let om = i64::from(num(&t[4..6], 2)?);
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let o = oh * 3600 + om * 60;
-            if t.starts_with('-') {
-                -o
-            } else {
-                o
-            }
-        }
-        _ => return None,
+/// `t` to the second, saturating at the ends of jiff's range (years -9999 and 9999), so that the
+/// formatters print something for any `SystemTime`.
+fn to_timestamp(t: SystemTime) -> Timestamp {
+    let secs = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_secs()).map_or(i64::MIN, |s| -s),
     };
-    from_fields((i64::from(y), mo, d), (h, mi, sec), nanos, offset)
+    let secs = secs.clamp(Timestamp::MIN.as_second(), Timestamp::MAX.as_second());
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// `DD Mon YYYY HH:MM:SS GMT` (AWS scheduled events), optionally preceded by `Day, `
-/// (which makes it RFC 1123, as Azure uses). Only GMT/UTC/+0000 zones are accepted.
+/// RFC 3339 / ISO 8601 with a `T` or space separator, optional fraction, `Z` or an offset.
+pub fn parse_rfc3339(input: &str) -> Option<SystemTime> {
+    accept(RFC3339.parse_timestamp(input.trim()).ok()?)
+}
+
+/// `DD Mon YYYY HH:MM:SS GMT` (AWS scheduled events), optionally preceded by `Day, ` (which
+/// makes it RFC 1123, as Azure uses); any RFC 2822 date in fact. The weekday, when given, must
+/// match the date.
+///
+/// Only the zones `GMT`, `UTC`, `Z` and `+0000` are accepted: jiff follows RFC 2822 in reading
+/// any unknown alphabetic zone as UTC, which for a deadline would be a guess.
 pub fn parse_http_like(input: &str) -> Option<SystemTime> {
     let s = input.trim();
-    if !s.is_ascii() {
+    let (_, zone) = s.rsplit_once(|c: char| c.is_ascii_whitespace())?;
+    if !matches!(zone, "GMT" | "UTC" | "Z" | "+0000") {
         return None;
     }
-    let s = match s.split_once(", ") {
-        Some((day, rest)) if day.len() == 3 && day.bytes().all(|b| b.is_ascii_alphabetic()) => rest,
-        Some(_) => return None,
-        None => s,
-    };
-    let mut parts = s.split_ascii_whitespace();
-    let d_str = parts.next()?;
-    if d_str.is_empty() || d_str.len() > 2 || !d_str.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let d: u32 = d_str.parse().ok()?;
-    let mo = month_from_abbrev(parts.next()?)?;
-    let y = num(parts.next()?, 4)?;
-    let (h, mi, sec) = hms(parts.next()?)?;
-    match parts.next()? {
-        "GMT" | "UTC" | "Z" | "+0000" => {}
-        _ => return None,
-    }
-    if parts.next().is_some() {
-        return None;
-    }
-    from_fields((i64::from(y), mo, d), (h, mi, sec), 0, 0)
+    accept(RFC2822.parse_timestamp(s).ok()?)
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (one space, no fraction, no zone) taken as local time at
 /// `utc_offset_secs` east of UTC, e.g. `8 * 3600` for Tencent Cloud's UTC+8. Surrounding
 /// whitespace is ignored. A time that would fall before the epoch once the offset is taken off
-/// is rejected, like every other time here.
+/// is rejected, like every other time here; so is an offset beyond jiff's ±25:59:59.
 pub fn parse_local_datetime(input: &str, utc_offset_secs: i64) -> Option<SystemTime> {
     let s = input.trim();
-    if !s.is_ascii() || s.len() != 19 {
+    let dt = RFC3339.parse_datetime(s).ok()?;
+    // jiff's civil parser also takes `T`, a fraction, a time without seconds, and an offset or
+    // a `[zone]`, which it would ignore here. Only the exact form is 19 bytes long and prints
+    // back to the input.
+    if s.len() != 19 || dt.to_string().replacen('T', " ", 1) != s {
         return None;
     }
-    let (date, rest) = s.split_at(10);
-    let (y, mo, d) = ymd(date)?;
-    let clock = rest.strip_prefix(' ')?;
-    let (h, mi, sec) = hms(clock)?;
-    from_fields((i64::from(y), mo, d), (h, mi, sec), 0, utc_offset_secs)
+    let offset = Offset::from_seconds(i32::try_from(utc_offset_secs).ok()?).ok()?;
+    accept(offset.to_timestamp(dt).ok()?)
 }
 
 /// Tries every format the metadata services are known to use.
@@ -232,42 +95,17 @@ pub fn parse_any(input: &str) -> Option<SystemTime> {
 
 /// Formats as RFC 3339 in UTC with second precision, e.g. `2026-11-22T04:55:10Z`.
 pub fn format_rfc3339(t: SystemTime) -> String {
-    let secs = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
-    };
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    to_timestamp(t).to_string()
 }
 
-/// Formats as RFC 1123 (`Mon, 19 Sep 2016 18:29:47 GMT`), the Azure format.
+/// Formats as RFC 1123 / RFC 9110 (`Mon, 19 Sep 2016 18:29:47 GMT`), the Azure format. Times
+/// before the epoch print as the epoch.
 pub fn format_rfc1123(t: SystemTime) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(m - 1) as usize],
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    let ts = to_timestamp(t).max(Timestamp::UNIX_EPOCH);
+    // It fails only for years before 0 or after 9999, which `ts` cannot be.
+    RFC9110
+        .timestamp_to_rfc9110_string(&ts)
+        .unwrap_or_else(|_| ts.to_string())
 }
 
 /// Formats as the AWS scheduled-event format (`21 Jan 2019 09:00:43 GMT`).
@@ -284,75 +122,42 @@ pub fn relative(t: SystemTime, now: SystemTime) -> String {
     }
 }
 
-/// `1h2m3s`, `45s`, `250ms`.
+/// `1h2m3s`, `45s`, `250ms`: whole seconds, or whole milliseconds below one second.
 pub fn format_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs == 0 {
-        return format!("{}ms", d.subsec_millis());
-    }
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
+    let d = match d.as_secs() {
+        0 => SignedDuration::from_millis(i64::from(d.subsec_millis())),
+        s => SignedDuration::from_secs(i64::try_from(s).unwrap_or(i64::MAX)),
+    };
+    COMPACT.duration_to_string(&d)
 }
 
-/// Parses `1s`, `500ms`, `2m`, `1h`, `1.5s`, `1m30s` or a bare number of seconds.
+/// The longest duration a setting may have (about 31,700 years): anything longer is a typo, and
+/// the callers may add it to an `Instant` or a `SystemTime` without overflow.
+const MAX_DURATION_SECS: u64 = 1_000_000_000_000;
+
+/// What every duration error ends with.
+const ACCEPTED: &str = "use a number and a unit (ms, s, m, h), e.g. 500ms, 1s, 1.5s, 2m or 1m30s";
+
+/// Parses jiff's "friendly" duration format (`1s`, `500ms`, `2m`, `1h`, `1.5s`, `1m30s`,
+/// `1m 30s`, `2 minutes`; units up to hours) or a bare number of seconds (`1.5`).
 pub fn parse_duration(input: &str) -> Result<Duration, String> {
     let s = input.trim();
     if s.is_empty() {
-        return Err("empty duration; use e.g. 1s, 500ms, 2m".into());
+        return Err(format!("empty duration; {ACCEPTED}"));
     }
-    if let Ok(secs) = s.parse::<f64>() {
-        return secs_to_duration(secs, input);
+    let parsed = if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        FRIENDLY.parse_duration(format!("{s}s"))
+    } else {
+        FRIENDLY.parse_duration(s)
+    };
+    let d = parsed.map_err(|_| format!("`{input}` is not a duration; {ACCEPTED}"))?;
+    if d.is_negative() {
+        return Err(format!("`{input}` is negative; {ACCEPTED}"));
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("`{input}`: missing unit (ms, s, m, h)"))?;
-        if n == 0 {
-            return Err(format!("`{input}`: expected a number, e.g. 1s, 500ms, 2m"));
-        }
-        let value: f64 = rest[..n]
-            .parse()
-            .map_err(|_| format!("`{input}`: `{}` is not a number", &rest[..n]))?;
-        rest = &rest[n..];
-        let u = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let factor = match &rest[..u] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" | "min" => 60.0,
-            "h" => 3600.0,
-            other => {
-                return Err(format!(
-                    "`{input}`: unknown unit `{other}`; use ms, s, m or h"
-                ))
-            }
-        };
-        rest = &rest[u..];
-        total = total
-            .checked_add(secs_to_duration(value * factor, input)?)
-            .ok_or_else(|| format!("`{input}` is too long"))?;
+    match Duration::try_from(d) {
+        Ok(d) if d.as_secs() <= MAX_DURATION_SECS => Ok(d),
+        _ => Err(format!("`{input}` is not a sensible duration; {ACCEPTED}")),
     }
-    Ok(total)
-}
-
-fn secs_to_duration(secs: f64, input: &str) -> Result<Duration, String> {
-    if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
-        return Err(format!("`{input}` is not a sensible duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]
@@ -386,7 +191,6 @@ mod tests {
             "2017-02-29T08:22:00Z",
             "2017-09-18T24:00:00Z",
             "2017-09-18T08:22:00",
-            "2017-09-18T08:22:00+0200",
             "2017-09-18T08:22:00.Z",
             "1969-12-31T23:59:59Z",
             "２017-09-18T08:22:00Z",
@@ -394,10 +198,26 @@ mod tests {
             assert!(parse_rfc3339(bad).is_none(), "{bad:?} should not parse");
         }
         assert!(parse_rfc3339("2016-02-29T00:00:00Z").is_some());
-        // Found by fuzzing: an offset or leap second must not roll 9999 into year 10000.
-        assert!(parse_rfc3339("9999-12-31T23:59:59Z").is_some());
-        assert!(parse_rfc3339("9999-12-31T23:59:60Z").is_none());
-        assert!(parse_rfc3339("9999-12-31T23:30:00-01:00").is_none());
+        // ISO 8601's offset without a colon is unambiguous; jiff reads it.
+        assert_eq!(
+            unix(parse_rfc3339("2017-09-18T10:22:00+0200").unwrap()),
+            1_505_722_920
+        );
+        // jiff's range ends at 9999-12-30T22:00:00Z; an offset or a leap second must not carry
+        // a time past it (found by fuzzing when the end was year 10000).
+        assert_eq!(
+            parse_rfc3339("9999-12-30T22:00:00Z").map(unix),
+            Some(MAX_UNIX_SECS)
+        );
+        for past_the_end in [
+            "9999-12-30T22:00:01Z",
+            "9999-12-31T23:59:59Z",
+            "9999-12-31T23:59:60Z",
+            "9999-12-30T21:30:00-01:00",
+        ] {
+            assert!(parse_rfc3339(past_the_end).is_none(), "{past_the_end:?}");
+        }
+        assert_eq!(MAX_UNIX_SECS, Timestamp::MAX.as_second() as u64);
     }
 
     #[test]
@@ -424,6 +244,8 @@ mod tests {
             "2018-08-18 12:05:33Z",
             "2018-08-18 12:05:33+08:00",
             "2018-08-18 12:05:33.5",
+            "2018-08-18 12:05:60",
+            "2018-08-18 12:05:33[Asia/Shanghai]",
             "2018-08-18 12:05",
             "2018-8-18 12:05:33",
             "2018-08-18 24:00:00",
@@ -452,10 +274,19 @@ mod tests {
             unix(parse_http_like("1 Feb 2019 09:00:43 GMT").unwrap()),
             1_549_011_643
         );
+        // RFC 1123 and RFC 2822 make the seconds optional.
+        assert_eq!(
+            unix(parse_http_like("21 Jan 2019 09:00 GMT").unwrap()),
+            1_548_061_200
+        );
         for bad in [
             "21 Foo 2019 09:00:43 GMT",
             "21 Jan 2019 09:00:43 PST",
-            "21 Jan 2019 09:00 GMT",
+            // jiff would read an unknown zone as UTC.
+            "21 Jan 2019 09:00:43 XYZ",
+            "21 Jan 2019 09:00:43 GMT (comment)",
+            // The weekday must match the date (19 Sep 2016 was a Monday).
+            "Tue, 19 Sep 2016 18:29:47 GMT",
             "Monday, 19 Sep 2016 18:29:47 GMT",
             "32 Jan 2019 09:00:43 GMT",
             "21 Jan 2019 09:00:43 GMT extra",
@@ -492,10 +323,36 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("0.25s").unwrap(), Duration::from_millis(250));
-        for bad in ["", "s", "1x", "-1s", "1e99", "abc", "1 s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} should not parse");
+        // jiff's friendly format also takes spaces and long unit names.
+        assert_eq!(parse_duration("1 s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_duration("2 minutes").unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            parse_duration("1000000000000s").unwrap(),
+            Duration::from_secs(1_000_000_000_000)
+        );
+        for bad in [
+            "",
+            "s",
+            "1x",
+            "-1s",
+            "1s ago",
+            "1e99",
+            "abc",
+            "1d",
+            "1.2.3",
+            "1000000000001s",
+            "9999999999999999999h",
+        ] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains("500ms, 1s"), "{bad:?}: {e}");
         }
         assert_eq!(format_duration(Duration::from_secs(3723)), "1h2m3s");
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+        assert_eq!(format_duration(Duration::from_millis(1_999)), "1s");
     }
 }

@@ -1,4 +1,5 @@
-//! `parse_duration` (every duration flag and NTHD_* variable) and `format_duration`.
+//! `parse_duration` (every duration flag and NTHD_* variable; jiff's friendly format behind
+//! nthd's adapter) and `format_duration` (jiff's span printer).
 #![no_main]
 
 use std::time::Duration;

@@ -14,8 +14,8 @@ pub const ID_MAX: usize = 14 + 128 + 1 + 128;
 /// `…` is three bytes in UTF-8: `cap_raw` keeps at most `RAW_CAP` bytes plus the ellipsis.
 pub const RAW_MAX: usize = RAW_CAP + 3;
 
-/// 10000-01-01T00:00:00Z: the parsers accept four-digit years only.
-pub const YEAR_10000: u64 = 253_402_300_800;
+/// 9999-12-30T22:00:00Z, the last second the parsers accept (the end of jiff's range).
+pub use nthd::timefmt::MAX_UNIX_SECS;
 
 /// Takes the fuzz input as the metadata client would hand it over: only valid UTF-8 reaches the
 /// parsers (the client rejects anything else as malformed).
@@ -62,14 +62,14 @@ pub fn check_notice(n: &Notice, id_prefix: &str, source: &str, body: &str) {
     let _ = format!("{n:?}");
 }
 
-/// A time the parsers produced: not before the epoch, and before year 10000, which no format
-/// can print back (also when an offset or a leap second pushes 9999-12-31 past midnight).
+/// A time the parsers produced: not before the epoch, and not after [`MAX_UNIX_SECS`], which no
+/// formatter can print back (also when an offset or a leap second pushes a time past it).
 pub fn check_time(t: SystemTime) {
     let secs = t
         .duration_since(UNIX_EPOCH)
         .unwrap_or_else(|_| panic!("time {t:?} is before the epoch"))
         .as_secs();
-    assert!(secs < YEAR_10000, "time {t:?} is in year 10000 or later");
+    assert!(secs <= MAX_UNIX_SECS, "time {t:?} is after 9999-12-30T22:00:00Z");
 }
 
 /// The status the AWS parsers can report.
