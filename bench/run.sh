@@ -12,6 +12,9 @@
 #                               glibc build made here), e.g. the static build:
 #                               --nthd target/x86_64-unknown-linux-musl/release/nthd
 #                               (cargo build --release --target x86_64-unknown-linux-musl first)
+#   bash bench/run.sh --no-real-idle   skip bench/real-idle.sh (the packaged unit on a booted
+#                               Debian 12: 120 s window, 20 s with --smoke; needs root and the
+#                               e2e suite's cached tree; see bench/README.md)
 #
 # Any other arguments go to nthd-bench (e.g. --cases nthd-aws-1s,curl-5s --trials 50).
 # Needs: cargo, dbus-daemon, dbus-send, curl, bash; perf is used when it works (precise CPU).
@@ -19,11 +22,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 smoke=0
+real_idle=1
 nthd=target/release/nthd
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) smoke=1; args+=("$1") ;;
+        --no-real-idle) real_idle=0 ;;
         --nthd) nthd=${2:?--nthd needs a path}; shift ;;
         --nthd=*) nthd=${1#*=} ;;
         *) args+=("$1") ;;
@@ -47,6 +52,20 @@ fi
 
 [ -x "$nthd" ] || { echo "bench/run.sh: $nthd is not an executable (build it first)" >&2; exit 1; }
 echo "bench/run.sh: nthd under test: $nthd ($("$nthd" --version 2>&1 | head -n 1))" >&2
+
+# The real-system idle cost first, while nothing else of this benchmark runs. Its result (or
+# why it could not be measured) goes into the report through --real-idle.
+if [ "$real_idle" = 1 ]; then
+    real_json=target/bench/real-idle.json
+    mkdir -p target/bench
+    secs=120
+    [ "$smoke" = 1 ] && secs=20
+    echo "bench/run.sh: bench/real-idle.sh --secs $secs (the packaged unit on a booted Debian 12)" >&2
+    if ! bash bench/real-idle.sh --secs "$secs" --out "$real_json" >/dev/null; then
+        echo '{"error": "bench/real-idle.sh could not measure (its messages are above)"}' >"$real_json"
+    fi
+    extra+=(--real-idle "$real_json")
+fi
 
 # nthd-bench kills all its children on SIGTERM; the hard kill is a last resort.
 exec timeout --kill-after=20 "$limit" target/release/nthd-bench \

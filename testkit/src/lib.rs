@@ -17,6 +17,8 @@ pub mod kubelet;
 pub mod logind;
 pub mod systemd;
 
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The effective uid of this process (the one place the test code asks).
@@ -39,6 +41,20 @@ pub fn now_ms() -> u64 {
 
 /// Lock a mutex, ignoring poisoning: the state behind our mutexes stays consistent even if a
 /// holder panicked (every critical section is a handful of plain assignments).
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `nthd` binary at `bin` with a clean environment: no settings file, logs on stderr, stdin
+/// closed, `PATH` kept, the system bus at `bus`. Every test and the benchmark launch nthd
+/// through this, and add the settings of their case.
+pub fn nthd_command(bin: impl AsRef<Path>, bus: &str) -> Command {
+    let mut c = Command::new(bin.as_ref());
+    c.env_clear()
+        .env("NTHD_SETTINGS_FILE", "none")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+        .env("NTHD_LOG_TARGET", "stderr")
+        .stdin(Stdio::null());
+    c
 }

@@ -8,17 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// The real `nthd` binary with a clean environment: no settings file, logs on stderr, stdin
-/// closed, the system bus at `bus`. Every integration test launches nthd through this.
+/// The real `nthd` binary through [`nthd_testkit::nthd_command`] (clean environment, no settings
+/// file, logs on stderr, the system bus at `bus`). Every integration test launches nthd so.
 pub fn nthd_command(bus: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nthd"));
-    c.env_clear()
-        .env("NTHD_SETTINGS_FILE", "none")
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
-        .env("NTHD_LOG_TARGET", "stderr")
-        .stdin(Stdio::null());
-    c
+    nthd_testkit::nthd_command(env!("CARGO_BIN_EXE_nthd"), bus)
 }
 
 pub struct Nthd {
