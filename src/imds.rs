@@ -187,25 +187,18 @@ impl ImdsClient {
         timeout: Option<Duration>,
     ) -> Result<Reply, ImdsError> {
         let url = self.url(path);
-        let mut map = HeaderMap::new();
-        for (k, v) in headers {
-            let value = HeaderValue::from_str(v).map_err(|_| {
-                ImdsError::Client(format!("header {k} has a value that cannot be sent"))
-            })?;
-            map.insert(HeaderName::from_static(k), value);
-        }
         let timeout = timeout.unwrap_or(self.opts.request_timeout);
         let mut req = self
             .http
             .request(method, &url)
-            .headers(map)
+            .headers(header_map(headers)?)
             .timeout(timeout);
         if let Some(b) = body {
             req = req
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(b);
         }
-        let mut resp = req
+        let resp = req
             .send()
             .await
             .map_err(|e| classify(&url, timeout, e, self.opts.endpoint_set))?;
@@ -215,36 +208,46 @@ impl ImdsClient {
             .get(reqwest::header::ETAG)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        if let Some(len) = resp.content_length() {
-            if len > self.opts.max_body as u64 {
-                return Err(ImdsError::TooLarge {
-                    url,
-                    limit: self.opts.max_body,
-                });
-            }
+        let body = self.read_capped(resp, &url, timeout).await?;
+        Ok(Reply {
+            status: status.as_u16(),
+            body,
+            etag,
+        })
+    }
+
+    /// Reads a body up to the cap, as UTF-8. A declared or actual length over the cap is an
+    /// error before the rest is read.
+    async fn read_capped(
+        &self,
+        mut resp: reqwest::Response,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<String, ImdsError> {
+        let too_large = || ImdsError::TooLarge {
+            url: url.to_string(),
+            limit: self.opts.max_body,
+        };
+        if resp
+            .content_length()
+            .is_some_and(|len| len > self.opts.max_body as u64)
+        {
+            return Err(too_large());
         }
         let mut buf: Vec<u8> = Vec::new();
         while let Some(chunk) = resp
             .chunk()
             .await
-            .map_err(|e| classify(&url, timeout, e, self.opts.endpoint_set))?
+            .map_err(|e| classify(url, timeout, e, self.opts.endpoint_set))?
         {
             if buf.len() + chunk.len() > self.opts.max_body {
-                return Err(ImdsError::TooLarge {
-                    url,
-                    limit: self.opts.max_body,
-                });
+                return Err(too_large());
             }
             buf.extend_from_slice(&chunk);
         }
-        let body = String::from_utf8(buf).map_err(|e| {
+        String::from_utf8(buf).map_err(|e| {
             let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
-            ImdsError::malformed(&url, "the body is not UTF-8", &lossy)
-        })?;
-        Ok(Reply {
-            status: status.as_u16(),
-            body,
-            etag,
+            ImdsError::malformed(url, "the body is not UTF-8", &lossy)
         })
     }
 
@@ -508,6 +511,19 @@ impl Backoff {
         let jitter = (self.seed % 1000) as f64 / 1000.0 * 0.2;
         raw.mul_f64(1.0 - jitter).max(Duration::from_millis(50))
     }
+}
+
+/// The request headers; a value that is not a valid header (a token with a newline, say) is a
+/// client error naming the header.
+fn header_map(headers: &[(&'static str, &str)]) -> Result<HeaderMap, ImdsError> {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let value = HeaderValue::from_str(v).map_err(|_| {
+            ImdsError::Client(format!("header {k} has a value that cannot be sent"))
+        })?;
+        map.insert(HeaderName::from_static(k), value);
+    }
+    Ok(map)
 }
 
 #[cfg(test)]

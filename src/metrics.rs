@@ -51,79 +51,82 @@ struct Series {
     last_ok: GaugeVec,
 }
 
+/// Registers a gauge family. The names are literals, so a failure is a bug every test hits.
+fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+    r.register(Box::new(g.clone()))
+        .expect("each name registered once");
+    g
+}
+
+/// Registers a counter family, as [`gauge`] does.
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+    r.register(Box::new(c.clone()))
+        .expect("each name registered once");
+    c
+}
+
 impl Series {
     fn new() -> Series {
-        let registry = Registry::new();
-        let gauge = |name: &str, help: &str, labels: &[&str]| {
-            let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid metric name");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("each name registered once");
-            g
-        };
-        let info = gauge(
-            "nthd_info",
-            "nthd build and the cloud it watches.",
-            &["provider", "version"],
-        );
-        let notice = gauge(
-            "nthd_notice",
-            "Whether a notice of this kind is listed now.",
-            &["provider", "kind"],
-        );
-        let notice_deadline = gauge(
-            "nthd_notice_deadline_seconds",
-            "Seconds until the platform acts on the notice (negative once past).",
-            &["provider", "kind"],
-        );
-        let imminent = gauge(
-            "nthd_termination_imminent",
-            "Whether a notice set to poweroff or reboot is listed.",
-            &["provider"],
-        );
-        let termination_in = gauge(
-            "nthd_termination_in_seconds",
-            "Seconds until the earliest such deadline, as of the last write.",
-            &["provider"],
-        );
-        let termination_deadline = gauge(
-            "nthd_termination_deadline_timestamp_seconds",
-            "Unix time of the earliest deadline of a notice set to poweroff or reboot.",
-            &["provider"],
-        );
-        let last_ok = gauge(
-            "nthd_last_successful_poll_timestamp_seconds",
-            "Unix time of the last successful metadata read.",
-            &[],
-        );
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric name");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("each name registered once");
-            c
-        };
-        let actions = counter(
-            "nthd_actions_total",
-            "Power actions attempted, by result.",
-            &["kind", "action", "result"],
-        );
-        let reads = counter(
-            "nthd_imds_reads_total",
-            "Metadata service reads, by source and outcome.",
-            &["source", "outcome"],
-        );
+        let r = Registry::new();
+        let (p, pk) = (&["provider"][..], &["provider", "kind"][..]);
         Series {
-            registry,
-            info,
-            notice,
-            notice_deadline,
-            imminent,
-            termination_in,
-            termination_deadline,
-            actions,
-            reads,
-            last_ok,
+            info: gauge(
+                &r,
+                "nthd_info",
+                "nthd build and the cloud it watches.",
+                &["provider", "version"],
+            ),
+            notice: gauge(
+                &r,
+                "nthd_notice",
+                "Whether a notice of this kind is listed now.",
+                pk,
+            ),
+            notice_deadline: gauge(
+                &r,
+                "nthd_notice_deadline_seconds",
+                "Seconds until the platform acts on the notice (negative once past).",
+                pk,
+            ),
+            imminent: gauge(
+                &r,
+                "nthd_termination_imminent",
+                "Whether a notice set to poweroff or reboot is listed.",
+                p,
+            ),
+            termination_in: gauge(
+                &r,
+                "nthd_termination_in_seconds",
+                "Seconds until the earliest such deadline, as of the last write.",
+                p,
+            ),
+            termination_deadline: gauge(
+                &r,
+                "nthd_termination_deadline_timestamp_seconds",
+                "Unix time of the earliest deadline of a notice set to poweroff or reboot.",
+                p,
+            ),
+            last_ok: gauge(
+                &r,
+                "nthd_last_successful_poll_timestamp_seconds",
+                "Unix time of the last successful metadata read.",
+                &[],
+            ),
+            actions: counter(
+                &r,
+                "nthd_actions_total",
+                "Power actions attempted, by result.",
+                &["kind", "action", "result"],
+            ),
+            reads: counter(
+                &r,
+                "nthd_imds_reads_total",
+                "Metadata service reads, by source and outcome.",
+                &["source", "outcome"],
+            ),
+            registry: r,
         }
     }
 }

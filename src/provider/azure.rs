@@ -348,6 +348,77 @@ pub struct Azure {
 }
 
 impl Azure {
+    /// Reads the VM's name, with backoff on failure.
+    async fn refresh_name(&mut self, obs: &mut Observation) {
+        match self.read_name().await {
+            Ok(()) => self.name_backoff.reset(),
+            Err(error) => {
+                self.name_next = Instant::now() + self.name_backoff.next_delay();
+                obs.errors.push(SourceError {
+                    source: SRC_NAME,
+                    error,
+                });
+            }
+        }
+    }
+
+    /// Reads the events, or goes on waiting for the first call: Azure may take up to two
+    /// minutes to answer it, and meanwhile each poll waits only a short while on the same
+    /// request.
+    async fn read_events(&mut self, obs: &mut Observation, now: Instant) {
+        if self.inflight.is_none() {
+            let timeout = (!self.answered).then_some(FIRST_REQUEST_TIMEOUT);
+            let client = self.client.clone();
+            let fut = async move {
+                client
+                    .send(
+                        Method::GET,
+                        &Self::events_path(),
+                        &[METADATA],
+                        None,
+                        timeout,
+                    )
+                    .await
+            };
+            self.inflight = Some((Instant::now(), Box::pin(fut)));
+        }
+        let answered = self.answered;
+        let result = match self.inflight.as_mut() {
+            Some((_, fut)) if answered => Some(fut.await),
+            Some((_, fut)) => tokio::time::timeout(FIRST_REQUEST_PATIENCE, fut).await.ok(),
+            None => None,
+        };
+        let Some(r) = result else {
+            self.still_waiting(obs, now);
+            return;
+        };
+        self.inflight = None;
+        if r.is_ok() {
+            self.answered = true;
+        }
+        let r = r.and_then(|reply| self.interpret(reply));
+        self.events.record(Instant::now(), r, obs);
+    }
+
+    /// The first call has not answered yet: say so once, and count this poll as a timeout.
+    fn still_waiting(&mut self, obs: &mut Observation, now: Instant) {
+        let since = self.inflight.as_ref().map_or(now, |(t, _)| *t);
+        if !self.told_first_call {
+            tracing::info!(
+                "the first Scheduled Events call can take up to 2 minutes while Azure enables \
+                 the service for this VM; still waiting"
+            );
+            self.told_first_call = true;
+        }
+        obs.errors.push(SourceError {
+            source: SRC_EVENTS,
+            error: ImdsError::Timeout {
+                url: self.client.url(&Self::events_path()),
+                timeout: since.elapsed(),
+            },
+        });
+    }
+
     pub fn new(client: ImdsClient, opts: AzureOptions) -> Azure {
         let now = Instant::now();
         Azure {
@@ -459,67 +530,10 @@ impl Provider for Azure {
         let mut obs = Observation::default();
         let now = Instant::now();
         if self.vm_name.is_none() && self.name_next <= now {
-            match self.read_name().await {
-                Ok(()) => self.name_backoff.reset(),
-                Err(error) => {
-                    self.name_next = Instant::now() + self.name_backoff.next_delay();
-                    obs.errors.push(SourceError {
-                        source: SRC_NAME,
-                        error,
-                    });
-                }
-            }
+            self.refresh_name(&mut obs).await;
         }
         if self.inflight.is_some() || self.events.due(Instant::now()) {
-            if self.inflight.is_none() {
-                let timeout = (!self.answered).then_some(FIRST_REQUEST_TIMEOUT);
-                let client = self.client.clone();
-                let fut = async move {
-                    client
-                        .send(
-                            Method::GET,
-                            &Self::events_path(),
-                            &[METADATA],
-                            None,
-                            timeout,
-                        )
-                        .await
-                };
-                self.inflight = Some((Instant::now(), Box::pin(fut)));
-            }
-            let answered = self.answered;
-            let result = match self.inflight.as_mut() {
-                Some((_, fut)) if answered => Some(fut.await),
-                Some((_, fut)) => tokio::time::timeout(FIRST_REQUEST_PATIENCE, fut).await.ok(),
-                None => None,
-            };
-            match result {
-                Some(r) => {
-                    self.inflight = None;
-                    if r.is_ok() {
-                        self.answered = true;
-                    }
-                    let r = r.and_then(|reply| self.interpret(reply));
-                    self.events.record(Instant::now(), r, &mut obs);
-                }
-                None => {
-                    let since = self.inflight.as_ref().map_or(now, |(t, _)| *t);
-                    if !self.told_first_call {
-                        tracing::info!(
-                            "the first Scheduled Events call can take up to 2 minutes while \
-                             Azure enables the service for this VM; still waiting"
-                        );
-                        self.told_first_call = true;
-                    }
-                    obs.errors.push(SourceError {
-                        source: SRC_EVENTS,
-                        error: ImdsError::Timeout {
-                            url: self.client.url(&Self::events_path()),
-                            timeout: since.elapsed(),
-                        },
-                    });
-                }
-            }
+            self.read_events(&mut obs, now).await;
         }
         obs.notices.extend(self.events.last.iter().cloned());
         obs
