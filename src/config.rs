@@ -22,6 +22,8 @@ pub(crate) const LONG_VERSION: &str = concat!(
     ")"
 );
 
+/// The command line: a subcommand (the daemon when none is given) and the options every
+/// command takes.
 #[derive(Parser, Debug)]
 #[command(
     name = "nthd",
@@ -36,12 +38,15 @@ Every option can also be set with the environment variable shown; the packaged u
 /etc/default/nthd."
 )]
 pub struct Cli {
+    /// The subcommand; `None` runs the daemon.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// The options, global: they may come before or after the subcommand.
     #[command(flatten)]
     pub opts: Options,
 }
 
+/// What nthd is asked to do.
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// Run the daemon (the default).
@@ -86,6 +91,7 @@ pub enum Command {
     /// Write the man page and shell completions into a directory (used by packaging).
     #[command(hide = true)]
     GenerateAssets {
+        /// The directory to write into.
         #[arg(long, default_value = "target/assets")]
         out: PathBuf,
     },
@@ -96,14 +102,20 @@ pub enum Command {
 pub enum ProviderChoice {
     /// Detect from DMI, then by probing the metadata services.
     Auto,
+    /// AWS EC2 instance metadata (IMDSv2).
     Aws,
+    /// Google Compute Engine metadata server.
     Gcp,
+    /// Azure Scheduled Events.
     Azure,
+    /// Alibaba Cloud ECS instance metadata.
     Alibaba,
+    /// Tencent Cloud CVM instance metadata.
     Tencent,
 }
 
 impl ProviderChoice {
+    /// The cloud chosen, or `None` for `auto` (detect it).
     pub fn cloud(self) -> Option<Cloud> {
         match self {
             ProviderChoice::Auto => None,
@@ -191,8 +203,11 @@ fn slow_poll_interval(s: &str) -> Result<Duration, String> {
 #[derive(Debug, thiserror::Error)]
 #[error("{setting}={value:?}: {reason}")]
 pub struct BadSetting {
+    /// The environment variable of the setting, e.g. `NTHD_POLL_INTERVAL`.
     pub setting: String,
+    /// The value, as given or as nthd read it.
     pub value: String,
+    /// Why it cannot work, and what to use instead.
     pub reason: String,
 }
 
@@ -243,6 +258,7 @@ fn default_deadline_kinds() -> KindList {
     )
 }
 
+/// The options every command takes. Each has an `NTHD_*` environment variable.
 #[derive(Args, Debug, Clone)]
 pub struct Options {
     /// Which cloud's metadata service to watch.
@@ -348,6 +364,7 @@ pub struct Options {
     #[arg(long, env = "NTHD_METRICS_LISTEN", global = true, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
+    /// The `--action-<kind>` flags.
     #[command(flatten)]
     pub actions: ActionSettings,
 }
@@ -355,6 +372,8 @@ pub struct Options {
 /// One `--action-<kind>` flag per notice kind, generated from [`KINDS`].
 #[derive(Debug, Clone, Default)]
 pub struct ActionSettings {
+    /// Each kind whose flag or variable was given, with the action chosen; the other kinds keep
+    /// their default.
     pub overrides: Vec<(NoticeKind, Action)>,
 }
 
@@ -486,6 +505,8 @@ impl Options {
         Ok(())
     }
 
+    /// The policy settings: the actions per kind, the deadline kinds, the safety margin, the
+    /// fallback drain budget and the retry delay.
     pub fn policy(&self) -> PolicyConfig {
         let mut p = PolicyConfig::default();
         for (kind, action) in &self.actions.overrides {
@@ -498,6 +519,7 @@ impl Options {
         p
     }
 
+    /// The metadata client's settings: the request timeout, and a connect timeout of at most 1 s.
     pub fn client_options(&self) -> ClientOptions {
         ClientOptions {
             request_timeout: self.request_timeout,
@@ -507,6 +529,7 @@ impl Options {
         }
     }
 
+    /// Where metrics go: the textfile and the listen address, each if set.
     pub fn metrics_options(&self) -> crate::metrics::MetricsOptions {
         crate::metrics::MetricsOptions {
             textfile: self.metrics_textfile.clone(),
@@ -514,6 +537,8 @@ impl Options {
         }
     }
 
+    /// The state directory: `--state-dir`, else the first entry of systemd's `$STATE_DIRECTORY`,
+    /// else `/var/lib/nthd`.
     pub fn state_dir(&self) -> PathBuf {
         if let Some(d) = &self.state_dir {
             return d.clone();

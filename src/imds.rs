@@ -13,6 +13,7 @@ use reqwest::{Method, StatusCode};
 /// Settings for the client, from the command line.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
+    /// Time allowed to set up the connection.
     pub connect_timeout: Duration,
     /// Total time for one ordinary request, body included.
     pub request_timeout: Duration,
@@ -37,48 +38,84 @@ impl Default for ClientOptions {
 /// Why a metadata request failed. Every message names the URL and what the user can do.
 #[derive(Debug, thiserror::Error)]
 pub enum ImdsError {
+    /// No HTTP answer: the connection could not be made, or it broke off.
     #[error("cannot reach {url}: {reason}. {advice}")]
     Connect {
+        /// The URL requested.
         url: String,
+        /// The HTTP client's error, with its causes.
         reason: String,
+        /// What to check; it differs when the user set the endpoint.
         advice: &'static str,
     },
+    /// No complete answer within the timeout.
     #[error(
         "no answer from {url} within {}; the metadata service is slow or throttling \
          (IMDS limits packets per second per interface); nthd keeps retrying",
         crate::timefmt::format_duration(*timeout)
     )]
-    Timeout { url: String, timeout: Duration },
+    Timeout {
+        /// The URL requested.
+        url: String,
+        /// The timeout that ran out.
+        timeout: Duration,
+    },
+    /// An HTTP status the reader does not handle.
     #[error("{url} answered HTTP {status}{}", hint_suffix(hint))]
     Status {
+        /// The URL requested.
         url: String,
+        /// The HTTP status code.
         status: u16,
+        /// What the status usually means, for the message; empty when nothing useful can be said.
         hint: &'static str,
     },
+    /// The answer is longer than [`ClientOptions::max_body`].
     #[error(
         "the answer from {url} is larger than {limit} bytes; nthd refuses to read it \
          (is something other than the metadata service answering on that address?)"
     )]
-    TooLarge { url: String, limit: usize },
+    TooLarge {
+        /// The URL requested.
+        url: String,
+        /// The cap it went over, in bytes.
+        limit: usize,
+    },
     /// The body itself is logged at debug level only (metadata bodies stay out of info logs).
     #[error(
         "the answer from {url} is not what nthd expects: {reason} ({bytes} bytes; \
          NTHD_LOG_LEVEL=debug logs the body)"
     )]
     Malformed {
+        /// The URL requested.
         url: String,
+        /// What is wrong with the answer.
         reason: String,
+        /// The body's length, in bytes.
         bytes: usize,
     },
+    /// The AWS IMDSv2 token request was refused, and IMDSv1 is not allowed.
     #[error(
         "IMDSv2 token request PUT {url} was refused with HTTP {status}. nthd needs IMDSv2: \
          enable it (aws ec2 modify-instance-metadata-options --http-endpoint enabled), raise \
          the hop limit if nthd runs in a container, or set NTHD_AWS_IMDSV1=true to allow \
          IMDSv1 on old setups"
     )]
-    TokenRefused { url: String, status: u16 },
+    TokenRefused {
+        /// The token URL.
+        url: String,
+        /// The HTTP status of the refusal.
+        status: u16,
+    },
+    /// The metadata endpoint is not a plain `http://HOST[:PORT]`.
     #[error("invalid metadata endpoint {url:?}: {reason}; set NTHD_IMDS_ENDPOINT to e.g. http://169.254.169.254")]
-    BadEndpoint { url: String, reason: String },
+    BadEndpoint {
+        /// The endpoint as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built, or a header value cannot be sent.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
 }
@@ -172,6 +209,7 @@ impl ImdsClient {
         &self.opts
     }
 
+    /// The full URL of `path` on this service.
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

@@ -1,4 +1,4 @@
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 //! nthd, the node termination handler daemon.
 //!
 //! It watches the cloud's instance metadata service for interruption notices and asks

@@ -10,7 +10,9 @@ use tracing_subscriber::Layer;
 pub enum LogTarget {
     /// journald when started by systemd with a journal stream, stderr otherwise.
     Auto,
+    /// journald, with structured fields (stderr if the journal cannot be opened).
     Journald,
+    /// stderr, as plain text lines.
     Stderr,
 }
 

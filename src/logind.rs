@@ -17,17 +17,24 @@ use crate::policy::PowerAction;
     default_path = "/org/freedesktop/login1"
 )]
 pub trait Manager {
+    /// `PowerOff`. Delay inhibitors (kubelet's lock) hold it back for up to `InhibitDelayMaxUSec`.
     fn power_off(&self, interactive: bool) -> zbus::Result<()>;
+    /// `Reboot`, held back by delay inhibitors the same way.
     fn reboot(&self, interactive: bool) -> zbus::Result<()>;
+    /// `CanPowerOff`: whether this caller may power off (`yes`, `no`, `challenge`, `na`, ...).
     fn can_power_off(&self) -> zbus::Result<String>;
+    /// `CanReboot`: whether this caller may reboot, with the same answers.
     fn can_reboot(&self) -> zbus::Result<String>;
     /// (what, who, why, mode, uid, pid)
     fn list_inhibitors(&self) -> zbus::Result<Vec<(String, String, String, String, u32, u32)>>;
 
+    /// `InhibitDelayMaxUSec`: how long delay inhibitors may hold up a shutdown, in microseconds.
     #[zbus(property, name = "InhibitDelayMaxUSec")]
     fn inhibit_delay_max_usec(&self) -> zbus::Result<u64>;
+    /// `PreparingForShutdown`: true while a shutdown is pending, kubelet's drain included.
     #[zbus(property)]
     fn preparing_for_shutdown(&self) -> zbus::Result<bool>;
+    /// `HandlePowerKey`: what logind does on a power-key press (`poweroff`, `ignore`, ...).
     #[zbus(property)]
     fn handle_power_key(&self) -> zbus::Result<String>;
 }
@@ -39,11 +46,13 @@ pub trait Manager {
     default_path = "/org/freedesktop/systemd1"
 )]
 pub trait Systemd {
+    /// `Version`: systemd's version string, e.g. `252.38-1~deb12u1`.
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
     /// `running`, `degraded`, ... and `stopping` once a shutdown transaction is queued.
     #[zbus(property)]
     fn system_state(&self) -> zbus::Result<String>;
+    /// `GetUnit`: the object path of a loaded unit (the error `NoSuchUnit` when it is not loaded).
     fn get_unit(&self, name: &str) -> zbus::Result<zbus::OwnedObjectPath>;
 }
 
@@ -53,6 +62,7 @@ pub trait Systemd {
     default_service = "org.freedesktop.systemd1"
 )]
 pub trait Unit {
+    /// `ActiveState`: `active`, `inactive`, `failed`, ...
     #[zbus(property)]
     fn active_state(&self) -> zbus::Result<String>;
 }
@@ -60,19 +70,29 @@ pub trait Unit {
 /// Why a logind call failed, with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum LogindError {
+    /// The system D-Bus cannot be reached.
     #[error(
         "cannot connect to the system D-Bus ({address}): {reason}. Is dbus running \
          (systemctl status dbus)? Is /run/dbus/system_bus_socket reachable from nthd's sandbox?"
     )]
-    NoBus { address: String, reason: String },
+    NoBus {
+        /// The bus address tried.
+        address: String,
+        /// Why the connection failed.
+        reason: String,
+    },
+    /// logind is not on the bus, does not answer, or does not know the method.
     #[error(
         "org.freedesktop.login1 is not on the system bus ({method}): {reason}. Is \
          systemd-logind running (systemctl status systemd-logind)?"
     )]
     NoLogind {
+        /// What was called, e.g. `PowerOff` or `Get InhibitDelayMaxUSec`.
         method: &'static str,
+        /// The D-Bus error.
         reason: String,
     },
+    /// The call was not authorised: polkit did not grant it.
     #[error(
         "logind refused {method} for {user}: polkit did not grant {action} ({reason}). Install \
          the rule /usr/share/polkit-1/rules.d/50-nthd.rules (polkit >= 0.106) or \
@@ -80,11 +100,16 @@ pub enum LogindError {
          runs as user nthd, and check with: sudo -u nthd nthd check"
     )]
     Denied {
+        /// What was called, e.g. `PowerOff`.
         method: &'static str,
+        /// The user nthd runs as, e.g. `user nthd (uid 998)`.
         user: String,
+        /// The polkit action the call needs.
         action: &'static str,
+        /// The D-Bus error.
         reason: String,
     },
+    /// logind is already carrying out a shutdown or sleep operation (`OperationInProgress`).
     #[error(
         "logind refused {method}: a shutdown or sleep operation is already in progress \
          ({reason}). If the machine is not going down, a stuck suspend or hibernate job holds \
@@ -92,9 +117,12 @@ pub enum LogindError {
          preparing for shutdown"
     )]
     Busy {
+        /// What was called, e.g. `PowerOff`.
         method: &'static str,
+        /// The D-Bus error.
         reason: String,
     },
+    /// A block inhibitor on shutdown is held; nthd never overrides one.
     #[error(
         "logind refused {method}: {} holds a block inhibitor on shutdown ({reason}). The drain \
          cannot start until it is released; nthd never overrides it (it is not granted \
@@ -102,13 +130,19 @@ pub enum LogindError {
         describe_holders(holders)
     )]
     Blocked {
+        /// What was called, e.g. `PowerOff`.
         method: &'static str,
+        /// The holders of block locks on shutdown; empty if `ListInhibitors` named none or failed.
         holders: Vec<Inhibitor>,
+        /// The D-Bus error.
         reason: String,
     },
+    /// Any other failure of the call.
     #[error("logind {method} failed: {reason}")]
     Call {
+        /// What was called, e.g. `PowerOff` or `Get InhibitDelayMaxUSec`.
         method: &'static str,
+        /// The error.
         reason: String,
     },
 }
@@ -487,11 +521,17 @@ impl Logind {
 /// One entry of `ListInhibitors`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inhibitor {
+    /// What is inhibited, colon-separated, e.g. `shutdown:sleep`.
     pub what: String,
+    /// Who holds the lock, e.g. `kubelet`.
     pub who: String,
+    /// Why, in the holder's words.
     pub why: String,
+    /// `delay`, `block` or (systemd 257 and later) `block-weak`.
     pub mode: String,
+    /// The holder's user id.
     pub uid: u32,
+    /// The holder's process id.
     pub pid: u32,
 }
 

@@ -42,14 +42,20 @@ impl PartialEq<&str> for SourceId {
 /// The clouds nthd knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Cloud {
+    /// Amazon Web Services (EC2).
     Aws,
+    /// Google Cloud (Compute Engine).
     Gcp,
+    /// Microsoft Azure.
     Azure,
+    /// Alibaba Cloud (ECS).
     Alibaba,
+    /// Tencent Cloud (CVM).
     Tencent,
 }
 
 impl Cloud {
+    /// The short name, as `--provider` takes it: `aws`, `gcp`, `azure`, `alibaba` or `tencent`.
     pub fn name(self) -> &'static str {
         match self {
             Cloud::Aws => "aws",
@@ -106,35 +112,69 @@ impl fmt::Display for Cloud {
 /// What a notice announces. Each kind has its own action setting (`--action-<name>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NoticeKind {
+    /// AWS spot instance-action `terminate`: the instance is reclaimed in about 2 minutes.
     SpotTerminate,
+    /// AWS spot instance-action `stop`: the instance is stopped in about 2 minutes.
     SpotStop,
+    /// AWS spot instance-action `hibernate`; powering off would break the hibernation.
     SpotHibernate,
+    /// AWS rebalance recommendation: the interruption risk is elevated. Not a notice itself; when
+    /// an interruption follows, it usually comes 10–20 minutes later.
     Rebalance,
+    /// AWS Auto Scaling target lifecycle state `Terminated` or `Warmed:Terminated`.
     AsgTerminate,
+    /// AWS Auto Scaling target lifecycle state other than `InService` (`Standby`, `Detached`,
+    /// `Warmed:*`).
     AsgOther,
+    /// AWS scheduled event `instance-stop` or `instance-retirement`.
     ScheduledStop,
+    /// AWS scheduled event `instance-reboot` or `system-reboot`.
     ScheduledReboot,
+    /// AWS scheduled event `system-maintenance`.
     ScheduledMaintenance,
+    /// GCP `instance/preempted` is `TRUE`: the Spot or preemptible VM is being reclaimed (about
+    /// 30 s ahead).
     GcpPreempt,
+    /// GCP `instance/maintenance-event` is `TERMINATE_ON_HOST_MAINTENANCE`: the VM is shut down
+    /// for host maintenance (about 60 s ahead; about an hour on GPU VMs).
     GcpTerminateMaintenance,
+    /// GCP `instance/maintenance-event` is `MIGRATE_ON_HOST_MAINTENANCE`: a live migration, which
+    /// the VM survives.
     GcpMigrate,
+    /// Azure Scheduled Event `Preempt` for this VM: a Spot eviction (documented 30 s ahead, often
+    /// less).
     AzurePreempt,
+    /// Azure Scheduled Event `Terminate` for this VM: it is deleted (5–15 minutes ahead, opt-in).
     AzureTerminate,
+    /// Azure Scheduled Event `Reboot` for this VM (at least 15 minutes ahead).
     AzureReboot,
+    /// Azure Scheduled Event `Redeploy` for this VM: it moves to another host (at least 10 minutes
+    /// ahead).
     AzureRedeploy,
+    /// Azure Scheduled Event `Freeze` for this VM: a pause of a few seconds.
     AzureFreeze,
+    /// Alibaba Cloud spot `termination-time` is set: the instance is reclaimed in about 5 minutes.
     AlibabaSpot,
+    /// Tencent Cloud spot `termination-time` is set: the instance is about to be reclaimed (lead
+    /// time not documented).
     TencentSpot,
+    /// Anything the metadata service says that nthd does not recognise, such as a new spot action
+    /// or event type.
     Unknown,
 }
 
 /// Static facts about a notice kind: its setting name, flag and environment variable. What nthd
 /// does about it by default is policy (`policy::default_action`).
 pub struct KindInfo {
+    /// The kind.
     pub kind: NoticeKind,
+    /// Its setting name, e.g. `spot-terminate`.
     pub name: &'static str,
+    /// Its flag, without the dashes: `action-<name>`.
     pub flag: &'static str,
+    /// Its environment variable: `NTHD_ACTION_<NAME>`.
     pub env: &'static str,
+    /// What the notice is, for `--help`.
     pub help: &'static str,
 }
 
@@ -197,6 +237,7 @@ kinds! {
 }
 
 impl NoticeKind {
+    /// The kind's static facts, from [`KINDS`].
     pub fn info(self) -> &'static KindInfo {
         KINDS
             .iter()
@@ -204,10 +245,12 @@ impl NoticeKind {
             .expect("every NoticeKind is in KINDS")
     }
 
+    /// The setting name, e.g. `spot-terminate`.
     pub fn name(self) -> &'static str {
         self.info().name
     }
 
+    /// The kind with this setting name, if there is one.
     pub fn from_name(name: &str) -> Option<NoticeKind> {
         KINDS.iter().find(|k| k.name == name).map(|k| k.kind)
     }
@@ -251,6 +294,7 @@ pub enum NoticeStatus {
 /// One interruption notice, as read from the metadata service.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Notice {
+    /// What it announces.
     pub kind: NoticeKind,
     /// The endpoint it came from, e.g. `aws/spot/instance-action`.
     pub source: SourceId,
@@ -262,6 +306,7 @@ pub struct Notice {
     pub event_id: Option<String>,
     /// When the platform will act, if it says.
     pub deadline: Option<SystemTime>,
+    /// Where the platform is in carrying it out.
     pub status: NoticeStatus,
     /// A one-line human summary.
     pub detail: String,

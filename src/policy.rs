@@ -24,6 +24,7 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every action.
     pub const ALL: [Action; 4] = [
         Action::Ignore,
         Action::Log,
@@ -31,6 +32,7 @@ impl Action {
         Action::Reboot,
     ];
 
+    /// The setting's name: `ignore`, `log`, `poweroff` or `reboot`.
     pub fn name(self) -> &'static str {
         match self {
             Action::Ignore => "ignore",
@@ -40,6 +42,8 @@ impl Action {
         }
     }
 
+    /// Parses a setting, ignoring case and surrounding spaces; `none`, `power-off` and `shutdown`
+    /// are accepted too.
     pub fn parse(s: &str) -> Option<Action> {
         match s.trim().to_ascii_lowercase().as_str() {
             "ignore" | "none" => Some(Action::Ignore),
@@ -50,6 +54,7 @@ impl Action {
         }
     }
 
+    /// Whether this asks logind for something (`poweroff` or `reboot`).
     pub fn is_power(self) -> bool {
         self.power().is_some()
     }
@@ -180,18 +185,22 @@ impl Default for PolicyConfig {
 }
 
 impl PolicyConfig {
+    /// The action set for `kind`.
     pub fn action(&self, kind: NoticeKind) -> Action {
         self.actions.get(&kind).copied().unwrap_or(Action::Log)
     }
 
+    /// Sets the action for `kind`.
     pub fn set_action(&mut self, kind: NoticeKind, action: Action) {
         self.actions.insert(kind, action);
     }
 
+    /// Whether a power action for `kind` waits for the last safe moment before the deadline.
     pub fn at_deadline(&self, kind: NoticeKind) -> bool {
         self.at_deadline.contains(&kind)
     }
 
+    /// Sets the kinds whose power action waits for the last safe moment, replacing the old set.
     pub fn set_at_deadline(&mut self, kinds: impl IntoIterator<Item = NoticeKind>) {
         self.at_deadline = kinds.into_iter().collect();
     }
@@ -205,14 +214,20 @@ impl PolicyConfig {
 /// When to carry out a decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {
+    /// At once.
     Now,
+    /// At this time: the last safe moment before the platform's deadline.
     At(SystemTime),
 }
 
+/// What [`decide`] makes of one notice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// What to do.
     pub action: Action,
+    /// When to do it.
     pub when: When,
+    /// Why, in one line for the log; it names the setting.
     pub reason: String,
 }
 
@@ -343,28 +358,48 @@ fn change(old: &Notice, new: &Notice) -> Change {
 pub enum Effect {
     /// A notice seen for the first time, or changed: log it with its decision.
     Announce {
+        /// The notice.
         notice: Notice,
+        /// What the policy makes of it.
         decision: Decision,
         /// Already acted on (this boot, or an event remembered across reboots).
         already_done: bool,
     },
     /// A notice's deadline moved later (or a little earlier): an update, not news.
     Drifted {
+        /// The notice, with its new deadline.
         notice: Notice,
+        /// The deadline before the move.
         from: Option<SystemTime>,
     },
     /// A notice is no longer listed by its source.
-    Gone { notice: Notice },
+    Gone {
+        /// The notice as it was last listed.
+        notice: Notice,
+    },
     /// A power action is deferred to `at`.
     Scheduled {
+        /// The notice.
         notice: Notice,
+        /// The action deferred.
         action: PowerAction,
+        /// When it is due.
         at: SystemTime,
     },
     /// A deferred or pending action will not happen.
-    Canceled { notice: Notice, reason: String },
+    Canceled {
+        /// The notice.
+        notice: Notice,
+        /// Why, for the log.
+        reason: String,
+    },
     /// Carry this out now, then report with [`Planner::record_result`].
-    Execute { notice: Notice, action: PowerAction },
+    Execute {
+        /// The notice; report the result under its `id`.
+        notice: Notice,
+        /// What to ask logind for.
+        action: PowerAction,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -409,6 +444,7 @@ pub struct Planner {
 }
 
 impl Planner {
+    /// A planner that has seen nothing yet.
     pub fn new(cfg: PolicyConfig) -> Planner {
         Planner {
             cfg,
@@ -429,10 +465,14 @@ impl Planner {
         self.done.extend(ids);
     }
 
+    /// Whether the notice with this fingerprint was acted on, in this run or (per the state file)
+    /// before.
     pub fn is_done(&self, id: &str) -> bool {
         self.done.contains(id)
     }
 
+    /// The fingerprint and action of the power action that succeeded, once one has: the machine
+    /// is going down.
     pub fn shutting_down(&self) -> Option<&(String, PowerAction)> {
         self.shutting_down.as_ref()
     }

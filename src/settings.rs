@@ -19,15 +19,25 @@ pub(crate) const ENV: &str = "NTHD_SETTINGS_FILE";
 /// A settings file that exists but cannot be used. Fatal: guessing defaults could do harm.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
+    /// A settings file exists but cannot be read.
     #[error("cannot read the settings file {path}: {reason}; fix it, or pass {FLAG} none")]
-    Read { path: String, reason: String },
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// A line is not `KEY=value`, or its key is not made of letters, digits and `_`.
     #[error(
         "{path} line {line}: `{text}` is not KEY=value (systemd EnvironmentFile syntax: no \
          `export`, no shell expansion)"
     )]
     Syntax {
+        /// The file.
         path: String,
+        /// The line number, from 1.
         line: usize,
+        /// The line, trimmed and cut at 80 characters.
         text: String,
     },
 }

@@ -23,21 +23,31 @@ const VERSION: u32 = 1;
 /// How long records are kept.
 pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How far an action got.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
+    /// Recorded before the logind call.
     Started,
+    /// The logind call succeeded.
     Done,
 }
 
+/// One action nthd took or began, as stored in `state.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Record {
+    /// The notice's fingerprint ([`Notice::id`](crate::notice::Notice::id)).
     pub id: String,
+    /// The platform's event id, if the notice had one; such records outlive their boot.
     #[serde(default)]
     pub event_id: Option<String>,
+    /// The power action's name: `poweroff` or `reboot`.
     pub action: String,
+    /// How far it got.
     pub phase: Phase,
+    /// The boot it was taken in.
     pub boot_id: String,
+    /// When the record was written, in seconds since the Unix epoch.
     pub at_unix: u64,
 }
 
@@ -68,11 +78,16 @@ pub struct State {
 /// What loading found, for the log.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct LoadReport {
+    /// Records kept.
     pub loaded: usize,
+    /// Records from an earlier boot without an event id, dropped: they count only within their
+    /// boot.
     pub dropped_other_boot: usize,
+    /// Records older than [`RETENTION`], dropped.
     pub expired: usize,
     /// Where a corrupt file was moved.
     pub moved_aside: Option<PathBuf>,
+    /// Why the file could not be used, when it could not.
     pub error: Option<String>,
 }
 
@@ -201,6 +216,7 @@ impl State {
         report.error = Some(why);
     }
 
+    /// Every record kept.
     pub fn records(&self) -> &[Record] {
         &self.records
     }

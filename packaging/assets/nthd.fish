@@ -25,11 +25,11 @@ function __fish_nthd_using_subcommand
 end
 
 complete -c nthd -n "__fish_nthd_needs_command" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
-aws\t''
-gcp\t''
-azure\t''
-alibaba\t''
-tencent\t''"
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_needs_command" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
@@ -39,8 +39,8 @@ complete -c nthd -n "__fish_nthd_needs_command" -l request-timeout -d 'Timeout f
 complete -c nthd -n "__fish_nthd_needs_command" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
-journald\t''
-stderr\t''"
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_needs_command" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
@@ -80,11 +80,11 @@ complete -c nthd -n "__fish_nthd_needs_command" -f -a "simulate" -d 'Fire drill:
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
-aws\t''
-gcp\t''
-azure\t''
-alibaba\t''
-tencent\t''"
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
@@ -94,8 +94,8 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l request-timeout -d 'Ti
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
-journald\t''
-stderr\t''"
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
@@ -128,11 +128,11 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-imdsv1 -d 'AWS: al
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
-aws\t''
-gcp\t''
-azure\t''
-alibaba\t''
-tencent\t''"
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
@@ -142,8 +142,8 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l request-timeout -d 'T
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
-journald\t''
-stderr\t''"
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
@@ -178,11 +178,11 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l dry-run -d 'Do everyt
 complete -c nthd -n "__fish_nthd_using_subcommand once" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l root -d 'Read system files below this directory instead of / (for tests)' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
-aws\t''
-gcp\t''
-azure\t''
-alibaba\t''
-tencent\t''"
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
@@ -192,8 +192,8 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l request-timeout -d '
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
-journald\t''
-stderr\t''"
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
@@ -228,11 +228,11 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l dry-run -d 'Do every
 complete -c nthd -n "__fish_nthd_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l deadline-in -d 'When the simulated platform would act (default: the kind\'s usual lead time)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
-aws\t''
-gcp\t''
-azure\t''
-alibaba\t''
-tencent\t''"
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
@@ -242,8 +242,8 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l request-timeout -
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
-journald\t''
-stderr\t''"
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
@@ -276,13 +276,13 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-ipv6 -d 'AWS:
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l out -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l out -d 'The directory to write into' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
-aws\t''
-gcp\t''
-azure\t''
-alibaba\t''
-tencent\t''"
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
@@ -292,8 +292,8 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l request-ti
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
-journald\t''
-stderr\t''"
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r

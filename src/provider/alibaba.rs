@@ -22,7 +22,9 @@ use crate::imds::{
 use crate::notice::SourceId;
 use crate::timefmt;
 
+/// Path of the hardened-mode token (`PUT`).
 pub const TOKEN_PATH: &str = "/latest/api/token";
+/// Path of the spot termination time.
 pub const SPOT_PATH: &str = "/latest/meta-data/instance/spot/termination-time";
 
 const SRC_SPOT: SourceId = SourceId::new("alibaba/spot/termination-time");
@@ -36,6 +38,7 @@ const TOKEN_TTL: Duration = Duration::from_secs(21600);
 /// How nthd polls Alibaba Cloud ECS metadata.
 #[derive(Clone, Debug)]
 pub struct AlibabaOptions {
+    /// How often the spot termination time is read.
     pub poll_interval: Duration,
 }
 
@@ -59,6 +62,7 @@ pub struct Alibaba {
 }
 
 impl Alibaba {
+    /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: AlibabaOptions) -> Alibaba {
         Alibaba {
             source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
@@ -70,6 +74,7 @@ impl Alibaba {
         }
     }
 
+    /// How many hardened-mode tokens were fetched so far.
     pub fn tokens_fetched(&self) -> u64 {
         self.token.fetched()
     }

@@ -26,9 +26,13 @@ use crate::notice::SourceId;
 use crate::timefmt;
 
 pub(crate) const TOKEN_PATH: &str = "/latest/api/token";
+/// Path of the spot instance-action notice.
 pub const SPOT_PATH: &str = "/latest/meta-data/spot/instance-action";
+/// Path of the rebalance recommendation.
 pub const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
+/// Path of the scheduled events list.
 pub const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
+/// Path of the Auto Scaling target lifecycle state.
 pub const ASG_PATH: &str = "/latest/meta-data/autoscaling/target-lifecycle-state";
 
 const SRC_SPOT: SourceId = SourceId::new("aws/spot/instance-action");
@@ -45,7 +49,9 @@ pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
 /// How nthd talks to AWS IMDS.
 #[derive(Clone, Debug)]
 pub struct AwsOptions {
+    /// How often spot is read; the Auto Scaling state is read every 3 of these.
     pub poll_interval: Duration,
+    /// How often the rebalance recommendation and the scheduled events are read.
     pub slow_poll_interval: Duration,
     /// Allow plain IMDSv1 reads when the token PUT is refused.
     pub allow_imdsv1: bool,
@@ -72,6 +78,7 @@ impl Default for AwsOptions {
     }
 }
 
+/// The AWS provider.
 pub struct Aws {
     client: ImdsClient,
     opts: AwsOptions,
@@ -116,6 +123,7 @@ struct ScheduledEvent {
 }
 
 impl Aws {
+    /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: AwsOptions) -> Aws {
         let now = Instant::now();
         let slow = opts.slow_poll_interval;
@@ -182,6 +190,7 @@ impl Aws {
         spot.set_interval(want, now);
     }
 
+    /// How many IMDSv2 tokens were fetched so far.
     pub fn tokens_fetched(&self) -> u64 {
         self.token.fetched()
     }
@@ -286,6 +295,8 @@ pub fn parse_spot(url: &str, body: &str) -> Result<Notice, ImdsError> {
     })
 }
 
+/// Parses `events/recommendations/rebalance`. A recommendation has no deadline, and its
+/// fingerprint is fixed: `noticeTime` may be recomputed on every request.
 pub fn parse_rebalance(url: &str, body: &str) -> Result<Notice, ImdsError> {
     let v: Rebalance = serde_json::from_str(body)
         .map_err(|e| ImdsError::malformed(url, format!("invalid rebalance JSON: {e}"), body))?;

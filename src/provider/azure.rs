@@ -76,6 +76,7 @@ const MAX_EVENT_ID: usize = 256;
 /// How nthd polls Azure Scheduled Events.
 #[derive(Clone, Debug)]
 pub struct AzureOptions {
+    /// How often the Scheduled Events document is read.
     pub poll_interval: Duration,
 }
 
@@ -92,14 +93,21 @@ impl Default for AzureOptions {
 pub struct ScheduledEvent {
     /// `EventId`, if it is a usable string.
     pub event_id: Option<String>,
+    /// `EventType`, e.g. `Preempt` or `Reboot`.
     pub event_type: String,
+    /// `ResourceType`, e.g. `VirtualMachine`.
     pub resource_type: String,
+    /// `Resources`: the names of the VMs the event is for.
     pub resources: Vec<String>,
+    /// `EventStatus`: `Scheduled` or `Started`.
     pub event_status: String,
     /// RFC 1123, empty once the event has started.
     pub not_before: String,
+    /// `Description`, the platform's summary.
     pub description: String,
+    /// `EventSource`: who started the event (`Platform` or `User`).
     pub event_source: String,
+    /// `DurationInSeconds`: how long the interruption is expected to last (`-1` when unknown).
     pub duration_secs: Option<i64>,
     /// The event's JSON, capped.
     pub raw: String,
@@ -108,7 +116,9 @@ pub struct ScheduledEvent {
 /// The Scheduled Events document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
+    /// `DocumentIncarnation`, which goes up whenever the events change.
     pub incarnation: Option<i64>,
+    /// `Events`, in the document's order.
     pub events: Vec<ScheduledEvent>,
 }
 
@@ -419,6 +429,7 @@ impl Azure {
         });
     }
 
+    /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: AzureOptions) -> Azure {
         let now = Instant::now();
         Azure {

@@ -13,8 +13,10 @@ use crate::imds::{ClientOptions, ImdsClient};
 /// The Azure chassis asset tag.
 pub const AZURE_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
 
+/// Which cloud this is, and how that was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detection {
+    /// The cloud.
     pub cloud: Cloud,
     /// How it was found, for logs and `nthd once`.
     pub how: String,
@@ -50,9 +52,13 @@ fn read(root: &Path, name: &str) -> Option<String> {
 /// The DMI strings detection looks at, readable from a fixture directory in tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Dmi {
+    /// `sys_vendor`, e.g. `Amazon EC2`.
     pub sys_vendor: Option<String>,
+    /// `product_name`, e.g. `Google Compute Engine`.
     pub product_name: Option<String>,
+    /// `board_vendor`.
     pub board_vendor: Option<String>,
+    /// `chassis_asset_tag` (Azure's is [`AZURE_ASSET_TAG`]).
     pub chassis_asset_tag: Option<String>,
     /// `/sys/hypervisor/uuid` (old Xen-based EC2 instances).
     pub hypervisor_uuid: Option<String>,

@@ -53,7 +53,10 @@ use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
 use crate::notice::SourceId;
 use crate::timefmt;
 
+/// Path of the preemption flag (`TRUE` or `FALSE`).
 pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
+/// Path of the host maintenance event (`NONE`, `MIGRATE_ON_HOST_MAINTENANCE` or
+/// `TERMINATE_ON_HOST_MAINTENANCE`).
 pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-event";
 /// When the maintenance starts, on machine families that announce it (at least 7 days ahead
 /// for scheduled maintenance): read once when `maintenance-event` turns to TERMINATE.
@@ -221,6 +224,7 @@ pub struct Gcp {
 }
 
 impl Gcp {
+    /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: GcpOptions) -> Gcp {
         let keys = [
             Key::new(SRC_PREEMPTED, PREEMPTED_PATH, parse_preempted, &opts),

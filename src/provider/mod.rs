@@ -26,13 +26,19 @@ pub struct ProviderSettings {
     pub cloud: Option<Cloud>,
     /// `--imds-endpoint`; `None` means the cloud's own.
     pub endpoint: Option<String>,
+    /// The metadata HTTP client's settings.
     pub client: ClientOptions,
     /// `--poll-interval`; `None` means the cloud's default ([`ProviderSettings::poll_interval_for`]).
     pub poll_interval: Option<Duration>,
+    /// `--slow-poll-interval` (AWS rebalance recommendations and scheduled events).
     pub slow_poll_interval: Duration,
+    /// `--gcp-wait`: how long one GCP long-poll waits.
     pub gcp_wait: Duration,
+    /// `--aws-ipv6`: use AWS's IPv6 endpoint.
     pub aws_ipv6: bool,
+    /// `--aws-imdsv1`: allow IMDSv1 when the IMDSv2 token request is refused.
     pub aws_imdsv1: bool,
+    /// `--aws-rebalance-boost`; `None` means off.
     pub aws_rebalance_boost: Option<Duration>,
 }
 
@@ -118,7 +124,9 @@ pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, det
 /// An error from one source during one observation.
 #[derive(Debug)]
 pub struct SourceError {
+    /// The source that failed.
     pub source: SourceId,
+    /// How it failed.
     pub error: ImdsError,
 }
 
@@ -130,6 +138,7 @@ pub struct Observation {
     pub notices: Vec<Notice>,
     /// Sources read successfully this time: for them, a notice absent from `notices` is gone.
     pub fresh: Vec<SourceId>,
+    /// The sources that failed this time; their notices in `notices` are the last known ones.
     pub errors: Vec<SourceError>,
 }
 
@@ -156,6 +165,7 @@ impl Observation {
 
 /// One cloud's metadata service.
 pub trait Provider: Send {
+    /// The cloud this provider reads.
     fn cloud(&self) -> Cloud;
 
     /// A one-line description of what is watched, for logs and STATUS=.

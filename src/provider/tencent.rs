@@ -19,6 +19,7 @@ use crate::imds::{status_error, ImdsClient, ImdsError};
 use crate::notice::SourceId;
 use crate::timefmt;
 
+/// Path of the spot termination time.
 pub const SPOT_PATH: &str = "/latest/meta-data/spot/termination-time";
 
 const SRC_SPOT: SourceId = SourceId::new("tencent/spot/termination-time");
@@ -29,6 +30,7 @@ pub const UTC_OFFSET_SECS: i64 = 8 * 3600;
 /// How nthd polls Tencent Cloud metadata.
 #[derive(Clone, Debug)]
 pub struct TencentOptions {
+    /// How often the spot termination time is read.
     pub poll_interval: Duration,
 }
 
@@ -48,6 +50,7 @@ pub struct Tencent {
 }
 
 impl Tencent {
+    /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: TencentOptions) -> Tencent {
         Tencent {
             source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
