@@ -132,8 +132,9 @@ pub enum NoticeKind {
     ScheduledReboot,
     /// AWS scheduled event `system-maintenance`.
     ScheduledMaintenance,
-    /// GCP `instance/preempted` is `TRUE`: the Spot or preemptible VM is being reclaimed (about
-    /// 30 s ahead).
+    /// GCP `instance/preempted` is `TRUE`: the Spot or preemptible VM is being reclaimed. It
+    /// turns TRUE as the ACPI soft-off starts, with hard-off 30 s later; VMs created with a
+    /// preemption notice duration see it 120 s before the soft-off.
     GcpPreempt,
     /// GCP `instance/maintenance-event` is `TERMINATE_ON_HOST_MAINTENANCE`: the VM is shut down
     /// for host maintenance (about 60 s ahead; about an hour on GPU VMs).
@@ -213,7 +214,7 @@ kinds! {
     ScheduledMaintenance, "scheduled-maintenance", "SCHEDULED_MAINTENANCE",
         "AWS scheduled event `system-maintenance`";
     GcpPreempt, "gcp-preempt", "GCP_PREEMPT",
-        "GCP `instance/preempted` = TRUE (about 30 seconds ahead)";
+        "GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice)";
     GcpTerminateMaintenance, "gcp-terminate-maintenance", "GCP_TERMINATE_MAINTENANCE",
         "GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance's start, else at once)";
     GcpMigrate, "gcp-migrate", "GCP_MIGRATE",

@@ -57,7 +57,7 @@ complete -c nthd -n "__fish_nthd_needs_command" -l action-asg-other -d 'AWS Auto
 complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
-complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
@@ -112,7 +112,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-asg-other -d 'A
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
@@ -160,7 +160,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-asg-other -d '
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
@@ -210,7 +210,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-asg-other -d 
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
@@ -260,7 +260,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-asg-other 
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
@@ -310,7 +310,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-asg
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
-complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (about 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r

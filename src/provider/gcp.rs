@@ -1,8 +1,9 @@
 //! Google Compute Engine metadata server (`/computeMetadata/v1/`, header `Metadata-Flavor: Google`).
 //!
 //! Two keys are watched:
-//! - `instance/preempted` (`TRUE`/`FALSE`): a Spot/preemptible VM is being reclaimed, about 30 s
-//!   before the ACPI soft-off;
+//! - `instance/preempted` (`TRUE`/`FALSE`): a Spot/preemptible VM is being reclaimed. It turns
+//!   TRUE as the ACPI soft-off starts (hard-off 30 s later), or 120 s before it on VMs created
+//!   with `scheduling.preemptionNoticeDuration`;
 //! - `instance/maintenance-event` (`NONE`, `MIGRATE_ON_HOST_MAINTENANCE`,
 //!   `TERMINATE_ON_HOST_MAINTENANCE`): host maintenance, about 60 s ahead.
 //!
@@ -466,9 +467,10 @@ pub fn parse_preempted(url: &str, body: &str) -> Result<Option<Notice>, ImdsErro
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,
-        detail: "instance/preempted is TRUE: the VM is being preempted (ACPI soft-off in about \
-                 30 seconds)"
-            .into(),
+        detail: "instance/preempted is TRUE: the VM is being preempted (the ACPI soft-off is \
+                 starting, or starts within 120 s with a preemption notice; hard-off 30 s after \
+                 it)"
+        .into(),
         raw: cap_raw(body),
     }))
 }
