@@ -265,8 +265,18 @@ impl Metrics {
         s.imminent.with_label_values(&[self.provider]).set(0.0);
     }
 
+    /// Whether anything reads the metrics: a textfile or the `/metrics` server. Without either,
+    /// the series are not kept up to date at all; the registry's label lookups on every poll
+    /// would be work for nothing.
+    fn has_reader(&self) -> bool {
+        self.opts.textfile.is_some() || self.shared.is_some()
+    }
+
     /// Counts one poll's reads by source and outcome.
     pub(crate) fn observation(&mut self, obs: &Observation) {
+        if !self.has_reader() {
+            return;
+        }
         for s in &obs.fresh {
             self.series
                 .reads
@@ -289,6 +299,9 @@ impl Metrics {
 
     /// Counts a power action with its result, and writes at once.
     pub(crate) fn action(&mut self, kind: NoticeKind, action: PowerAction, result: &'static str) {
+        if !self.has_reader() {
+            return;
+        }
         self.series
             .actions
             .with_label_values(&[kind.name(), action.name(), result])
@@ -298,6 +311,9 @@ impl Metrics {
 
     /// Takes the current notices from the planner and writes the metrics out.
     pub(crate) fn notices(&mut self, planner: &Planner, now: SystemTime) {
+        if !self.has_reader() {
+            return;
+        }
         let v = NoticeView::of(planner);
         let (s, p) = (&self.series, self.provider);
         let left = |d: SystemTime| unix(d) - unix(now);
@@ -335,7 +351,7 @@ impl Metrics {
     }
 
     fn flush(&mut self) {
-        if self.opts.textfile.is_none() && self.shared.is_none() {
+        if !self.has_reader() {
             return;
         }
         let text = self.render();
@@ -391,6 +407,22 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_reader_the_series_are_not_updated() {
+        let mut m = Metrics::new(MetricsOptions::default());
+        m.set_provider(Cloud::Aws);
+        m.observation(&Observation {
+            notices: vec![],
+            fresh: vec![crate::notice::SourceId::new("aws/spot/instance-action")],
+            errors: vec![],
+        });
+        m.action(NoticeKind::SpotTerminate, PowerAction::PowerOff, "ok");
+        let text = m.render();
+        assert!(!text.contains("nthd_imds_reads_total{"), "{text}");
+        assert!(!text.contains("nthd_actions_total{"), "{text}");
+        assert!(!text.contains("nthd_last_successful_poll"), "{text}");
+    }
 
     #[test]
     fn the_textfile_is_0644_and_rewritten_only_when_it_matters() {
