@@ -152,11 +152,7 @@ imds_cells! {
 async fn imds_unreachable_at_boot_then_appears() {
     let bus = PrivateBus::start().unwrap();
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let state = tempfile::tempdir().unwrap();
     let mut notify = Notify::new();

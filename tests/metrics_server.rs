@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{expect_started, Notify, Nthd};
+use common::{expect_started, free_port, Notify, Nthd};
 use nthd::provider::aws;
 use nthd_testkit::imds::MockImds;
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
@@ -109,11 +109,6 @@ fn check(c: Client, resp: &str) {
 /// Open file descriptors of a process (its sockets among them).
 fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -120,11 +120,7 @@ fn waits_for_azures_slow_first_answer() {
 /// and advice about the endpoint that was set rather than "set NTHD_IMDS_ENDPOINT".
 #[test]
 fn nothing_listening_is_unknown_not_none() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let out = once(&format!("http://127.0.0.1:{port}"), &[]);
     let s = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{s}");

@@ -159,11 +159,7 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nthd.prom");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let listen = format!("127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{}", common::free_port());
     let mut child = KillOnDrop(
         common::nthd_command(bus.address())
             .arg("run")

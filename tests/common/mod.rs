@@ -14,6 +14,13 @@ pub fn nthd_command(bus: &str) -> Command {
     nthd_testkit::nthd_command(env!("CARGO_BIN_EXE_nthd"), bus)
 }
 
+/// A local TCP port that was free a moment ago: nothing listens on it (a listener is bound to
+/// port 0 and dropped).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 pub struct Nthd {
     pub child: Child,
     log: PathBuf,
