@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use prometheus::core::Collector;
 use prometheus::{GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 use crate::notice::{Cloud, NoticeKind, NoticeStatus, KINDS};
@@ -51,20 +52,21 @@ struct Series {
     last_ok: GaugeVec,
 }
 
-/// Registers a gauge family. The names are literals, so a failure is a bug every test hits.
-fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
-    let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid metric name");
-    r.register(Box::new(g.clone()))
-        .expect("each name registered once");
-    g
-}
-
-/// Registers a counter family, as [`gauge`] does.
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+/// Registers a family and hands it back. The names are literals, so a failure is a bug every
+/// test hits.
+fn register<C: Collector + Clone + 'static>(r: &Registry, c: prometheus::Result<C>) -> C {
+    let c = c.expect("a valid metric name");
     r.register(Box::new(c.clone()))
         .expect("each name registered once");
     c
+}
+
+fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    register(r, GaugeVec::new(Opts::new(name, help), labels))
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(r, IntCounterVec::new(Opts::new(name, help), labels))
 }
 
 impl Series {
