@@ -315,6 +315,61 @@ pub struct Notice {
     pub raw: String,
 }
 
+/// How the machine is billed, as the metadata service says: users track interruptions by
+/// capacity pool (instance type, zone and lifecycle).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Spot capacity (AWS `spot`, GCP `SPOT`, Azure priority `Spot`, Tencent `SPOTPAID`).
+    Spot,
+    /// GCP's older preemptible VMs (`scheduling/preemptible` TRUE without the SPOT model).
+    Preemptible,
+    /// Regular capacity (AWS `on-demand`, GCP `STANDARD`, Azure `Regular`).
+    OnDemand,
+}
+
+impl Lifecycle {
+    /// The label value: `spot`, `preemptible` or `on-demand`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifecycle::Spot => "spot",
+            Lifecycle::Preemptible => "preemptible",
+            Lifecycle::OnDemand => "on-demand",
+        }
+    }
+}
+
+impl fmt::Display for Lifecycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the metadata service says about this machine, for `nthd status`, the `nthd_info`
+/// labels and webhook events. Every field is optional: clouds differ in what they give, and a
+/// failed read leaves a field unknown rather than stopping anything. Values are cleaned by the
+/// provider (printable, at most [`MAX_IDENTITY`] characters).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The instance id (AWS `i-...`, GCP numeric id, Azure vmId).
+    pub instance_id: Option<String>,
+    /// The instance type or VM size (`m5.large`, `e2-medium`, `Standard_D2s_v5`).
+    pub instance_type: Option<String>,
+    /// The zone (`us-east-1a`, `us-central1-a`, Azure `westeurope` + zone `1` as `westeurope-1`).
+    pub zone: Option<String>,
+    /// Spot, preemptible or on-demand, where the cloud says.
+    pub lifecycle: Option<Lifecycle>,
+}
+
+impl Identity {
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        *self == Identity::default()
+    }
+}
+
+/// The longest identity value nthd keeps, in characters.
+pub const MAX_IDENTITY: usize = 128;
+
 /// The longest notice summary nthd logs or prints, in characters.
 pub(crate) const MAX_DETAIL: usize = 400;
 

@@ -17,7 +17,9 @@ use detect::Detection;
 
 use crate::imds::{ClientOptions, ImdsClient, ImdsError};
 // For the provider modules (`use super::...`).
-use crate::notice::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, SourceId, MAX_DETAIL};
+use crate::notice::{
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, SourceId, MAX_DETAIL,
+};
 
 /// What the providers need from the settings, already validated (`Options::provider_settings`).
 #[derive(Clone, Debug)]
@@ -186,6 +188,13 @@ pub trait Provider: Send {
         false
     }
 
+    /// Reads what the metadata service says about this machine (instance id, type, zone,
+    /// lifecycle). Best effort: a field the cloud does not give, or whose read failed, is left
+    /// `None`; the error is returned only when nothing at all could be read.
+    fn identity(&mut self) -> impl Future<Output = Result<Identity, ImdsError>> + Send {
+        async { Ok(Identity::default()) }
+    }
+
     /// Tells the platform to go ahead with events nthd acted on (Azure); a no-op elsewhere.
     fn acknowledge(
         &mut self,
@@ -237,6 +246,9 @@ impl Provider for AnyProvider {
     }
     fn first_answer_pending(&self) -> bool {
         each!(self, p => p.first_answer_pending())
+    }
+    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+        each!(self, p => p.identity().await)
     }
     async fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
         each!(self, p => p.acknowledge(ids).await)
