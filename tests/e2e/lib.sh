@@ -571,3 +571,41 @@ build_testkit() {
      --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 \
     || log "warning: building the testkit binaries failed"
 }
+
+# ------------------------------------------------- CloudEvents SDK wheels
+# The webhook receiver (tests/e2e/receiver.py) runs inside the container on the CloudEvents SDK
+# for Python (PyPI `cloudevents`).  The container has no network, so the wheels of the SDK, of
+# its dependencies and of pip itself are downloaded once on the host (pip, through whatever
+# index pip is configured with) into target/e2e/wheels/, for the tree's Python (3.11 in Debian
+# 12), and reused while the requirement is the same.  Inside, pip runs from its own wheel and
+# installs with --no-index from /e2e/wheels (wheels_install_in_ct).
+E2E_CLOUDEVENTS_REQ="${E2E_CLOUDEVENTS_REQ:-cloudevents>=2.2,<3}"
+E2E_WHEELS="${E2E_WHEELS:-$E2E_DIR/wheels}"
+wheels_fetch() {
+  local want="req=$E2E_CLOUDEVENTS_REQ python=3.11" tmp="$E2E_WHEELS.tmp"
+  if [[ "$(cat "$E2E_WHEELS/stamp" 2>/dev/null)" == "$want" ]] &&
+     compgen -G "$E2E_WHEELS/cloudevents-*.whl" >/dev/null && compgen -G "$E2E_WHEELS/pip-*.whl" >/dev/null; then
+    return 0
+  fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    log "installing python3-pip (apt-get) to download the CloudEvents SDK's wheels"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; } ||
+      { log "no pip on the host: apt-get install python3-pip"; return 1; }
+  fi
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  log "pip download $E2E_CLOUDEVENTS_REQ pip (wheels for Python 3.11) into $E2E_WHEELS"
+  python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.11 \
+      -d "$tmp" "$E2E_CLOUDEVENTS_REQ" pip >&2 || { rm -rf "$tmp"; return 1; }
+  echo "$want" >"$tmp/stamp"
+  rm -rf "$E2E_WHEELS"; mv "$tmp" "$E2E_WHEELS"
+}
+# Install the SDK into DIR inside the running container with the container's python3, pip run
+# from its wheel (no pip package in the tree), nothing but /e2e/wheels as the index.
+# Usage: wheels_install_in_ct DIR
+wheels_install_in_ct() {
+  mkdir -p "$CT_DIR/wheels"
+  cp -f "$E2E_WHEELS"/*.whl "$CT_DIR/wheels/" || return 1
+  ct_sh 'set -- /e2e/wheels/pip-*.whl "$1"
+         python3 "$1/pip" install -q --no-index --find-links /e2e/wheels --disable-pip-version-check \
+           --no-cache-dir --root-user-action=ignore --target "$2" cloudevents' "$1"
+}
