@@ -607,5 +607,5 @@ wheels_install_in_ct() {
   cp -f "$E2E_WHEELS"/*.whl "$CT_DIR/wheels/" || return 1
   ct_sh 'set -- /e2e/wheels/pip-*.whl "$1"
          python3 "$1/pip" install -q --no-index --find-links /e2e/wheels --disable-pip-version-check \
-           --no-cache-dir --root-user-action=ignore --target "$2" cloudevents' "$1"
+           --no-cache-dir --no-compile --root-user-action=ignore --target "$2" cloudevents' "$1"
 }

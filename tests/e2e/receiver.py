@@ -13,7 +13,7 @@ POST: the body is parsed by the SDK twice, through both of its HTTP entry points
 Then what nthd promises on top of the spec (issue #13): structured mode
 (`application/cloudevents+json`), a known `type`, `source`, `id` and `time` set, `subject` the
 instance id, `data` an object with the keys of DATA_KEYS (REQUIRED_ACTION_KEYS more for
-io.nthd.action), `data.instance_id` == subject.
+io.nthd.action; dotted keys are paths into nested objects), `data.instance_id` == subject.
 Every POST appends one JSON line to --log with its arrival time (time.time_ns(), the host's
 clock: the container shares it) and either the event (`"ok": true`, answered 200) or the
 reason it was refused (`"ok": false`, answered 400 with the reason). The scenario fails on any
@@ -47,10 +47,21 @@ except ImportError:  # SDK 2.x keeps the 1.x API under cloudevents.v1
     from cloudevents.v1.http import from_http
 
 EVENT_TYPES = ("io.nthd.notice", "io.nthd.action", "io.nthd.canceled")
-# The keys every event's `data` must have, and those an action event adds. One place to
-# change when nthd's (documented) data keys change.
+# The keys every event's `data` must have, and those an action event adds; a dotted key is a
+# path into nested objects ("notice.kind"). One place to change when nthd's (documented) data
+# keys change. KIND_KEY: where the notice's kind is (logged as "kind" for the harness).
 DATA_KEYS = ("cloud", "instance_id", "kind", "deadline", "action")
 REQUIRED_ACTION_KEYS = ("result",)
+KIND_KEY = "kind"
+_MISSING = object()
+
+
+def lookup(data, dotted):
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return _MISSING
+        data = data[part]
+    return data
 STRUCTURED = "application/cloudevents+json"
 
 
@@ -96,7 +107,7 @@ def validate(headers, body, instance_id):
     if not isinstance(data, dict):
         raise Invalid(f"data is {type(data).__name__}, not a JSON object")
     want = DATA_KEYS + (REQUIRED_ACTION_KEYS if etype == "io.nthd.action" else ())
-    missing = [k for k in want if k not in data]
+    missing = [k for k in want if lookup(data, k) is _MISSING]
     if missing:
         raise Invalid(f"data lacks {missing} (has {sorted(data)})")
     if data.get("instance_id") != instance_id:
@@ -109,6 +120,7 @@ def validate(headers, body, instance_id):
         "source": core.get_source(),
         "subject": core.get_subject(),
         "time": attrs.get("time"),
+        "kind": lookup(data, KIND_KEY),
         "data": data,
     }
 
