@@ -228,6 +228,7 @@ make_tarball() {
     install -m 644 systemd/nthd.sysusers "$d/nthd.sysusers"
     install -m 644 polkit/50-nthd.rules "$d/50-nthd.rules"
     install -m 644 polkit/nthd.pkla "$d/nthd.pkla"
+    install -m 644 packaging/node-problem-detector/nthd-monitor.json "$d/nthd-monitor.json"
     install -m 644 packaging/default/nthd "$d/nthd.default"
     install -m 644 packaging/assets/nthd.8 "$d/nthd.8"
     install -m 644 packaging/assets/nthd.bash packaging/assets/_nthd packaging/assets/nthd.fish \
@@ -289,6 +290,7 @@ check_deb() {
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/lintian/overrides/nthd
 /usr/share/man/man8/nthd.8.gz
+/usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/vendor-completions/_nthd
 /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla
@@ -326,6 +328,7 @@ check_rpm() {
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/licenses/nthd/LICENSE
 /usr/share/man/man8/nthd.8
+/usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
 EOF
@@ -363,6 +366,7 @@ completions/nthd.bash
 completions/nthd.fish
 install.sh
 nthd
+nthd-monitor.json
 nthd.8
 nthd.default
 nthd.pkla

@@ -88,6 +88,21 @@ pub enum Command {
         #[arg(long, value_parser = duration, allow_hyphen_values = true, value_name = "DURATION")]
         deadline_in: Option<Duration>,
     },
+    /// Show what the daemon knows: cloud, instance, sources, notices, actions, errors.
+    ///
+    /// Reads the daemon's status file (/run/nthd/status.json, or NTHD_STATUS_FILE); runs as any
+    /// user. Exits 0 when the file is fresh, 1 when it is missing, unreadable or stale. With
+    /// --npd it is a node-problem-detector custom plugin: exit 0 no interruption pending, 1 a
+    /// notice nthd will act on is listed or an action is under way, 2 unknown; one line of at
+    /// most 80 characters.
+    Status {
+        /// Print the status file's JSON instead of the screen.
+        #[arg(long, conflicts_with = "npd")]
+        json: bool,
+        /// node-problem-detector custom-plugin mode (exit 0, 1 or 2 and one line).
+        #[arg(long)]
+        npd: bool,
+    },
     /// Write the man page and shell completions into a directory (used by packaging).
     #[command(hide = true)]
     GenerateAssets {
@@ -364,6 +379,11 @@ pub struct Options {
     #[arg(long, env = "NTHD_METRICS_LISTEN", global = true, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
+    /// The daemon's status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json
+    /// under systemd, else /run/nthd/status.json].
+    #[arg(long, env = "NTHD_STATUS_FILE", global = true, value_name = "PATH")]
+    pub status_file: Option<PathBuf>,
+
     /// The `--action-<kind>` flags.
     #[command(flatten)]
     pub actions: ActionSettings,
@@ -535,6 +555,30 @@ impl Options {
             textfile: self.metrics_textfile.clone(),
             listen: self.metrics_listen,
         }
+    }
+
+    /// The status file `nthd status` reads: `--status-file`, else
+    /// [`DEFAULT_PATH`](crate::status::DEFAULT_PATH).
+    pub fn status_path(&self) -> PathBuf {
+        self.status_file
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::status::DEFAULT_PATH))
+    }
+
+    /// The status file the daemon keeps: `--status-file`, else `status.json` in systemd's
+    /// `$RUNTIME_DIRECTORY`, else [`DEFAULT_PATH`](crate::status::DEFAULT_PATH) when its
+    /// directory exists; `None` (no file) otherwise, for a daemon run by hand.
+    pub fn daemon_status_path(&self) -> Option<PathBuf> {
+        if let Some(p) = &self.status_file {
+            return Some(p.clone());
+        }
+        if let Ok(s) = std::env::var("RUNTIME_DIRECTORY") {
+            if let Some(first) = s.split(':').find(|p| !p.is_empty()) {
+                return Some(PathBuf::from(first).join("status.json"));
+            }
+        }
+        let p = PathBuf::from(crate::status::DEFAULT_PATH);
+        p.parent().is_some_and(|d| d.is_dir()).then_some(p)
     }
 
     /// The state directory: `--state-dir`, else the first entry of systemd's `$STATE_DIRECTORY`,

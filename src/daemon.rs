@@ -16,7 +16,7 @@ use crate::executor::{self, Executor, Outcome};
 use crate::imds::ImdsError;
 use crate::logind::Logind;
 use crate::metrics::Metrics;
-use crate::notice::{Cloud, Notice, SourceId};
+use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
@@ -48,7 +48,12 @@ enum FromProvider {
     DetectFailed(String),
     Config(String),
     Observed(Observation),
+    Identity(Identity),
 }
+
+/// How long to wait before asking the metadata service for the machine's identity again, after
+/// a read that gave nothing.
+const IDENTITY_RETRY: Duration = Duration::from_secs(300);
 
 type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
 
@@ -88,6 +93,8 @@ async fn provider_task(
     {
         return;
     }
+    // The identity is read after the first observation, so it never delays a notice.
+    let mut identity_due = Some(Instant::now());
     loop {
         let due = tokio::time::Instant::from_std(provider.next_due());
         tokio::select! {
@@ -109,6 +116,20 @@ async fn provider_task(
                 };
                 if tx.send(FromProvider::Observed(obs)).await.is_err() {
                     return;
+                }
+                if identity_due.is_some_and(|t| t <= Instant::now()) {
+                    identity_due = match provider.identity().await {
+                        Ok(id) => {
+                            if tx.send(FromProvider::Identity(id)).await.is_err() {
+                                return;
+                            }
+                            None
+                        }
+                        Err(e) => {
+                            tracing::debug!("instance identity not read: {e}; retrying later");
+                            Some(Instant::now() + IDENTITY_RETRY)
+                        }
+                    };
                 }
             }
         }
@@ -187,6 +208,8 @@ struct Daemon {
     /// When logind accepted the power action nthd asked for (to watch for its cancellation).
     accepted_at: Option<Instant>,
     last_status: String,
+    /// The status file (`nthd status`, the NPD plugin).
+    status: crate::status::Tracker,
     watchdog: Watchdog,
     /// Whether READY=1 was sent.
     ready: bool,
@@ -436,6 +459,7 @@ impl Daemon {
                 watchdog.ping();
             })
             .await;
+        self.status.action(notice, action, outcome.for_status());
         match &outcome {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
             _ => {
@@ -576,6 +600,7 @@ impl Daemon {
         let st = executor::load_state(&opts.state_dir(), SystemTime::now());
         let mut planner = Planner::new(policy.clone());
         planner.mark_done(st.acted_ids());
+        let status = crate::status::Tracker::new(opts.daemon_status_path(), st.records());
         let retry = Some(policy.retry_delay);
         if opts.dry_run {
             tracing::warn!("dry run: nthd will not call logind; it only logs what it would do");
@@ -601,6 +626,7 @@ impl Daemon {
             accepted_at: None,
             watchdog: Watchdog::new(opts),
             last_status: String::new(),
+            status,
             ready: false,
             opts: opts.clone(),
         }
@@ -623,6 +649,7 @@ impl Daemon {
                 self.opts.validate_for(det.cloud)?;
                 tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
                 self.metrics.set_provider(det.cloud);
+                self.status.set_cloud(det.cloud, &det.how, &describe);
                 self.cloud = Some(det.cloud);
                 self.describe = describe;
             }
@@ -635,14 +662,39 @@ impl Daemon {
             }
             FromProvider::Config(e) => anyhow::bail!("{e}"),
             FromProvider::Observed(obs) => self.on_observation(obs).await,
+            FromProvider::Identity(id) => self.on_identity(id),
         }
         self.send_status();
         Ok(())
     }
 
+    /// The metadata service described the machine.
+    fn on_identity(&mut self, id: Identity) {
+        match crate::status::describe_identity(&id) {
+            Some(d) => tracing::info!("instance: {d}"),
+            None => tracing::debug!("the metadata service does not describe this instance"),
+        }
+        self.metrics.set_identity(&id);
+        self.status.set_identity(&id);
+        self.update_status(false);
+    }
+
+    /// Keeps the status file up to date (`changed`: the planner's picture moved).
+    fn update_status(&mut self, changed: bool) {
+        let facts = crate::status::Facts {
+            planner: &self.planner,
+            budget: self.budget,
+            dry_run: self.opts.dry_run,
+            metadata_error: self.last_error.as_deref(),
+            logind_error: self.logind_error.as_deref(),
+        };
+        self.status.update(&facts, changed, SystemTime::now());
+    }
+
     /// observe → plan → execute → record, for one observation.
     async fn on_observation(&mut self, obs: Observation) {
         self.metrics.observation(&obs);
+        self.status.observation(&obs, SystemTime::now());
         for (sources, msg) in obs.grouped_errors() {
             if self.last_error.as_deref() != Some(&msg) {
                 tracing::warn!(
@@ -661,9 +713,11 @@ impl Daemon {
         let cmds = self
             .planner
             .observe(&obs.notices, &obs.fresh, now, self.budget);
+        let changed = !cmds.is_empty();
         self.handle(cmds).await;
         self.watch_cancellation().await;
         self.metrics.notices(&self.planner, SystemTime::now());
+        self.update_status(changed);
         self.ready();
     }
 
@@ -671,11 +725,14 @@ impl Daemon {
     async fn on_wakeup(&mut self) {
         self.refresh_budget().await;
         let cmds = self.planner.tick(SystemTime::now());
+        let changed = !cmds.is_empty();
         self.handle(cmds).await;
+        self.update_status(changed);
         self.send_status();
     }
 
-    fn on_watchdog_tick(&self) {
+    fn on_watchdog_tick(&mut self) {
+        self.update_status(false);
         if !self.watchdog.ping() {
             tracing::error!(
                 "no word from the metadata watcher for {}; withholding the watchdog ping so \

@@ -55,6 +55,17 @@ impl Outcome {
         !matches!(self, Outcome::Failed(_))
     }
 
+    /// The result as the status file shows it.
+    pub(crate) fn for_status(&self) -> crate::status::ActionResult<'_> {
+        let (result, error) = match self {
+            Outcome::Accepted => ("accepted", None),
+            Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
+            Outcome::DryRun => ("dry_run", None),
+            Outcome::Failed(e) => ("failed", Some(e.as_str())),
+        };
+        crate::status::ActionResult { result, error }
+    }
+
     /// The `result` label of `nthd_actions_total`.
     fn label(&self) -> &'static str {
         match self {
@@ -191,7 +202,8 @@ impl Executor {
             nthd_kind = n.kind.name(),
             nthd_notice_id = n.id.as_str(),
             nthd_action = action.name(),
-            "{e}{retry}"
+            "action {action} for {} failed: {e}{retry}",
+            n.kind
         );
         Outcome::Failed(e)
     }
@@ -219,7 +231,9 @@ fn log_dry_run(n: &Notice, action: PowerAction) {
         nthd_notice_id = n.id.as_str(),
         nthd_action = action.name(),
         nthd_dry_run = true,
-        "dry run: would call org.freedesktop.login1.Manager.{}(false) for {} ({})",
+        "action {action} for {}: dry run: would call org.freedesktop.login1.Manager.{}(false) for \
+         {} ({})",
+        n.kind,
         action.method(),
         n.id,
         n.detail
@@ -233,8 +247,9 @@ fn log_accepted(n: &Notice, action: PowerAction) {
         nthd_notice_id = n.id.as_str(),
         nthd_event_id = n.event_id.as_deref().unwrap_or(""),
         nthd_action = action.name(),
-        "called org.freedesktop.login1.Manager.{}(false) for {}: kubelet's inhibitor lock now \
-         drains the node",
+        "action {action} for {}: called org.freedesktop.login1.Manager.{}(false) for {}: kubelet's \
+         inhibitor lock now drains the node",
+        n.kind,
         action.method(),
         n.id
     );

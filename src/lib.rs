@@ -21,6 +21,7 @@ pub mod provider;
 pub mod settings;
 pub(crate) mod simulate;
 pub mod state;
+pub mod status;
 pub mod timefmt;
 
 use std::process::ExitCode;
@@ -33,7 +34,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let command = cli.command.clone().unwrap_or(Command::Run);
-    if !matches!(command, Command::GenerateAssets { .. }) {
+    // `status` only reads a file: a bad NTHD_* value elsewhere must not hide it.
+    if !matches!(
+        command,
+        Command::GenerateAssets { .. } | Command::Status { .. }
+    ) {
         cli.opts.validate()?;
     }
     match command {
@@ -48,6 +53,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             yes,
             deadline_in,
         } => rt.block_on(simulate::simulate(&cli.opts, kind, yes, deadline_in)),
+        Command::Status { json, npd } => {
+            status::command::status_command(&cli.opts.status_path(), json, npd)
+        }
         Command::GenerateAssets { out } => {
             for p in assets::write_all(&out)? {
                 println!("{p}");

@@ -3,7 +3,7 @@
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
-//! | `nthd_info{provider,version}` | gauge | always 1; the cloud watched |
+//! | `nthd_info{provider,version,instance_type,zone,lifecycle}` | gauge | always 1; the cloud watched and the capacity pool (empty until the metadata service describes the machine) |
 //! | `nthd_notice{provider,kind}` | gauge | 1 while a notice of that kind is listed, else 0 |
 //! | `nthd_notice_deadline_seconds{provider,kind}` | gauge | seconds until the platform acts (negative once past) |
 //! | `nthd_termination_imminent{provider}` | gauge | 1 while a notice set to poweroff/reboot is listed (like Hollowtrees' `aws_instance_termination_imminent`) |
@@ -77,8 +77,8 @@ impl Series {
             info: gauge(
                 &r,
                 "nthd_info",
-                "nthd build and the cloud it watches.",
-                &["provider", "version"],
+                "nthd build, the cloud it watches and the machine's capacity pool.",
+                &["provider", "version", "instance_type", "zone", "lifecycle"],
             ),
             notice: gauge(
                 &r,
@@ -138,6 +138,8 @@ impl Series {
 pub(crate) struct Metrics {
     opts: MetricsOptions,
     provider: &'static str,
+    /// `nthd_info`'s capacity-pool labels: instance type, zone, lifecycle ("" while unknown).
+    pool: [String; 3],
     series: Series,
     shared: Option<Arc<Mutex<String>>>,
     write_error: Option<String>,
@@ -229,6 +231,7 @@ impl Metrics {
         let mut m = Metrics {
             opts,
             provider: "unknown",
+            pool: Default::default(),
             series: Series::new(),
             shared: None,
             write_error: None,
@@ -251,12 +254,32 @@ impl Metrics {
         self.flush();
     }
 
-    fn set_series_for_provider(&mut self) {
+    /// The metadata service described the machine: `nthd_info` carries its capacity pool.
+    pub(crate) fn set_identity(&mut self, id: &crate::notice::Identity) {
+        let v = |o: &Option<String>| o.clone().unwrap_or_default();
+        self.pool = [
+            v(&id.instance_type),
+            v(&id.zone),
+            id.lifecycle
+                .map(|l| l.name().to_string())
+                .unwrap_or_default(),
+        ];
+        self.set_info();
+        self.flush();
+    }
+
+    fn set_info(&self) {
         let s = &self.series;
         s.info.reset();
+        let [t, z, l] = &self.pool;
         s.info
-            .with_label_values(&[self.provider, env!("CARGO_PKG_VERSION")])
+            .with_label_values(&[self.provider, env!("CARGO_PKG_VERSION"), t, z, l])
             .set(1.0);
+    }
+
+    fn set_series_for_provider(&mut self) {
+        self.set_info();
+        let s = &self.series;
         s.notice.reset();
         for k in KINDS {
             s.notice

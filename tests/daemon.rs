@@ -65,10 +65,19 @@ async fn spot_terminate_powers_off_exactly_once_non_interactively() {
     assert_eq!(logind.reboot_count(), 0);
     assert!(n.running());
     let log = n.log();
+    // The stable text prefixes NPD's journald monitor matches (README, "Node Problem
+    // Detector"): `notice <kind>: ... decision: <action>` and `action <action> for <kind>: `.
     assert!(
         log.contains(
-            "called org.freedesktop.login1.Manager.PowerOff(false) for aws/spot/terminate"
+            " action poweroff for spot-terminate: called \
+             org.freedesktop.login1.Manager.PowerOff(false) for aws/spot/terminate"
         ),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" notice spot-terminate: ")
+                && l.contains("; decision: poweroff now")),
         "{log}"
     );
     assert_eq!(

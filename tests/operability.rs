@@ -186,7 +186,23 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
         0.0
     );
     assert_eq!(m["nthd_termination_imminent{provider=\"aws\"}"], 0.0);
-    assert_eq!(m["nthd_info{provider=\"aws\",version=\"0.1.0\"}"], 1.0);
+    // One nthd_info series: the cloud and version, and the capacity-pool labels.
+    let info: Vec<_> = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("nthd_info{"))
+        .collect();
+    assert_eq!(info.len(), 1, "{info:?}");
+    let (labels, value) = info[0];
+    assert_eq!(*value, 1.0);
+    for l in [
+        "provider=\"aws\"",
+        "version=\"0.1.0\"",
+        "instance_type=",
+        "zone=",
+        "lifecycle=",
+    ] {
+        assert!(labels.contains(l), "{labels} lacks {l}");
+    }
 
     imds.set(
         aws::SPOT_PATH,

@@ -277,3 +277,87 @@ async fn faults_are_errors_and_keep_the_last_state() {
         assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot], "{what}: kept");
     }
 }
+
+// ------------------------------------------------------------------------------------ identity
+
+mod identity {
+    use super::*;
+    use nthd::notice::Identity;
+    use nthd::provider::alibaba::{INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH};
+    use nthd_testkit::imds::identity as mock;
+
+    async fn identity_mock(alibaba_token: TokenMode) -> MockImds {
+        MockImds::builder()
+            .listen("127.0.0.1:0")
+            .config(config(alibaba_token))
+            .identity("alibaba")
+            .start()
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_key_in_hardened_mode_and_no_lifecycle() {
+        let m = identity_mock(TokenMode::Required).await;
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!(
+            id,
+            Identity {
+                instance_id: Some(mock::ALIBABA_INSTANCE_ID.into()),
+                instance_type: Some(mock::ALIBABA_INSTANCE_TYPE.into()),
+                zone: Some(mock::ALIBABA_ZONE.into()),
+                lifecycle: None,
+            }
+        );
+        for path in [INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH] {
+            let r = m.requests_for(path);
+            assert_eq!(r.len(), 1, "{path}");
+            assert!(r[0].header(TOKEN_HEADER).is_some(), "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn normal_mode_and_a_missing_key() {
+        let m = identity_mock(TokenMode::Refused).await;
+        assert!(m.clear(ZONE_PATH));
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.zone, None);
+        assert_eq!(id.instance_id.as_deref(), Some(mock::ALIBABA_INSTANCE_ID));
+        assert_eq!(
+            id.instance_type.as_deref(),
+            Some(mock::ALIBABA_INSTANCE_TYPE)
+        );
+    }
+
+    #[tokio::test]
+    async fn hostile_values_are_dropped() {
+        let m = identity_mock(TokenMode::Optional).await;
+        m.set(INSTANCE_ID_PATH, Response::huge(1 << 20));
+        m.set(
+            INSTANCE_TYPE_PATH,
+            Response::text(200, "<!DOCTYPE html><title>Error</title>"),
+        );
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!((id.instance_id, id.instance_type), (None, None));
+        assert_eq!(id.zone.as_deref(), Some(mock::ALIBABA_ZONE));
+        m.set(
+            ZONE_PATH,
+            Response::text(200, "cn-hangzhou-h\r\nX-Injected: 1"),
+        );
+        assert!(p.identity().await.is_err(), "nothing clean is left");
+    }
+
+    #[tokio::test]
+    async fn nothing_answering_is_an_error() {
+        let m = identity_mock(TokenMode::Optional).await;
+        for path in [INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH] {
+            m.set(path, Response::fault(Fault::Hang));
+        }
+        let mut p = provider(&m);
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
+    }
+}

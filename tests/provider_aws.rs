@@ -467,3 +467,136 @@ async fn a_rebalance_recommendation_speeds_up_spot_reads_for_a_while() {
     run_for(&mut p, &m, Duration::from_millis(700)).await;
     assert!(p.boosted());
 }
+
+// ------------------------------------------------------------------------------------ identity
+
+async fn identity_mock() -> MockImds {
+    MockImds::builder()
+        .listen("127.0.0.1:0")
+        .identity("aws")
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn identity_reads_every_key_with_the_token() {
+    use nthd::notice::{Identity, Lifecycle};
+    use nthd_testkit::imds::identity as mock;
+    let m = identity_mock().await;
+    let mut p = provider(&m, AwsOptions::default());
+    let id = p.identity().await.unwrap();
+    assert_eq!(
+        id,
+        Identity {
+            instance_id: Some(mock::AWS_INSTANCE_ID.into()),
+            instance_type: Some(mock::AWS_INSTANCE_TYPE.into()),
+            zone: Some(mock::AWS_ZONE.into()),
+            lifecycle: Some(Lifecycle::Spot),
+        }
+    );
+    // IMDSv2 only (the mock's default): every read carried the one token.
+    for path in [
+        aws::INSTANCE_ID_PATH,
+        aws::INSTANCE_TYPE_PATH,
+        aws::ZONE_PATH,
+        aws::LIFE_CYCLE_PATH,
+    ] {
+        let r = m.requests_for(path);
+        assert_eq!(r.len(), 1, "{path}");
+        assert!(r[0].header("X-aws-ec2-metadata-token").is_some(), "{path}");
+    }
+    assert_eq!(m.stats().aws_tokens_issued, 1);
+}
+
+#[tokio::test]
+async fn identity_without_a_life_cycle_key_keeps_the_rest() {
+    use nthd::notice::Lifecycle;
+    let m = identity_mock().await;
+    assert!(m.clear(aws::LIFE_CYCLE_PATH));
+    let mut p = provider(&m, AwsOptions::default());
+    let id = p.identity().await.unwrap();
+    assert_eq!(id.lifecycle, None);
+    assert_eq!(id.instance_id.as_deref(), Some("i-0123456789abcdef0"));
+    assert_eq!(id.instance_type.as_deref(), Some("m5.large"));
+    assert_eq!(id.zone.as_deref(), Some("us-east-1a"));
+    // Known values map; an unknown one is not guessed.
+    m.set(aws::LIFE_CYCLE_PATH, Response::text(200, "on-demand\n"));
+    assert_eq!(
+        p.identity().await.unwrap().lifecycle,
+        Some(Lifecycle::OnDemand)
+    );
+    m.set(aws::LIFE_CYCLE_PATH, Response::text(200, "scheduled"));
+    assert_eq!(p.identity().await.unwrap().lifecycle, None);
+}
+
+#[tokio::test]
+async fn identity_drops_hostile_values_one_by_one() {
+    let m = identity_mock().await;
+    let mut p = provider(&m, AwsOptions::default());
+    // Larger than the client's body cap.
+    m.set(aws::INSTANCE_TYPE_PATH, Response::huge(1 << 20));
+    m.set(
+        aws::ZONE_PATH,
+        Response::text(200, "<html><body><h1>404 Not Found</h1></body></html>"),
+    );
+    m.set(
+        aws::INSTANCE_ID_PATH,
+        Response::text(200, "i-0123\x1b[2J\nFAKE: line"),
+    );
+    let id = p.identity().await.unwrap();
+    assert_eq!(id.instance_id, None);
+    assert_eq!(id.instance_type, None);
+    assert_eq!(id.zone, None);
+    assert!(id.lifecycle.is_some(), "the clean key is still read");
+    // One character over MAX_IDENTITY is dropped, not cut; exactly MAX_IDENTITY is kept.
+    let max = nthd::notice::MAX_IDENTITY;
+    m.set(
+        aws::INSTANCE_ID_PATH,
+        Response::text(200, "i".repeat(max + 1)),
+    );
+    m.set(aws::ZONE_PATH, Response::text(200, "z".repeat(max)));
+    let id = p.identity().await.unwrap();
+    assert_eq!(id.instance_id, None);
+    assert_eq!(id.zone.map(|z| z.len()), Some(max));
+}
+
+#[tokio::test]
+async fn identity_is_an_error_when_nothing_answers() {
+    let m = identity_mock().await;
+    for path in [
+        aws::INSTANCE_ID_PATH,
+        aws::INSTANCE_TYPE_PATH,
+        aws::ZONE_PATH,
+    ] {
+        m.set(path, Response::status(503));
+    }
+    m.set(aws::LIFE_CYCLE_PATH, Response::fault(Fault::Reset));
+    let mut p = provider(&m, AwsOptions::default());
+    let e = p.identity().await.unwrap_err();
+    assert!(
+        matches!(&e, ImdsError::Status { status: 503, url, .. } if url.ends_with(aws::INSTANCE_ID_PATH)),
+        "the first failure is reported: {e:?}"
+    );
+    // A refused token fails every key.
+    let m = identity_mock().await;
+    m.config(|c| c.aws_token = TokenMode::Refused);
+    let mut p = provider(&m, AwsOptions::default());
+    assert!(matches!(
+        p.identity().await,
+        Err(ImdsError::TokenRefused { .. })
+    ));
+    // Nothing listening at all.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = ImdsClient::new(
+        &format!("http://127.0.0.1:{port}"),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let mut p = Aws::new(client, AwsOptions::default());
+    assert!(matches!(p.identity().await, Err(ImdsError::Connect { .. })));
+}

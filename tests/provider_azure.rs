@@ -471,3 +471,112 @@ async fn very_slow_first_call_spans_observations() {
     assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
     assert_eq!(m.count(EVENTS_PATH), 1, "the same request was waited on");
 }
+
+// ------------------------------------------------------------------------------------ identity
+
+mod identity {
+    use super::*;
+    use nthd::notice::{Identity, Lifecycle};
+    use nthd::provider::azure::COMPUTE_PATH;
+    use nthd_testkit::imds::identity::{self as mock, azure_compute};
+
+    async fn identity_mock() -> MockImds {
+        MockImds::builder()
+            .listen("127.0.0.1:0")
+            .identity("azure")
+            .start()
+            .await
+            .unwrap()
+    }
+
+    fn compute(zone: &str, priority: &str) -> Response {
+        let doc = azure_compute(
+            mock::AZURE_VM_ID,
+            "Standard_D2s_v5",
+            "northeurope",
+            zone,
+            priority,
+        );
+        Response::json(200, doc)
+    }
+
+    #[tokio::test]
+    async fn one_read_of_the_compute_document() {
+        let m = identity_mock().await;
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!(
+            id,
+            Identity {
+                instance_id: Some(mock::AZURE_VM_ID.into()),
+                instance_type: Some(mock::AZURE_VM_SIZE.into()),
+                zone: Some("westeurope-1".into()),
+                lifecycle: Some(Lifecycle::Spot),
+            }
+        );
+        let r = m.requests_for(COMPUTE_PATH);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].header("Metadata"), Some("true"));
+        assert_eq!(
+            r[0].query_param("api-version").as_deref(),
+            Some("2021-02-01")
+        );
+    }
+
+    #[tokio::test]
+    async fn no_zone_is_the_location_and_no_priority_is_unknown() {
+        let m = identity_mock().await;
+        let mut p = provider(&m);
+        m.set(COMPUTE_PATH, compute("", "Regular"));
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.zone.as_deref(), Some("northeurope"));
+        assert_eq!(id.lifecycle, Some(Lifecycle::OnDemand));
+        m.set(COMPUTE_PATH, compute("3", ""));
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.zone.as_deref(), Some("northeurope-3"));
+        assert_eq!(id.lifecycle, None);
+        assert_eq!(id.instance_type.as_deref(), Some("Standard_D2s_v5"));
+    }
+
+    #[tokio::test]
+    async fn hostile_fields_are_dropped() {
+        let m = identity_mock().await;
+        let mut p = provider(&m);
+        let doc = serde_json::json!({
+            "vmId": "x".repeat(nthd::notice::MAX_IDENTITY + 1),
+            "vmSize": "Standard_D2s_v5\u{1b}[31m",
+            "location": "<html>",
+            "zone": "1",
+            "priority": "Spot",
+        });
+        m.set(COMPUTE_PATH, Response::json(200, doc.to_string()));
+        let id = p.identity().await.unwrap();
+        assert_eq!(
+            id,
+            Identity {
+                lifecycle: Some(Lifecycle::Spot),
+                ..Identity::default()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn no_document_is_an_error() {
+        let m = identity_mock().await;
+        let mut p = provider(&m);
+        assert!(m.clear(COMPUTE_PATH));
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Status { status: 404, .. }), "{e:?}");
+        m.set(COMPUTE_PATH, Response::text(200, "<html>gateway</html>"));
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Malformed { .. }), "{e:?}");
+        m.set(COMPUTE_PATH, Response::huge(1 << 20));
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::TooLarge { .. }), "{e:?}");
+        m.set(COMPUTE_PATH, Response::json(200, r#"{"name":"vm"}"#));
+        assert!(p.identity().await.is_err(), "a document without any field");
+        m.set(COMPUTE_PATH, Response::fault(Fault::Reset));
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
+    }
+}

@@ -658,3 +658,107 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
         assert_eq!(n.deadline, None, "{status} {body}");
     }
 }
+
+// ------------------------------------------------------------------------------------ identity
+
+mod identity {
+    use super::*;
+    use nthd::notice::{Identity, Lifecycle};
+    use nthd::provider::gcp::{
+        INSTANCE_ID_PATH, MACHINE_TYPE_PATH, PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, ZONE_PATH,
+    };
+    use nthd_testkit::imds::identity as mock;
+
+    async fn identity_mock() -> MockImds {
+        MockImds::builder()
+            .listen("127.0.0.1:0")
+            .identity("gcp")
+            .start()
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_key_with_resource_paths_cut_to_their_last_segment() {
+        let m = identity_mock().await;
+        let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
+        let id = p.identity().await.unwrap();
+        assert_eq!(
+            id,
+            Identity {
+                instance_id: Some(mock::GCP_INSTANCE_ID.into()),
+                instance_type: Some("e2-standard-4".into()),
+                zone: Some("us-central1-a".into()),
+                lifecycle: Some(Lifecycle::Spot),
+            }
+        );
+        // The mock answers 403 without Metadata-Flavor, so these reads carried it; the
+        // provisioning model answered, so the preemptible flag was not read.
+        assert_eq!(m.count(PREEMPTIBLE_PATH), 0);
+        m.set(PROVISIONING_MODEL_PATH, Response::text(200, "STANDARD"));
+        assert_eq!(
+            p.identity().await.unwrap().lifecycle,
+            Some(Lifecycle::OnDemand)
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_provisioning_model_the_preemptible_flag_decides() {
+        let m = identity_mock().await;
+        assert!(m.clear(PROVISIONING_MODEL_PATH));
+        let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.lifecycle, Some(Lifecycle::Preemptible));
+        assert_eq!(id.zone.as_deref(), Some("us-central1-a"));
+        assert_eq!(m.count(PREEMPTIBLE_PATH), 1);
+        m.set(PREEMPTIBLE_PATH, Response::text(200, "FALSE"));
+        assert_eq!(
+            p.identity().await.unwrap().lifecycle,
+            Some(Lifecycle::OnDemand)
+        );
+        // Neither key: unknown, the rest still read.
+        assert!(m.clear(PREEMPTIBLE_PATH));
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.lifecycle, None);
+        assert_eq!(id.instance_type.as_deref(), Some("e2-standard-4"));
+    }
+
+    #[tokio::test]
+    async fn hostile_values_are_dropped() {
+        let m = identity_mock().await;
+        m.set(
+            ZONE_PATH,
+            Response::text(200, "projects/1/zones/<script>x</script>"),
+        );
+        m.set(INSTANCE_ID_PATH, Response::huge(1 << 20));
+        m.set(
+            MACHINE_TYPE_PATH,
+            Response::text(200, "projects/1/machineTypes/"),
+        );
+        let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.zone, None);
+        assert_eq!(id.instance_id, None);
+        assert_eq!(id.instance_type, None, "an empty last segment is no value");
+        assert_eq!(id.lifecycle, Some(Lifecycle::Spot));
+    }
+
+    #[tokio::test]
+    async fn nothing_answering_is_an_error() {
+        let m = identity_mock().await;
+        for path in [
+            INSTANCE_ID_PATH,
+            MACHINE_TYPE_PATH,
+            ZONE_PATH,
+            PROVISIONING_MODEL_PATH,
+        ] {
+            m.set(path, Response::fault(Fault::Reset));
+        }
+        m.set(PREEMPTIBLE_PATH, Response::status(500));
+        let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
+        // All five were tried before giving up.
+        assert_eq!(m.count(PREEMPTIBLE_PATH), 1);
+    }
+}

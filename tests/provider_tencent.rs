@@ -199,3 +199,95 @@ async fn faults_are_errors_and_keep_the_last_state() {
         assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot], "{what}: kept");
     }
 }
+
+// ------------------------------------------------------------------------------------ identity
+
+mod identity {
+    use super::*;
+    use nthd::notice::{Identity, Lifecycle};
+    use nthd::provider::tencent::{
+        CHARGE_TYPE_PATH, INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH,
+    };
+    use nthd_testkit::imds::identity as mock;
+
+    async fn identity_mock() -> MockImds {
+        let m = mock().await;
+        m.set_identity("tencent");
+        m
+    }
+
+    #[tokio::test]
+    async fn every_key_and_the_charge_type() {
+        let m = identity_mock().await;
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!(
+            id,
+            Identity {
+                instance_id: Some(mock::TENCENT_INSTANCE_ID.into()),
+                instance_type: Some(mock::TENCENT_INSTANCE_TYPE.into()),
+                zone: Some(mock::TENCENT_ZONE.into()),
+                lifecycle: Some(Lifecycle::Spot),
+            }
+        );
+        m.set(CHARGE_TYPE_PATH, Response::text(200, "POSTPAID_BY_HOUR"));
+        assert_eq!(
+            p.identity().await.unwrap().lifecycle,
+            Some(Lifecycle::OnDemand)
+        );
+        m.set(CHARGE_TYPE_PATH, Response::text(200, "CDHPAID"));
+        assert_eq!(p.identity().await.unwrap().lifecycle, None);
+    }
+
+    #[tokio::test]
+    async fn a_missing_charge_type_leaves_only_the_lifecycle_unknown() {
+        let m = identity_mock().await;
+        assert!(m.clear(CHARGE_TYPE_PATH));
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!(id.lifecycle, None);
+        assert_eq!(id.instance_id.as_deref(), Some(mock::TENCENT_INSTANCE_ID));
+        assert_eq!(id.zone.as_deref(), Some(mock::TENCENT_ZONE));
+    }
+
+    #[tokio::test]
+    async fn hostile_values_are_dropped() {
+        let m = identity_mock().await;
+        m.set(ZONE_PATH, Response::huge(1 << 20));
+        m.set(
+            INSTANCE_TYPE_PATH,
+            Response::text(200, "S5.MEDIUM4\u{202e}evil"),
+        );
+        m.set(INSTANCE_ID_PATH, Response::text(200, "   \n"));
+        let mut p = provider(&m);
+        let id = p.identity().await.unwrap();
+        assert_eq!(
+            id,
+            Identity {
+                lifecycle: Some(Lifecycle::Spot),
+                ..Identity::default()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_answering_is_an_error() {
+        // Nothing listens on this port.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut p = Tencent::new(
+            client(&format!("http://127.0.0.1:{port}")),
+            TencentOptions::default(),
+        );
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
+        // Every key 404 (a look-alike service): nothing read, an error too.
+        let m = mock().await;
+        let mut p = provider(&m);
+        let e = p.identity().await.unwrap_err();
+        assert!(matches!(e, ImdsError::Status { status: 404, .. }), "{e:?}");
+    }
+}

@@ -34,6 +34,9 @@ _nthd() {
             nthd,simulate)
                 cmd="nthd__subcmd__simulate"
                 ;;
+            nthd,status)
+                cmd="nthd__subcmd__status"
+                ;;
             nthd__subcmd__help,check)
                 cmd="nthd__subcmd__help__subcmd__check"
                 ;;
@@ -52,6 +55,9 @@ _nthd() {
             nthd__subcmd__help,simulate)
                 cmd="nthd__subcmd__help__subcmd__simulate"
                 ;;
+            nthd__subcmd__help,status)
+                cmd="nthd__subcmd__help__subcmd__status"
+                ;;
             *)
                 ;;
         esac
@@ -59,7 +65,7 @@ _nthd() {
 
     case "${cmd}" in
         nthd)
-            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help --version run once check simulate generate-assets help"
+            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help --version run once check simulate status generate-assets help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -130,6 +136,10 @@ _nthd() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -221,7 +231,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__check)
-            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -296,6 +306,10 @@ _nthd() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -387,7 +401,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__generate__subcmd__assets)
-            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -462,6 +476,10 @@ _nthd() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -553,7 +571,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__help)
-            opts="run once check simulate generate-assets help"
+            opts="run once check simulate status generate-assets help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -650,8 +668,22 @@ _nthd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        nthd__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         nthd__subcmd__once)
-            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -722,6 +754,10 @@ _nthd() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -813,7 +849,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__run)
-            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -884,6 +920,10 @@ _nthd() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -975,7 +1015,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__simulate)
-            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1050,6 +1090,176 @@ _nthd() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-spot-terminate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-spot-stop)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-spot-hibernate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-rebalance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-asg-terminate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-asg-other)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-scheduled-stop)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-scheduled-reboot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-scheduled-maintenance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-gcp-preempt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-gcp-terminate-maintenance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-gcp-migrate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-azure-preempt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-azure-terminate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-azure-reboot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-azure-redeploy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-azure-freeze)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-alibaba-spot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-tencent-spot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --action-unknown)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nthd__subcmd__status)
+            opts="-h --json --npd --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --provider)
+                    COMPREPLY=($(compgen -W "auto aws gcp azure alibaba tencent" -- "${cur}"))
+                    return 0
+                    ;;
+                --imds-endpoint)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --aws-rebalance-boost)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slow-poll-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gcp-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settings-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-level)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-target)
+                    COMPREPLY=($(compgen -W "auto journald stderr" -- "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deadline-kinds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --safety-margin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fallback-drain-budget)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-textfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --status-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

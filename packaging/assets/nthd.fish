@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= status-file= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -48,6 +48,7 @@ complete -c nthd -n "__fish_nthd_needs_command" -l fallback-drain-budget -d 'Dra
 complete -c nthd -n "__fish_nthd_needs_command" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
@@ -77,6 +78,7 @@ complete -c nthd -n "__fish_nthd_needs_command" -f -a "run" -d 'Run the daemon (
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "check" -d 'Check whether a graceful shutdown will really work on this node'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "simulate" -d 'Fire drill: inject a synthetic notice into the policy and action path'
+complete -c nthd -n "__fish_nthd_needs_command" -f -a "status" -d 'Show what the daemon knows: cloud, instance, sources, notices, actions, errors'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
 complete -c nthd -n "__fish_nthd_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
@@ -103,6 +105,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l fallback-drain-budget 
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
@@ -151,6 +154,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l fallback-drain-budget
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
@@ -201,6 +205,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l fallback-drain-budge
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
@@ -251,6 +256,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l fallback-drain-bu
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
@@ -276,6 +282,57 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-ipv6 -d 'AWS:
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
+aws\t'AWS EC2 instance metadata (IMDSv2)'
+gcp\t'Google Compute Engine metadata server'
+azure\t'Azure Scheduled Events'
+alibaba\t'Alibaba Cloud ECS instance metadata'
+tencent\t'Tencent Cloud CVM instance metadata'"
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l request-timeout -d 'Timeout for one metadata request' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l log-level -d 'Log level: error, warn, info, debug or trace' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l log-target -d 'Where logs go' -r -f -a "auto\t'journald when started by systemd with a journal stream, stderr otherwise'
+journald\t'journald, with structured fields (stderr if the journal cannot be opened)'
+stderr\t'stderr, as plain text lines'"
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l retry-delay -d 'Wait between retries of a failed power action' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-rebalance -d 'AWS rebalance recommendation (elevated interruption risk, not a notice) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-asg-terminate -d 'AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-asg-other -d 'AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-scheduled-stop -d 'AWS scheduled event `instance-stop` or `instance-retirement` [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-scheduled-reboot -d 'AWS scheduled event `instance-reboot` or `system-reboot` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-scheduled-maintenance -d 'AWS scheduled event `system-maintenance` [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-gcp-preempt -d 'GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-gcp-terminate-maintenance -d 'GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance\'s start, else at once) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-gcp-migrate -d 'GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-azure-preempt -d 'Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-azure-terminate -d 'Azure Scheduled Event `Terminate` for this VM [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-azure-reboot -d 'Azure Scheduled Event `Reboot` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-azure-redeploy -d 'Azure Scheduled Event `Redeploy` for this VM [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-azure-freeze -d 'Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off) [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-alibaba-spot -d 'Alibaba Cloud spot termination-time (about 5 minutes ahead) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l json -d 'Print the status file\'s JSON instead of the screen'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l npd -d 'node-problem-detector custom-plugin mode (exit 0, 1 or 2 and one line)'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l dry-run -d 'Do everything but the logind call; log what would have happened'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l out -d 'The directory to write into' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
 aws\t'AWS EC2 instance metadata (IMDSv2)'
@@ -301,6 +358,7 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l fallback-d
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-hibernate -d 'AWS spot instance-action `hibernate` (powering off would break hibernation) [default: log]' -r
@@ -325,9 +383,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-ipv6 -
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "run" -d 'Run the daemon (the default)'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "check" -d 'Check whether a graceful shutdown will really work on this node'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "simulate" -d 'Fire drill: inject a synthetic notice into the policy and action path'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
-complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate generate-assets help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "run" -d 'Run the daemon (the default)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "once" -d 'Read every source once, print the notices and what nthd would do, and exit'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "check" -d 'Check whether a graceful shutdown will really work on this node'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "simulate" -d 'Fire drill: inject a synthetic notice into the policy and action path'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "status" -d 'Show what the daemon knows: cloud, instance, sources, notices, actions, errors'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "generate-assets" -d 'Write the man page and shell completions into a directory (used by packaging)'
+complete -c nthd -n "__fish_nthd_using_subcommand help; and not __fish_seen_subcommand_from run once check simulate status generate-assets help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

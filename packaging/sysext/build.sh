@@ -46,6 +46,7 @@ i 644 "$root/systemd/nthd.service" usr/lib/systemd/system/nthd.service
 i 644 "$root/systemd/nthd.sysusers" usr/lib/sysusers.d/nthd.conf
 i 644 "$root/polkit/50-nthd.rules" usr/share/polkit-1/rules.d/50-nthd.rules
 i 644 "$root/packaging/assets/nthd.8" usr/share/man/man8/nthd.8
+i 644 "$root/packaging/node-problem-detector/nthd-monitor.json" usr/share/nthd/node-problem-detector/nthd-monitor.json
 i 644 "$root/packaging/assets/nthd.bash" usr/share/bash-completion/completions/nthd
 i 644 "$root/packaging/assets/_nthd" usr/share/zsh/site-functions/_nthd
 i 644 "$root/packaging/assets/nthd.fish" usr/share/fish/vendor_completions.d/nthd.fish

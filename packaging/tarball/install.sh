@@ -205,6 +205,7 @@ put 644 "$here/nthd.sysusers" "$sysusersdir/nthd.conf"
 put 644 "$here/50-nthd.rules" "$rulesdir/50-nthd.rules"
 if [ $pkla = 1 ]; then put 644 "$here/nthd.pkla" "$pkla_path"; fi
 [ ! -r "$here/nthd.8" ] || put 644 "$here/nthd.8" "$prefix/share/man/man8/nthd.8"
+[ ! -r "$here/nthd-monitor.json" ] || put 644 "$here/nthd-monitor.json" "$prefix/share/nthd/node-problem-detector/nthd-monitor.json"
 [ ! -r "$here/completions/nthd.bash" ] || put 644 "$here/completions/nthd.bash" "$prefix/share/bash-completion/completions/nthd"
 [ ! -r "$here/completions/_nthd" ] || put 644 "$here/completions/_nthd" "$prefix/share/zsh/site-functions/_nthd"
 [ ! -r "$here/completions/nthd.fish" ] || put 644 "$here/completions/nthd.fish" "$prefix/share/fish/vendor_completions.d/nthd.fish"

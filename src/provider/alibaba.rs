@@ -14,7 +14,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
+use super::identity::Reads;
+use super::{
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState,
+};
 use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
     TokenSource,
@@ -26,6 +29,12 @@ use crate::timefmt;
 pub const TOKEN_PATH: &str = "/latest/api/token";
 /// Path of the spot termination time.
 pub const SPOT_PATH: &str = "/latest/meta-data/instance/spot/termination-time";
+/// Path of the instance id (`i-bp1...`).
+pub const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
+/// Path of the instance type (`ecs.g7.large`).
+pub const INSTANCE_TYPE_PATH: &str = "/latest/meta-data/instance/instance-type";
+/// Path of the zone (`cn-hangzhou-h`).
+pub const ZONE_PATH: &str = "/latest/meta-data/zone-id";
 
 const SRC_SPOT: SourceId = SourceId::new("alibaba/spot/termination-time");
 
@@ -108,6 +117,12 @@ impl Alibaba {
         get_with_token(self, path).await
     }
 
+    /// One identity value, read with the hardened-mode token when there is one.
+    async fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
+        let r = self.get(path).await;
+        reads.value(&self.client.url(path), r)
+    }
+
     async fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
         let reply = self.get(SPOT_PATH).await?;
         let url = self.client.url(SPOT_PATH);
@@ -180,6 +195,21 @@ impl Provider for Alibaba {
 
     fn next_due(&self) -> Instant {
         self.source.next
+    }
+
+    /// Reads `instance-id`, `instance/instance-type` and `zone-id` one after the other. The
+    /// lifecycle stays `None`: ECS instance metadata has no documented key for the billing
+    /// method or spot strategy that we know of (only `instance/spot/termination-time`, which
+    /// exists once a reclaim is scheduled, not for the instance's whole life).
+    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+        let mut reads = Reads::default();
+        let id = Identity {
+            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH).await,
+            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH).await,
+            zone: self.identity_value(&mut reads, ZONE_PATH).await,
+            lifecycle: None,
+        };
+        reads.finish(id, &self.client)
     }
 }
 

@@ -13,16 +13,17 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::identity::Reads;
 use super::{
-    cap_raw, earliest, gather, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider,
-    SourceState,
+    cap_raw, earliest, gather, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation,
+    Provider, SourceState,
 };
 use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
     TokenSource,
 };
 use crate::logging::{clean, warn_limited};
-use crate::notice::SourceId;
+use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
 
 pub(crate) const TOKEN_PATH: &str = "/latest/api/token";
@@ -34,6 +35,14 @@ pub const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebal
 pub const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
 /// Path of the Auto Scaling target lifecycle state.
 pub const ASG_PATH: &str = "/latest/meta-data/autoscaling/target-lifecycle-state";
+/// Path of the instance id (`i-0123456789abcdef0`).
+pub const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
+/// Path of the instance type (`m5.large`).
+pub const INSTANCE_TYPE_PATH: &str = "/latest/meta-data/instance-type";
+/// Path of the availability zone (`us-east-1a`).
+pub const ZONE_PATH: &str = "/latest/meta-data/placement/availability-zone";
+/// Path of the purchasing option (`spot`, `on-demand` or `scheduled`).
+pub const LIFE_CYCLE_PATH: &str = "/latest/meta-data/instance-life-cycle";
 
 const SRC_SPOT: SourceId = SourceId::new("aws/spot/instance-action");
 const SRC_REBALANCE: SourceId = SourceId::new("aws/events/recommendations/rebalance");
@@ -223,6 +232,12 @@ impl Aws {
     /// GET with the token; a 401 drops it and the read is retried once ([`get_with_token`]).
     async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
         get_with_token(self, path).await
+    }
+
+    /// One identity value, read with the token.
+    async fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
+        let r = self.get(path).await;
+        reads.value(&self.client.url(path), r)
     }
 
     async fn read_source(&mut self, name: SourceId) -> Result<Vec<Notice>, ImdsError> {
@@ -428,6 +443,16 @@ fn scheduled_status(url: &str, state: &str) -> NoticeStatus {
     }
 }
 
+/// The lifecycle an `instance-life-cycle` value names. `scheduled` (Scheduled Reserved
+/// Instances, retired) and anything else are unknown: nthd does not guess a billing model.
+pub fn parse_life_cycle(value: &str) -> Option<Lifecycle> {
+    match value {
+        "spot" => Some(Lifecycle::Spot),
+        "on-demand" => Some(Lifecycle::OnDemand),
+        _ => None,
+    }
+}
+
 /// Keeps ids printable and bounded, whatever the service sends.
 pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
@@ -483,6 +508,22 @@ impl Provider for Aws {
 
     fn next_due(&self) -> Instant {
         earliest(&self.sources)
+    }
+
+    /// Reads `instance-id`, `instance-type`, `placement/availability-zone` and
+    /// `instance-life-cycle` one after the other, with the token.
+    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+        let mut reads = Reads::default();
+        let id = Identity {
+            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH).await,
+            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH).await,
+            zone: self.identity_value(&mut reads, ZONE_PATH).await,
+            lifecycle: self
+                .identity_value(&mut reads, LIFE_CYCLE_PATH)
+                .await
+                .and_then(|v| parse_life_cycle(&v)),
+        };
+        reads.finish(id, &self.client)
     }
 }
 
@@ -653,6 +694,15 @@ mod tests {
             endpoint(Some("http://127.0.0.1:1"), true),
             "http://127.0.0.1:1"
         );
+    }
+
+    #[test]
+    fn life_cycles() {
+        assert_eq!(parse_life_cycle("spot"), Some(Lifecycle::Spot));
+        assert_eq!(parse_life_cycle("on-demand"), Some(Lifecycle::OnDemand));
+        for other in ["scheduled", "SPOT", "", "capacity-block"] {
+            assert_eq!(parse_life_cycle(other), None, "{other}");
+        }
     }
 
     #[test]

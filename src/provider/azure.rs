@@ -42,13 +42,14 @@ use reqwest::Method;
 use serde_json::{Map, Value};
 
 use super::aws::sanitize;
+use super::identity::{clean_value, Reads};
 use super::{
-    cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
     SourceState,
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
 use crate::logging::{clean, warn_limited};
-use crate::notice::SourceId;
+use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
 
 /// Path (without the query) of the Scheduled Events document.
@@ -57,6 +58,11 @@ pub const EVENTS_PATH: &str = "/metadata/scheduledevents";
 pub(crate) const EVENTS_API_VERSION: &str = "2020-07-01";
 /// Path (without the query) of this VM's name.
 pub const NAME_PATH: &str = "/metadata/instance/compute/name";
+/// Path (without the query) of the VM's compute metadata (`vmId`, `vmSize`, `location`, `zone`,
+/// `priority`).
+pub const COMPUTE_PATH: &str = "/metadata/instance/compute";
+/// The instance metadata API version nthd asks for.
+pub(crate) const INSTANCE_API_VERSION: &str = "2021-02-01";
 
 const SRC_EVENTS: SourceId = SourceId::new("azure/scheduledevents");
 const SRC_NAME: SourceId = SourceId::new("azure/instance/compute/name");
@@ -211,6 +217,40 @@ pub fn parse_vm_name(url: &str, body: &str) -> Result<String, ImdsError> {
         return Err(ImdsError::malformed(url, "expected a VM name", body));
     }
     Ok(name.to_string())
+}
+
+/// The identity in the answer of `/metadata/instance/compute`: `vmId`, `vmSize`, the zone as
+/// `location-zone` (`westeurope-1`) or just `location` when `zone` is empty (a VM outside
+/// availability zones), and `priority` (`Spot` or `Regular`; empty or unknown is `None`). A
+/// field that is missing, not a string or not clean is `None`; the document must be a JSON
+/// object.
+pub(crate) fn parse_compute(url: &str, body: &str) -> Result<Identity, ImdsError> {
+    let v: Value = serde_json::from_str(body)
+        .map_err(|e| ImdsError::malformed(url, format!("invalid compute JSON: {e}"), body))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| ImdsError::malformed(url, "expected a JSON object", body))?;
+    let field = |k: &str| o.get(k).and_then(Value::as_str).map(str::trim);
+    let zone = match (field("location"), field("zone")) {
+        (Some(loc), None | Some("")) => clean_value(loc),
+        (Some(loc), Some(z)) if clean_value(loc).is_some() => clean_value(&format!("{loc}-{z}")),
+        _ => None,
+    };
+    let lifecycle = field("priority").and_then(|p| {
+        if p.eq_ignore_ascii_case("Spot") {
+            Some(Lifecycle::Spot)
+        } else if p.eq_ignore_ascii_case("Regular") {
+            Some(Lifecycle::OnDemand)
+        } else {
+            None
+        }
+    });
+    Ok(Identity {
+        instance_id: field("vmId").and_then(clean_value),
+        instance_type: field("vmSize").and_then(clean_value),
+        zone,
+        lifecycle,
+    })
 }
 
 /// Whether `ev` is for the VM called `vm` (`None`: not known yet).
@@ -457,7 +497,7 @@ impl Azure {
     }
 
     async fn read_name(&mut self) -> Result<(), ImdsError> {
-        let path = format!("{NAME_PATH}?api-version=2021-02-01&format=text");
+        let path = format!("{NAME_PATH}?api-version={INSTANCE_API_VERSION}&format=text");
         let url = self.client.url(&path);
         let reply = self.client.get(&path, &[METADATA]).await?;
         match reply.status {
@@ -561,6 +601,20 @@ impl Provider for Azure {
         self.inflight.is_some() && !self.answered
     }
 
+    /// One GET of `/metadata/instance/compute` ([`parse_compute`]).
+    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+        let path = format!("{COMPUTE_PATH}?api-version={INSTANCE_API_VERSION}");
+        let url = self.client.url(&path);
+        let mut reads = Reads::default();
+        let r = self.client.get(&path, &[METADATA]).await;
+        let id = match reads.body(&url, r).map(|body| parse_compute(&url, &body)) {
+            Some(Ok(id)) => id,
+            Some(Err(e)) => return Err(e),
+            None => Identity::default(),
+        };
+        reads.finish(id, &self.client)
+    }
+
     async fn acknowledge(&mut self, event_ids: &[String]) -> Result<usize, ImdsError> {
         let mut ack: Vec<String> = Vec::new();
         for id in event_ids {
@@ -614,6 +668,40 @@ mod tests {
         format!(
             r#"{{"EventId":"{id}","EventType":"{kind}","ResourceType":"VirtualMachine","Resources":{resources},"EventStatus":"{status}","NotBefore":"{nb}","Description":"d","EventSource":"Platform","DurationInSeconds":-1}}"#
         )
+    }
+
+    #[test]
+    fn compute_identity() {
+        let doc = |zone: &str, priority: &str| {
+            format!(
+                r#"{{"vmId":"02aab8a4-74ef-476e-8182-f6d2ba4166a6","vmSize":"Standard_D4s_v5",
+                    "location":"westeurope","zone":"{zone}","priority":"{priority}","name":"vm"}}"#
+            )
+        };
+        let id = parse_compute(U, &doc("1", "Spot")).unwrap();
+        assert_eq!(
+            id.instance_id.as_deref(),
+            Some("02aab8a4-74ef-476e-8182-f6d2ba4166a6")
+        );
+        assert_eq!(id.instance_type.as_deref(), Some("Standard_D4s_v5"));
+        assert_eq!(id.zone.as_deref(), Some("westeurope-1"));
+        assert_eq!(id.lifecycle, Some(Lifecycle::Spot));
+        let id = parse_compute(U, &doc("", "Regular")).unwrap();
+        assert_eq!(id.zone.as_deref(), Some("westeurope"));
+        assert_eq!(id.lifecycle, Some(Lifecycle::OnDemand));
+        assert_eq!(parse_compute(U, &doc("1", "")).unwrap().lifecycle, None);
+        assert_eq!(
+            parse_compute(U, &doc("1", "Eventual")).unwrap().lifecycle,
+            None
+        );
+        // A hostile zone spoils the zone only; mistyped fields are missing, not errors.
+        let id = parse_compute(U, &doc("<b>1</b>", "Spot")).unwrap();
+        assert_eq!(id.zone, None);
+        assert_eq!(id.instance_type.as_deref(), Some("Standard_D4s_v5"));
+        let id = parse_compute(U, r#"{"vmId":5,"zone":"1","vmSize":"a\nb"}"#).unwrap();
+        assert!(id.is_empty(), "{id:?}");
+        assert!(parse_compute(U, "[]").is_err());
+        assert!(parse_compute(U, "<html>").is_err());
     }
 
     #[test]

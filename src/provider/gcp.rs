@@ -49,9 +49,12 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 
 use super::aws::sanitize;
-use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError};
+use super::identity::{last_segment, Reads};
+use super::{
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
+};
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
-use crate::notice::SourceId;
+use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
 
 /// Path of the preemption flag (`TRUE` or `FALSE`).
@@ -62,6 +65,18 @@ pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-eve
 /// When the maintenance starts, on machine families that announce it (at least 7 days ahead
 /// for scheduled maintenance): read once when `maintenance-event` turns to TERMINATE.
 pub const UPCOMING_PATH: &str = "/computeMetadata/v1/instance/upcoming-maintenance";
+/// Path of the numeric instance id.
+pub const INSTANCE_ID_PATH: &str = "/computeMetadata/v1/instance/id";
+/// Path of the machine type (`projects/123/machineTypes/e2-medium`).
+pub const MACHINE_TYPE_PATH: &str = "/computeMetadata/v1/instance/machine-type";
+/// Path of the zone (`projects/123/zones/us-central1-a`).
+pub const ZONE_PATH: &str = "/computeMetadata/v1/instance/zone";
+/// Path of the provisioning model (`SPOT` or `STANDARD`).
+pub const PROVISIONING_MODEL_PATH: &str =
+    "/computeMetadata/v1/instance/scheduling/provisioning-model";
+/// Path of the preemptible flag (`TRUE` or `FALSE`), read when the provisioning model is not
+/// given.
+pub const PREEMPTIBLE_PATH: &str = "/computeMetadata/v1/instance/scheduling/preemptible";
 
 const SRC_PREEMPTED: SourceId = SourceId::new("gcp/instance/preempted");
 const SRC_MAINTENANCE: SourceId = SourceId::new("gcp/instance/maintenance-event");
@@ -553,6 +568,46 @@ pub(crate) fn parse_upcoming_maintenance(
         .ok_or_else(|| ImdsError::malformed(url, "window_start_time is not an RFC 3339 time", body))
 }
 
+/// The lifecycle a `scheduling/provisioning-model` value names: `SPOT` or `STANDARD`; anything
+/// else (a model nthd does not know) is unknown.
+pub fn parse_provisioning_model(value: &str) -> Option<Lifecycle> {
+    match value {
+        "SPOT" => Some(Lifecycle::Spot),
+        "STANDARD" => Some(Lifecycle::OnDemand),
+        _ => None,
+    }
+}
+
+/// The lifecycle a `scheduling/preemptible` value names (older VMs without a provisioning
+/// model): `TRUE` is a preemptible VM, `FALSE` a regular one.
+pub fn parse_preemptible(value: &str) -> Option<Lifecycle> {
+    match value {
+        "TRUE" => Some(Lifecycle::Preemptible),
+        "FALSE" => Some(Lifecycle::OnDemand),
+        _ => None,
+    }
+}
+
+/// One identity value of a key whose answer is a resource path: its last segment. (Free
+/// functions on the client, not methods: `Gcp` is not `Sync`, and `identity()` must be `Send`.)
+async fn identity_segment(client: &ImdsClient, reads: &mut Reads, path: &str) -> Option<String> {
+    let url = client.url(path);
+    let r = client.get(path, &[FLAVOR]).await;
+    let body = reads.body(&url, r)?;
+    reads.check(&url, last_segment(&body))
+}
+
+/// `scheduling/provisioning-model`, else (no usable answer) `scheduling/preemptible`.
+async fn identity_lifecycle(client: &ImdsClient, reads: &mut Reads) -> Option<Lifecycle> {
+    match reads.get(client, PROVISIONING_MODEL_PATH, &[FLAVOR]).await {
+        Some(model) => parse_provisioning_model(&model),
+        None => reads
+            .get(client, PREEMPTIBLE_PATH, &[FLAVOR])
+            .await
+            .and_then(|v| parse_preemptible(&v)),
+    }
+}
+
 impl Provider for Gcp {
     fn cloud(&self) -> Cloud {
         Cloud::Gcp
@@ -619,6 +674,20 @@ impl Provider for Gcp {
             .min()
             .unwrap_or_else(Instant::now)
     }
+
+    /// Reads `instance/id`, `instance/machine-type` and `instance/zone` (their last path
+    /// segment) and the lifecycle, one after the other, with plain GETs outside the long-polls.
+    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+        let mut reads = Reads::default();
+        let c = &self.client;
+        let id = Identity {
+            instance_id: reads.get(c, INSTANCE_ID_PATH, &[FLAVOR]).await,
+            instance_type: identity_segment(c, &mut reads, MACHINE_TYPE_PATH).await,
+            zone: identity_segment(c, &mut reads, ZONE_PATH).await,
+            lifecycle: identity_lifecycle(c, &mut reads).await,
+        };
+        reads.finish(id, c)
+    }
 }
 
 #[cfg(test)]
@@ -626,6 +695,19 @@ mod tests {
     use super::*;
 
     const U: &str = "http://metadata/x";
+
+    #[test]
+    fn lifecycles() {
+        assert_eq!(parse_provisioning_model("SPOT"), Some(Lifecycle::Spot));
+        assert_eq!(
+            parse_provisioning_model("STANDARD"),
+            Some(Lifecycle::OnDemand)
+        );
+        assert_eq!(parse_provisioning_model("FLEX_START"), None);
+        assert_eq!(parse_preemptible("TRUE"), Some(Lifecycle::Preemptible));
+        assert_eq!(parse_preemptible("FALSE"), Some(Lifecycle::OnDemand));
+        assert_eq!(parse_preemptible("yes"), None);
+    }
 
     #[test]
     fn upcoming_maintenance_every_shape() {

@@ -8,6 +8,7 @@ pub mod aws;
 pub mod azure;
 pub mod detect;
 pub mod gcp;
+mod identity;
 pub mod tencent;
 
 use std::future::Future;

@@ -14,13 +14,26 @@
 
 use std::time::{Duration, Instant};
 
-use super::{cap_raw, Cloud, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState};
+use super::identity::Reads;
+use super::{
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState,
+};
 use crate::imds::{status_error, ImdsClient, ImdsError};
-use crate::notice::SourceId;
+use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
 
 /// Path of the spot termination time.
 pub const SPOT_PATH: &str = "/latest/meta-data/spot/termination-time";
+/// Path of the instance id (`ins-...`).
+pub const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
+/// Path of the instance type (`S5.MEDIUM4`).
+pub const INSTANCE_TYPE_PATH: &str = "/latest/meta-data/instance/instance-type";
+/// Path of the availability zone (`ap-guangzhou-3`).
+pub const ZONE_PATH: &str = "/latest/meta-data/placement/zone";
+/// Path of the billing method ("Instance billing plan"), listed with `instance-id` and
+/// `placement/zone` in "Querying Instance Metadata",
+/// <https://www.tencentcloud.com/document/product/213/4934>.
+pub const CHARGE_TYPE_PATH: &str = "/latest/meta-data/payment/charge-type";
 
 const SRC_SPOT: SourceId = SourceId::new("tencent/spot/termination-time");
 
@@ -98,6 +111,20 @@ pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError
     })
 }
 
+/// The lifecycle a `payment/charge-type` value names. The metadata page
+/// (<https://www.tencentcloud.com/document/product/213/4934>) lists the key but not its
+/// values; nthd takes them to be the CVM API's `InstanceChargeType` names ("Data Types",
+/// <https://www.tencentcloud.com/document/product/213/15753>): `SPOTPAID` is a spot instance,
+/// `POSTPAID_BY_HOUR` (pay as you go) and `PREPAID` (subscription) are regular capacity.
+/// Anything else (dedicated hosts and clusters, or another spelling) is unknown.
+pub fn parse_charge_type(value: &str) -> Option<Lifecycle> {
+    match value {
+        "SPOTPAID" => Some(Lifecycle::Spot),
+        "POSTPAID_BY_HOUR" | "PREPAID" => Some(Lifecycle::OnDemand),
+        _ => None,
+    }
+}
+
 impl Provider for Tencent {
     fn cloud(&self) -> Cloud {
         Cloud::Tencent
@@ -122,6 +149,23 @@ impl Provider for Tencent {
     fn next_due(&self) -> Instant {
         self.source.next
     }
+
+    /// Reads `instance-id`, `instance/instance-type`, `placement/zone` and
+    /// `payment/charge-type` ([`parse_charge_type`]) one after the other.
+    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+        let mut reads = Reads::default();
+        let c = &self.client;
+        let id = Identity {
+            instance_id: reads.get(c, INSTANCE_ID_PATH, &[]).await,
+            instance_type: reads.get(c, INSTANCE_TYPE_PATH, &[]).await,
+            zone: reads.get(c, ZONE_PATH, &[]).await,
+            lifecycle: reads
+                .get(c, CHARGE_TYPE_PATH, &[])
+                .await
+                .and_then(|v| parse_charge_type(&v)),
+        };
+        reads.finish(id, c)
+    }
 }
 
 #[cfg(test)]
@@ -137,6 +181,18 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs()
+    }
+
+    #[test]
+    fn charge_types() {
+        assert_eq!(parse_charge_type("SPOTPAID"), Some(Lifecycle::Spot));
+        assert_eq!(
+            parse_charge_type("POSTPAID_BY_HOUR"),
+            Some(Lifecycle::OnDemand)
+        );
+        assert_eq!(parse_charge_type("PREPAID"), Some(Lifecycle::OnDemand));
+        assert_eq!(parse_charge_type("CDHPAID"), None);
+        assert_eq!(parse_charge_type("spotpaid"), None);
     }
 
     #[test]

@@ -464,3 +464,86 @@ fn start_blocking_serves_from_its_own_thread() {
     // Dropped: the port no longer answers.
     assert!(std::net::TcpStream::connect(addr).is_err());
 }
+
+#[tokio::test]
+async fn identity_routes_over_http_and_on_the_handle() {
+    use nthd_testkit::imds::identity;
+    const ID: &str = "/latest/meta-data/instance-id";
+    const ZONE: &str = "/latest/meta-data/placement/availability-zone";
+    let m = v1_mock().await;
+    let a = m.addr();
+    // Off by default: nothing of the old behaviour changes.
+    assert_eq!(get(a, ID, &[]).await.status, 404);
+    assert!(get(a, "/_mock/routes", &[])
+        .await
+        .json()
+        .as_object()
+        .unwrap()
+        .is_empty());
+
+    // GET shows the defaults without installing them.
+    let r = get(a, "/_mock/identity?cloud=aws", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()[ID]["body"], identity::AWS_INSTANCE_ID);
+    assert_eq!(get(a, ID, &[]).await.status, 404);
+
+    assert_eq!(
+        req(a, "PUT", "/_mock/identity?cloud=aws", &[], b"")
+            .await
+            .status,
+        200
+    );
+    let r = get(a, ZONE, &[]).await;
+    assert_eq!((r.status, r.text().as_str()), (200, identity::AWS_ZONE));
+    // One value changed and one removed through the ordinary route API.
+    m.set(ID, Response::text(200, "i-fedcba9876543210f"));
+    assert_eq!(get(a, ID, &[]).await.text(), "i-fedcba9876543210f");
+    assert_eq!(
+        req(a, "DELETE", &format!("/_mock/route?path={ZONE}"), &[], b"")
+            .await
+            .status,
+        200
+    );
+    assert_eq!(get(a, ZONE, &[]).await.status, 404);
+
+    // DELETE unsets the cloud's paths, whatever set them.
+    let r = req(a, "DELETE", "/_mock/identity?cloud=aws", &[], b"").await;
+    assert_eq!((r.status, r.json()["cleared"].as_u64()), (200, Some(3)));
+    assert_eq!(get(a, ID, &[]).await.status, 404);
+
+    // Shared paths: the cloud installed last wins.
+    m.set_identity("aws");
+    m.set_identity("tencent");
+    assert_eq!(get(a, ID, &[]).await.text(), identity::TENCENT_INSTANCE_ID);
+    assert_eq!(get(a, ZONE, &[]).await.text(), identity::AWS_ZONE);
+    assert_eq!(m.clear_identity("tencent"), 4);
+
+    for bad in ["/_mock/identity", "/_mock/identity?cloud=ibm"] {
+        let r = req(a, "PUT", bad, &[], b"").await;
+        assert_eq!(r.status, 400, "{bad}");
+        assert!(
+            r.json()["error"].as_str().unwrap().contains("aws, gcp"),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn identity_from_the_builder_survives_reset() {
+    use nthd_testkit::imds::identity;
+    let m = MockImds::builder()
+        .listen("127.0.0.1:0")
+        .identity("azure")
+        .start()
+        .await
+        .unwrap();
+    let path = format!("{}?api-version=2021-02-01", identity::AZURE_COMPUTE_PATH);
+    let hdr = [("Metadata", "true")];
+    let doc = get(m.addr(), &path, &hdr).await.json();
+    assert_eq!(doc["vmId"], identity::AZURE_VM_ID);
+    assert_eq!(doc["zone"], identity::AZURE_ZONE);
+    m.clear_identity("azure");
+    assert_eq!(get(m.addr(), &path, &hdr).await.status, 404);
+    m.reset();
+    assert_eq!(get(m.addr(), &path, &hdr).await.json()["priority"], "Spot");
+}

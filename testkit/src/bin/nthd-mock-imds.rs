@@ -2,21 +2,23 @@
 //!
 //! ```text
 //! nthd-mock-imds --listen ADDR:PORT [--listen ADDR:PORT ...]
-//!                [--routes FILE.json] [--config JSON|FILE.json] [--quiet]
+//!                [--routes FILE.json] [--config JSON|FILE.json] [--identity CLOUD ...] [--quiet]
 //! ```
 //!
 //! `--routes` holds a JSON object `{ "/path": Response, ... }`; `--config` a (partial) Config
-//! object, given inline (starting with `{`) or as a file. Prints
+//! object, given inline (starting with `{`) or as a file. `--identity aws|gcp|azure|alibaba|
+//! tencent` serves that cloud's instance id, type, zone and lifecycle with realistic values
+//! (`nthd_testkit::imds::identity`); it is applied before `--routes`, which can override it. Prints
 //! `nthd-mock-imds: listening on http://ADDR` per listener, then one line per request, to stderr.
 //! Exits 0 on SIGTERM or SIGINT, 2 on bad usage, 1 if it cannot start.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use nthd_testkit::imds::{Config, MockImds, Response};
+use nthd_testkit::imds::{identity, Config, MockImds, Response};
 
 const USAGE: &str = "usage: nthd-mock-imds --listen ADDR:PORT [--listen ADDR:PORT ...] \
-[--routes FILE.json] [--config JSON|FILE.json] [--quiet]";
+[--routes FILE.json] [--config JSON|FILE.json] [--identity CLOUD ...] [--quiet]";
 
 fn read_json_arg(v: &str) -> Result<serde_json::Value, String> {
     let text = if v.trim_start().starts_with('{') {
@@ -30,6 +32,7 @@ fn read_json_arg(v: &str) -> Result<serde_json::Value, String> {
 fn main() -> ExitCode {
     let mut listen = Vec::new();
     let mut routes: BTreeMap<String, Response> = BTreeMap::new();
+    let mut identity_routes: Vec<(String, Response)> = Vec::new();
     let mut config = Config::default();
     let mut quiet = false;
     let mut args = std::env::args().skip(1);
@@ -54,6 +57,19 @@ fn main() -> ExitCode {
             "--config" => match value() {
                 None => Err("--config needs a value".into()),
                 Some(v) => read_json_arg(&v).and_then(|j| config.merge_json(&j)),
+            },
+            "--identity" => match value() {
+                None => Err("--identity needs a cloud".into()),
+                Some(c) => match identity::routes(&c) {
+                    Some(r) => {
+                        identity_routes.extend(r);
+                        Ok(())
+                    }
+                    None => Err(format!(
+                        "unknown --identity {c:?}; one of {}",
+                        identity::CLOUDS.join(", ")
+                    )),
+                },
             },
             "--quiet" => {
                 quiet = true;
@@ -99,6 +115,7 @@ fn main() -> ExitCode {
         };
         let mut b = MockImds::builder()
             .config(config)
+            .routes(identity_routes)
             .routes(routes)
             .log_to_stderr(!quiet);
         for l in listen {

@@ -17,8 +17,12 @@
 //!    400); `POST /metadata/scheduledevents` (the event acknowledgement) answers 200 and is
 //!    logged with its body.
 //! 6. The route table (exact path, query ignored); unset paths answer 404 with an empty body.
+//!
+//! Identity keys (instance id, type, zone, lifecycle) are ordinary routes, installed per cloud
+//! with realistic values only when asked for (see [`identity`]).
 
 mod http;
+pub mod identity;
 mod model;
 
 pub use http::percent_encode;
@@ -308,6 +312,17 @@ impl Shared {
         }
         self.routes_changed.send_modify(|v| *v += 1);
         Ok(())
+    }
+
+    /// Installs the default identity routes of `cloud`.
+    fn set_identity(&self, cloud: &str) -> Result<(), String> {
+        self.set_routes(identity::routes_or_err(cloud)?)
+    }
+
+    /// Unsets the identity paths of `cloud` (whatever set them); how many were set.
+    fn clear_identity(&self, cloud: &str) -> Result<usize, String> {
+        let routes = identity::routes_or_err(cloud)?;
+        Ok(routes.iter().filter(|(p, _)| self.clear_route(p)).count())
     }
 
     fn clear_route(&self, path: &str) -> bool {
@@ -966,6 +981,7 @@ fn control_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String)
                 Err(e) => json_error(400, e),
             }
         }
+        ("PUT" | "POST" | "DELETE" | "GET", "identity") => identity_answer(shared, req),
         ("GET", "config") => json_ok(&lock(&shared.inner).config),
         ("PUT" | "POST" | "PATCH", "config") => {
             let patch: serde_json::Value = match serde_json::from_slice(&req.body) {
@@ -999,10 +1015,42 @@ fn control_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String)
             shared.reset();
             json_ok(serde_json::json!({ "ok": true }))
         }
-        (_, "health" | "route" | "routes" | "config" | "log" | "events" | "stats" | "reset") => {
-            json_error(405, format!("{method} not supported on /_mock/{what}"))
-        }
+        (
+            _,
+            "health" | "route" | "routes" | "identity" | "config" | "log" | "events" | "stats"
+            | "reset",
+        ) => json_error(405, format!("{method} not supported on /_mock/{what}")),
         _ => json_error(404, format!("unknown control endpoint /_mock/{what}")),
+    }
+}
+
+/// `/_mock/identity?cloud=C`: `PUT`/`POST` installs C's default identity routes, `DELETE`
+/// unsets C's identity paths, `GET` shows C's default identity routes (without installing).
+fn identity_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String) {
+    let Some(cloud) = req.query_param("cloud") else {
+        return json_error(
+            400,
+            format!(
+                "missing ?cloud= query parameter (one of {})",
+                identity::CLOUDS.join(", ")
+            ),
+        );
+    };
+    let result = match req.method.as_str() {
+        "GET" => identity::routes_or_err(&cloud).map(|r| {
+            let map: BTreeMap<String, Response> = r.into_iter().collect();
+            serde_json::json!(map)
+        }),
+        "DELETE" => shared
+            .clear_identity(&cloud)
+            .map(|n| serde_json::json!({ "ok": true, "cleared": n })),
+        _ => shared
+            .set_identity(&cloud)
+            .map(|()| serde_json::json!({ "ok": true })),
+    };
+    match result {
+        Ok(v) => json_ok(v),
+        Err(e) => json_error(400, e),
     }
 }
 
@@ -1031,6 +1079,9 @@ fn control_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String)
 /// | `DELETE /_mock/route?path=P` | unset P (→ 404) |
 /// | `GET /_mock/route?path=P` | the scripted Response |
 /// | `GET /_mock/routes`, `PUT /_mock/routes` + `{path: Response}` | all routes / set many |
+/// | `PUT /_mock/identity?cloud=C` | set C's identity routes to the defaults ([`identity`]) |
+/// | `DELETE /_mock/identity?cloud=C` | unset C's identity paths (→ 404) |
+/// | `GET /_mock/identity?cloud=C` | C's default identity routes, not installed |
 /// | `GET /_mock/config`, `PUT /_mock/config` + partial Config JSON | read / merge config |
 /// | `GET /_mock/log[?path=P]`, `DELETE /_mock/log` | request log / clear it |
 /// | `GET /_mock/events`, `DELETE /_mock/events` | route/config change events |
@@ -1068,6 +1119,16 @@ impl MockImdsBuilder {
     pub fn routes(mut self, routes: impl IntoIterator<Item = (String, Response)>) -> Self {
         self.routes.extend(routes);
         self
+    }
+
+    /// Initial identity routes of `cloud` (`aws`, `gcp`, `azure`, `alibaba` or `tencent`) with
+    /// their default values ([`identity::routes`]). Repeatable; on shared paths the last cloud
+    /// wins. Panics on another name.
+    pub fn identity(self, cloud: &str) -> Self {
+        match identity::routes_or_err(cloud) {
+            Ok(r) => self.routes(r),
+            Err(e) => panic!("MockImdsBuilder::identity: {e}"),
+        }
     }
 
     /// Initial config.
@@ -1222,6 +1283,23 @@ impl MockImds {
     /// Script `path`, reporting an invalid response or path as an error.
     pub fn try_set(&self, path: &str, resp: Response) -> Result<(), String> {
         self.shared.set_routes(vec![(path.to_string(), resp)])
+    }
+
+    /// Set the identity routes of `cloud` to their default values ([`identity::routes`]).
+    /// Panics on an unknown cloud.
+    pub fn set_identity(&self, cloud: &str) {
+        if let Err(e) = self.shared.set_identity(cloud) {
+            panic!("MockImds::set_identity: {e}");
+        }
+    }
+
+    /// Unset the identity paths of `cloud` (they answer 404 again). Returns how many were set.
+    /// Panics on an unknown cloud.
+    pub fn clear_identity(&self, cloud: &str) -> usize {
+        match self.shared.clear_identity(cloud) {
+            Ok(n) => n,
+            Err(e) => panic!("MockImds::clear_identity: {e}"),
+        }
     }
 
     /// Unset `path` (it answers 404 again). Returns whether it was set.

@@ -1,0 +1,505 @@
+//! The status file, `/run/nthd/status.json`: what the daemon knows, for `nthd status`, its
+//! node-problem-detector plugin mode and anyone else on the node, without credentials.
+//!
+//! The daemon keeps it (a [`Tracker`]); `nthd status` reads it ([`command`]). It is written
+//! atomically (a temporary file renamed into place), world-readable (0644), at most once per
+//! observation and only when something in it changed, except that it is refreshed at least every
+//! [`HEARTBEAT`] so a reader can tell a live daemon from a dead one: a file older than
+//! [`STALE_AFTER`] is stale.
+//!
+//! The schema is versioned by [`SCHEMA`]: fields are only ever added within a version; a
+//! renamed or removed field, or a changed meaning, takes a new version, and readers refuse a
+//! version newer than theirs. The README's "Status file" section documents every field.
+
+pub(crate) mod command;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::notice::{Cloud, Identity, Notice, NoticeStatus, SourceId};
+use crate::policy::{decide, Action, Planner, When};
+use crate::provider::Observation;
+use crate::timefmt::format_rfc3339;
+
+/// The schema version this nthd writes and reads.
+pub const SCHEMA: u32 = 1;
+
+/// Where the packaged unit's daemon keeps the file (`RuntimeDirectory=nthd`).
+pub const DEFAULT_PATH: &str = "/run/nthd/status.json";
+
+/// The file is rewritten at least this often while the daemon runs, changed or not.
+pub const HEARTBEAT: Duration = Duration::from_secs(60);
+
+/// A file older than this is stale: the daemon is not running, or its loop is stuck.
+pub const STALE_AFTER: Duration = Duration::from_secs(180);
+
+/// How many actions the file lists, newest last.
+const MAX_ACTIONS: usize = 16;
+
+/// The whole file.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Status {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// When it was written (RFC 3339, UTC).
+    pub written_at: String,
+    /// The nthd version that wrote it.
+    pub version: String,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// `--dry-run`: nthd logs what it would do and never calls logind.
+    pub dry_run: bool,
+    /// The cloud watched (`aws`, `gcp`, ...), once known.
+    pub cloud: Option<String>,
+    /// How the cloud was found (DMI, a probe, or `--provider`).
+    pub detected_by: Option<String>,
+    /// What is watched, in one line.
+    pub watching: Option<String>,
+    /// What the metadata service says about this machine.
+    pub instance: InstanceView,
+    /// logind's `InhibitDelayMaxUSec` in seconds: how long kubelet can delay shutdown to drain.
+    pub drain_budget_seconds: Option<u64>,
+    /// Each metadata source with its last successful read and last error.
+    pub sources: Vec<SourceView>,
+    /// The notices listed now, each with nthd's decision.
+    pub notices: Vec<NoticeView>,
+    /// Power actions deferred to a later time.
+    pub pending: Vec<PendingView>,
+    /// The power action logind accepted in this run: the machine is going down.
+    pub shutting_down: Option<ShutdownView>,
+    /// Power actions taken or attempted, newest last (at most 16), from this boot's state file
+    /// and this run.
+    pub actions: Vec<ActionView>,
+    /// The last error reading the metadata service, if there was one in this run.
+    pub last_metadata_error: Option<ErrorView>,
+    /// The last error talking to logind, if there was one in this run.
+    pub last_logind_error: Option<ErrorView>,
+}
+
+/// The machine, as the metadata service describes it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct InstanceView {
+    /// The instance id.
+    pub id: Option<String>,
+    /// The instance type or VM size.
+    #[serde(rename = "type")]
+    pub instance_type: Option<String>,
+    /// The zone.
+    pub zone: Option<String>,
+    /// `spot`, `preemptible` or `on-demand`.
+    pub lifecycle: Option<String>,
+}
+
+/// One metadata source.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct SourceView {
+    /// The source, e.g. `aws/spot/instance-action`.
+    pub name: String,
+    /// The last successful read (RFC 3339), refreshed at most every [`HEARTBEAT`] in the file.
+    pub last_ok: Option<String>,
+    /// The last failed read, if the source failed since nthd started.
+    pub last_error: Option<ErrorView>,
+}
+
+/// One listed notice and what nthd makes of it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct NoticeView {
+    /// nthd's stable fingerprint of the notice.
+    pub id: String,
+    /// The kind, e.g. `spot-terminate`.
+    pub kind: String,
+    /// The source it was read from.
+    pub source: String,
+    /// The platform's own event id, if it has one.
+    pub event_id: Option<String>,
+    /// `active`, `canceled` or `completed`, as the platform says.
+    pub status: String,
+    /// When the platform will act (RFC 3339), if it says.
+    pub deadline: Option<String>,
+    /// A one-line summary.
+    pub detail: String,
+    /// The decision: `ignore`, `log`, `poweroff` or `reboot`.
+    pub action: String,
+    /// When: `now` or an RFC 3339 time.
+    pub when: String,
+    /// Why, naming the setting.
+    pub reason: String,
+    /// Whether nthd already acted on it (in this boot, or on its event id before).
+    pub acted: bool,
+}
+
+/// A deferred power action.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct PendingView {
+    /// The notice's fingerprint.
+    pub notice_id: String,
+    /// The notice's kind.
+    pub kind: String,
+    /// `poweroff` or `reboot`.
+    pub action: String,
+    /// When it fires (RFC 3339).
+    pub at: String,
+}
+
+/// The shutdown under way.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ShutdownView {
+    /// The notice acted on.
+    pub notice_id: String,
+    /// `poweroff` or `reboot`.
+    pub action: String,
+}
+
+/// One power action taken or attempted.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ActionView {
+    /// The notice's fingerprint.
+    pub notice_id: String,
+    /// The notice's kind, when known (records from the state file do not keep it).
+    pub kind: Option<String>,
+    /// `poweroff` or `reboot`.
+    pub action: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// `accepted`, `already_shutting_down`, `dry_run`, `failed`, or `started` (a record from
+    /// the state file whose logind answer was not recorded).
+    pub result: String,
+    /// The error, for `failed`.
+    pub error: Option<String>,
+}
+
+/// An error and when it was last seen.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ErrorView {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The message, which names the URL or bus method and the fix.
+    pub message: String,
+    /// Whether it still holds: false once the next attempt succeeded.
+    pub current: bool,
+}
+
+impl Status {
+    /// The file without the times that change on every poll, to tell a real change.
+    fn without_times(&self) -> Status {
+        let mut s = self.clone();
+        s.written_at.clear();
+        for src in &mut s.sources {
+            src.last_ok = None;
+        }
+        s
+    }
+
+    /// When it was written, if the field parses.
+    pub fn written(&self) -> Option<SystemTime> {
+        crate::timefmt::parse_rfc3339(&self.written_at)
+    }
+}
+
+/// The result of one power action, for the status file.
+pub(crate) struct ActionResult<'a> {
+    /// `accepted`, `already_shutting_down`, `dry_run` or `failed`.
+    pub(crate) result: &'static str,
+    /// The error, for `failed`.
+    pub(crate) error: Option<&'a str>,
+}
+
+/// What the daemon tells the tracker each time it writes: the planner and the loop's state.
+pub(crate) struct Facts<'a> {
+    pub(crate) planner: &'a Planner,
+    pub(crate) budget: Option<Duration>,
+    pub(crate) dry_run: bool,
+    pub(crate) metadata_error: Option<&'a str>,
+    pub(crate) logind_error: Option<&'a str>,
+}
+
+/// The daemon's side: collects what goes into the file and writes it when it changed.
+pub(crate) struct Tracker {
+    path: Option<PathBuf>,
+    base: Status,
+    sources: BTreeMap<SourceId, SourceView>,
+    written: Option<(Instant, Status)>,
+    write_error: Option<String>,
+    /// Something went in since the last build; without it, and without a change the daemon
+    /// reports, [`Tracker::update`] costs one clock read until the heartbeat is due.
+    dirty: bool,
+    /// The errors and budget last built, to notice their change without a build.
+    last_facts: (Option<String>, Option<String>, Option<Duration>),
+}
+
+fn error_view(prev: Option<&ErrorView>, msg: Option<&str>, now: SystemTime) -> Option<ErrorView> {
+    match (prev, msg) {
+        (_, Some(m)) => Some(ErrorView {
+            at: format_rfc3339(now),
+            message: m.to_string(),
+            current: true,
+        }),
+        (Some(p), None) => Some(ErrorView {
+            current: false,
+            ..p.clone()
+        }),
+        (None, None) => None,
+    }
+}
+
+impl Tracker {
+    /// A tracker writing to `path` (`None`: keep nothing), starting from this boot's recorded
+    /// actions.
+    pub(crate) fn new(path: Option<PathBuf>, records: &[crate::state::Record]) -> Tracker {
+        let base = Status {
+            schema: SCHEMA,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            actions: records.iter().map(record_view).collect(),
+            ..Status::default()
+        };
+        Tracker {
+            path,
+            base,
+            sources: BTreeMap::new(),
+            written: None,
+            write_error: None,
+            dirty: true,
+            last_facts: (None, None, None),
+        }
+    }
+
+    /// The cloud is known.
+    pub(crate) fn set_cloud(&mut self, cloud: Cloud, how: &str, watching: &str) {
+        self.base.cloud = Some(cloud.name().to_string());
+        self.base.detected_by = Some(how.to_string());
+        self.base.watching = Some(watching.to_string());
+        self.dirty = true;
+    }
+
+    /// The metadata service described the machine.
+    pub(crate) fn set_identity(&mut self, id: &Identity) {
+        self.base.instance = InstanceView {
+            id: id.instance_id.clone(),
+            instance_type: id.instance_type.clone(),
+            zone: id.zone.clone(),
+            lifecycle: id.lifecycle.map(|l| l.name().to_string()),
+        };
+        self.dirty = true;
+    }
+
+    /// Records which sources answered and which failed.
+    pub(crate) fn observation(&mut self, obs: &Observation, now: SystemTime) {
+        for s in &obs.fresh {
+            let new = !self.sources.contains_key(s);
+            let v = self.source(*s);
+            v.last_ok = Some(format_rfc3339(now));
+            if let Some(e) = v.last_error.as_mut().filter(|e| e.current) {
+                e.current = false;
+                self.dirty = true;
+            }
+            self.dirty |= new;
+        }
+        for e in &obs.errors {
+            self.dirty = true;
+            self.source(e.source).last_error = Some(ErrorView {
+                at: format_rfc3339(now),
+                message: e.error.to_string(),
+                current: true,
+            });
+        }
+    }
+
+    fn source(&mut self, s: SourceId) -> &mut SourceView {
+        self.sources.entry(s).or_insert_with(|| SourceView {
+            name: s.as_str().to_string(),
+            ..SourceView::default()
+        })
+    }
+
+    /// Records a power action's result.
+    pub(crate) fn action(
+        &mut self,
+        n: &Notice,
+        action: crate::policy::PowerAction,
+        r: ActionResult<'_>,
+    ) {
+        let a = &mut self.base.actions;
+        a.push(ActionView {
+            notice_id: n.id.clone(),
+            kind: Some(n.kind.name().to_string()),
+            action: action.name().to_string(),
+            at: format_rfc3339(SystemTime::now()),
+            result: r.result.to_string(),
+            error: r.error.map(str::to_string),
+        });
+        if a.len() > MAX_ACTIONS {
+            a.drain(..a.len() - MAX_ACTIONS);
+        }
+        self.dirty = true;
+    }
+
+    /// Builds the file from the facts, and writes it when it changed or [`HEARTBEAT`] passed.
+    /// `changed` says the planner's picture moved (it returned effects); without it, a build
+    /// happens only when something else went in or the heartbeat is due.
+    pub(crate) fn update(&mut self, f: &Facts<'_>, changed: bool, now: SystemTime) {
+        let Some(path) = self.path.clone() else {
+            return;
+        };
+        let key = (
+            f.metadata_error.map(str::to_string),
+            f.logind_error.map(str::to_string),
+            f.budget,
+        );
+        let heartbeat = self
+            .written
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= HEARTBEAT);
+        if !(changed || self.dirty || heartbeat || key != self.last_facts) {
+            return;
+        }
+        self.dirty = false;
+        self.last_facts = key;
+        let status = self.build(f, now);
+        let due = match &self.written {
+            None => true,
+            Some((at, prev)) => {
+                at.elapsed() >= HEARTBEAT || prev.without_times() != status.without_times()
+            }
+        };
+        if due {
+            self.write(&path, status);
+        }
+    }
+
+    fn build(&mut self, f: &Facts<'_>, now: SystemTime) -> Status {
+        let mut s = self.base.clone();
+        s.written_at = format_rfc3339(now);
+        s.dry_run = f.dry_run;
+        s.drain_budget_seconds = f.budget.map(|b| b.as_secs());
+        s.sources = self.sources.values().cloned().collect();
+        s.notices = f
+            .planner
+            .current()
+            .into_iter()
+            .map(|n| notice_view(f, n, now))
+            .collect();
+        s.pending = f
+            .planner
+            .scheduled()
+            .into_iter()
+            .map(|(n, action, at)| PendingView {
+                notice_id: n.id.clone(),
+                kind: n.kind.name().to_string(),
+                action: action.name().to_string(),
+                at: format_rfc3339(at),
+            })
+            .collect();
+        s.shutting_down = f.planner.shutting_down().map(|(id, a)| ShutdownView {
+            notice_id: id.clone(),
+            action: a.name().to_string(),
+        });
+        let prev = self.written.as_ref().map(|(_, p)| p);
+        s.last_metadata_error = error_view(
+            prev.and_then(|p| p.last_metadata_error.as_ref()),
+            f.metadata_error,
+            now,
+        );
+        s.last_logind_error = error_view(
+            prev.and_then(|p| p.last_logind_error.as_ref()),
+            f.logind_error,
+            now,
+        );
+        s
+    }
+
+    fn write(&mut self, path: &Path, status: Status) {
+        let mut body = match serde_json::to_vec_pretty(&status) {
+            Ok(b) => b,
+            Err(_) => return,
+        };
+        body.push(b'\n');
+        // 0644: `nthd status` runs as any user, NPD as root in its container. No fsync: the
+        // file lives in /run and is rebuilt on every start.
+        match crate::state::write_replace(path, &body, 0o644, false) {
+            Ok(()) => {
+                if self.write_error.take().is_some() {
+                    tracing::info!("the status file {} is written again", path.display());
+                }
+                self.written = Some((Instant::now(), status));
+            }
+            Err(e) => {
+                let msg = format!(
+                    "cannot write the status file {}: {e}. `nthd status` and the \
+                     node-problem-detector plugin cannot see this daemon; the packaged unit \
+                     creates /run/nthd with RuntimeDirectory=nthd, or set NTHD_STATUS_FILE",
+                    path.display()
+                );
+                if self.write_error.as_deref() != Some(&msg) {
+                    tracing::warn!("{msg}");
+                }
+                self.write_error = Some(msg);
+                // Try again at the next heartbeat, not on every poll.
+                self.written = Some((Instant::now(), status));
+            }
+        }
+    }
+}
+
+fn notice_view(f: &Facts<'_>, n: &Notice, now: SystemTime) -> NoticeView {
+    let d = decide(f.planner.config(), n, now, f.budget);
+    NoticeView {
+        id: n.id.clone(),
+        kind: n.kind.name().to_string(),
+        source: n.source.as_str().to_string(),
+        event_id: n.event_id.clone(),
+        status: match n.status {
+            NoticeStatus::Active => "active",
+            NoticeStatus::Canceled => "canceled",
+            NoticeStatus::Completed => "completed",
+        }
+        .to_string(),
+        deadline: n.deadline.map(format_rfc3339),
+        detail: n.detail.clone(),
+        action: d.action.name().to_string(),
+        when: match d.when {
+            When::Now => "now".to_string(),
+            When::At(t) => format_rfc3339(t),
+        },
+        reason: d.reason,
+        acted: f.planner.is_done(&n.id),
+    }
+}
+
+fn record_view(r: &crate::state::Record) -> ActionView {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(r.at_unix);
+    ActionView {
+        notice_id: r.id.clone(),
+        kind: None,
+        action: r.action.clone(),
+        at: format_rfc3339(at),
+        result: match r.phase {
+            crate::state::Phase::Done => "accepted",
+            crate::state::Phase::Started => "started",
+        }
+        .to_string(),
+        error: None,
+    }
+}
+
+/// The identity in one line (`i-0abc, m5.large, us-east-1a, spot`), or `None` when nothing is
+/// known.
+pub(crate) fn describe_identity(id: &Identity) -> Option<String> {
+    let parts: Vec<&str> = [&id.instance_id, &id.instance_type, &id.zone]
+        .into_iter()
+        .filter_map(|v| v.as_deref())
+        .chain(id.lifecycle.map(|l| l.name()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Whether a notice calls for a power action nthd has not yet taken.
+pub(crate) fn will_act(n: &NoticeView) -> bool {
+    n.status == "active" && !n.acted && Action::parse(&n.action).is_some_and(|a| a.is_power())
+}
+
+#[cfg(test)]
+mod tests;

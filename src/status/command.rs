@@ -1,0 +1,355 @@
+//! `nthd status [--json | --npd]`: reads the daemon's status file, as any user.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use super::{will_act, NoticeView, Status, SCHEMA, STALE_AFTER};
+use crate::timefmt::{format_duration, parse_rfc3339, relative};
+
+/// The largest status file `nthd status` reads; the daemon's is a few KiB.
+const MAX_FILE: u64 = 1 << 20;
+
+/// node-problem-detector's default `max_output_length`: the plugin line never exceeds it.
+pub(crate) const NPD_MAX_LINE: usize = 80;
+
+/// Why the file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    /// No file: the daemon is not running, or has not written yet.
+    #[error(
+        "{0} does not exist: nthd is not running, or has not written its status yet. Check with: \
+         systemctl status nthd"
+    )]
+    Missing(String),
+    /// It could not be read.
+    #[error("cannot read {path}: {reason}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// It is not a status file this nthd understands.
+    #[error("{path} is not a valid status file: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Reads and checks the file.
+pub(crate) fn read(path: &Path) -> Result<Status, ReadError> {
+    use std::io::Read;
+    let p = path.display().to_string();
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing(p)),
+        Err(e) => {
+            return Err(ReadError::Unreadable {
+                path: p,
+                reason: e.to_string(),
+            })
+        }
+    };
+    let mut body = Vec::new();
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| ReadError::Unreadable {
+            path: p.clone(),
+            reason: e.to_string(),
+        })?;
+    let invalid = |reason: String| ReadError::Invalid {
+        path: p.clone(),
+        reason,
+    };
+    if body.len() as u64 > MAX_FILE {
+        return Err(invalid(format!("larger than {MAX_FILE} bytes")));
+    }
+    let s: Status = serde_json::from_slice(&body).map_err(|e| invalid(e.to_string()))?;
+    if s.schema != SCHEMA {
+        return Err(invalid(format!(
+            "schema {} (this nthd reads schema {SCHEMA}); run the nthd that wrote it",
+            s.schema
+        )));
+    }
+    Ok(s)
+}
+
+/// How old the file is, or `None` when its time does not parse (treated as stale).
+fn age(s: &Status, now: SystemTime) -> Option<Duration> {
+    s.written()
+        .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO))
+}
+
+fn stale(s: &Status, now: SystemTime) -> Option<String> {
+    match age(s, now) {
+        Some(a) if a <= STALE_AFTER => None,
+        Some(a) => Some(format!(
+            "status is stale: written {} ago, nthd is not running or stuck",
+            format_duration(a)
+        )),
+        None => Some("status file has no valid written_at".to_string()),
+    }
+}
+
+/// The node-problem-detector verdict: the exit code (0 no interruption pending, 1 a notice nthd
+/// will act on is listed or an action is under way, 2 unknown) and one line of at most
+/// [`NPD_MAX_LINE`] characters.
+pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> (u8, String) {
+    let s = match read {
+        Ok(s) => s,
+        Err(ReadError::Missing(_)) => {
+            return (2, "unknown: no status file, nthd not running".into())
+        }
+        Err(e) => return (2, cap(&format!("unknown: {e}"))),
+    };
+    if let Some(why) = stale(s, now) {
+        return (2, cap(&format!("unknown: {why}")));
+    }
+    if let Some(sd) = &s.shutting_down {
+        let kind = s
+            .notices
+            .iter()
+            .find(|n| n.id == sd.notice_id)
+            .map(|n| (n.kind.as_str(), n.deadline.as_deref()));
+        let (kind, deadline) = kind.unwrap_or(("notice", None));
+        let line = format!(
+            "{kind}: {} under way, deadline {}",
+            sd.action,
+            short(deadline)
+        );
+        return (1, cap(&line));
+    }
+    let mut acting: Vec<&NoticeView> = s.notices.iter().filter(|n| will_act(n)).collect();
+    acting.sort_by(|a, b| a.deadline.cmp(&b.deadline));
+    match acting.first() {
+        Some(n) => {
+            let when = if n.when == "now" {
+                "now".to_string()
+            } else {
+                format!("at {}", short(Some(&n.when)))
+            };
+            let more = match acting.len() {
+                1 => String::new(),
+                k => format!(" (+{})", k - 1),
+            };
+            let line = format!(
+                "{}: {} {when}, deadline {}{more}",
+                n.kind,
+                n.action,
+                short(n.deadline.as_deref())
+            );
+            (1, cap(&line))
+        }
+        None => (0, "no interruption pending".to_string()),
+    }
+}
+
+/// An RFC 3339 time without the date when it is today, to fit NPD's 80 characters.
+fn short(t: Option<&str>) -> String {
+    let Some(t) = t else {
+        return "none".to_string();
+    };
+    let today = crate::timefmt::format_rfc3339(SystemTime::now());
+    match (t.get(..10), today.get(..10)) {
+        (Some(d), Some(now)) if d == now && t.len() > 11 => t[11..].to_string(),
+        _ => t.to_string(),
+    }
+}
+
+fn cap(s: &str) -> String {
+    if s.chars().count() <= NPD_MAX_LINE {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(NPD_MAX_LINE - 1).collect();
+    out.push('…');
+    out
+}
+
+/// `nthd status`: 0 when the file is fresh; 1 when it is missing, unreadable or stale (the
+/// reason on stderr). With `--npd`, the plugin's exit codes and line instead.
+pub(crate) fn status_command(path: &Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {
+    let now = SystemTime::now();
+    let read = read(path);
+    if npd {
+        let (code, line) = npd_verdict(&read, now);
+        println!("{line}");
+        return Ok(ExitCode::from(code));
+    }
+    let s = match read {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("nthd status: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", render(&s, now));
+    }
+    match stale(&s, now) {
+        Some(why) => {
+            eprintln!("nthd status: {why}");
+            Ok(ExitCode::FAILURE)
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn ago(t: &str, now: SystemTime) -> String {
+    match parse_rfc3339(t) {
+        Some(at) => format!("{t} ({})", relative(at, now)),
+        None => t.to_string(),
+    }
+}
+
+/// The human screen.
+pub(crate) fn render(s: &Status, now: SystemTime) -> String {
+    let mut o = String::new();
+    let dry = if s.dry_run { ", DRY RUN" } else { "" };
+    let _ = writeln!(
+        o,
+        "nthd {} (pid {}{dry}), status written {}",
+        s.version,
+        s.pid,
+        ago(&s.written_at, now)
+    );
+    render_head(&mut o, s);
+    render_sources(&mut o, s, now);
+    render_notices(&mut o, s, now);
+    render_actions(&mut o, s, now);
+    for (what, e) in [
+        ("metadata", &s.last_metadata_error),
+        ("logind", &s.last_logind_error),
+    ] {
+        if let Some(e) = e {
+            let state = if e.current { "now" } else { "last, resolved" };
+            let _ = writeln!(
+                o,
+                "{what} error ({state}, {}): {}",
+                ago(&e.at, now),
+                e.message
+            );
+        }
+    }
+    o
+}
+
+fn render_head(o: &mut String, s: &Status) {
+    let cloud = match (&s.cloud, &s.detected_by) {
+        (Some(c), Some(how)) => format!("{c} ({how})"),
+        (Some(c), None) => c.clone(),
+        _ => "not detected yet".to_string(),
+    };
+    let _ = writeln!(o, "cloud:      {cloud}");
+    let i = &s.instance;
+    let parts: Vec<&str> = [&i.id, &i.instance_type, &i.zone, &i.lifecycle]
+        .into_iter()
+        .filter_map(|v| v.as_deref())
+        .collect();
+    let instance = if parts.is_empty() {
+        "unknown".to_string()
+    } else {
+        parts.join(", ")
+    };
+    let _ = writeln!(o, "instance:   {instance}");
+    if let Some(w) = &s.watching {
+        let _ = writeln!(o, "watching:   {w}");
+    }
+    let budget = s
+        .drain_budget_seconds
+        .map(|b| {
+            format!(
+                "{} (logind InhibitDelayMaxUSec)",
+                format_duration(Duration::from_secs(b))
+            )
+        })
+        .unwrap_or_else(|| "unknown (logind not read)".to_string());
+    let _ = writeln!(o, "drain time: {budget}");
+}
+
+fn render_sources(o: &mut String, s: &Status, now: SystemTime) {
+    let _ = writeln!(o, "sources:");
+    if s.sources.is_empty() {
+        let _ = writeln!(o, "  none read yet");
+    }
+    for src in &s.sources {
+        let ok = src
+            .last_ok
+            .as_deref()
+            .map(|t| format!("last ok {}", ago(t, now)))
+            .unwrap_or_else(|| "never read".to_string());
+        let err = match &src.last_error {
+            Some(e) if e.current => format!("; FAILING: {}", e.message),
+            _ => String::new(),
+        };
+        let _ = writeln!(o, "  {:<34} {ok}{err}", src.name);
+    }
+}
+
+fn render_notices(o: &mut String, s: &Status, now: SystemTime) {
+    if let Some(sd) = &s.shutting_down {
+        let _ = writeln!(
+            o,
+            "SHUTTING DOWN: logind accepted {} for {}; kubelet is draining",
+            sd.action, sd.notice_id
+        );
+    }
+    let _ = writeln!(o, "notices:");
+    if s.notices.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for n in &s.notices {
+        let deadline = n
+            .deadline
+            .as_deref()
+            .map(|d| format!("deadline {}", ago(d, now)))
+            .unwrap_or_else(|| "no deadline given".to_string());
+        let done = if n.acted { ", already acted on" } else { "" };
+        let _ = writeln!(o, "  {} [{}] {deadline}: {}", n.kind, n.status, n.detail);
+        let when = if n.when == "now" {
+            "now".to_string()
+        } else {
+            format!("at {}", ago(&n.when, now))
+        };
+        let _ = writeln!(o, "    decision: {} {when} ({}){done}", n.action, n.reason);
+    }
+    for p in &s.pending {
+        let _ = writeln!(
+            o,
+            "pending:    {} for {} at {}",
+            p.action,
+            p.kind,
+            ago(&p.at, now)
+        );
+    }
+}
+
+fn render_actions(o: &mut String, s: &Status, now: SystemTime) {
+    if s.actions.is_empty() {
+        let _ = writeln!(o, "actions:    none");
+        return;
+    }
+    let _ = writeln!(o, "actions:");
+    for a in &s.actions {
+        let err = a
+            .error
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        let kind = a.kind.as_deref().unwrap_or("notice");
+        let _ = writeln!(
+            o,
+            "  {} {} for {kind} {}: {}{err}",
+            ago(&a.at, now),
+            a.action,
+            a.notice_id,
+            a.result
+        );
+    }
+}

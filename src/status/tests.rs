@@ -1,0 +1,261 @@
+use std::time::{Duration, SystemTime};
+
+use super::command::{npd_verdict, read, render, ReadError, NPD_MAX_LINE};
+use super::*;
+use crate::notice::{Lifecycle, NoticeKind};
+use crate::policy::PolicyConfig;
+
+const SRC: SourceId = SourceId::new("aws/spot/instance-action");
+
+fn notice(kind: NoticeKind, id: &str, deadline_in: u64) -> Notice {
+    Notice {
+        kind,
+        source: SRC,
+        id: id.to_string(),
+        event_id: None,
+        deadline: Some(SystemTime::now() + Duration::from_secs(deadline_in)),
+        status: NoticeStatus::Active,
+        detail: format!("{} in {deadline_in}s", kind.name()),
+        raw: String::new(),
+    }
+}
+
+fn planner_with(notices: &[Notice]) -> Planner {
+    let mut p = Planner::new(PolicyConfig::default());
+    p.observe(
+        notices,
+        &[SRC],
+        SystemTime::now(),
+        Some(Duration::from_secs(300)),
+    );
+    p
+}
+
+fn facts(p: &Planner) -> Facts<'_> {
+    Facts {
+        planner: p,
+        budget: Some(Duration::from_secs(300)),
+        dry_run: false,
+        metadata_error: None,
+        logind_error: None,
+    }
+}
+
+fn tracker(dir: &Path) -> (Tracker, PathBuf) {
+    let path = dir.join("status.json");
+    (Tracker::new(Some(path.clone()), &[]), path)
+}
+
+#[test]
+fn the_file_is_world_readable_versioned_and_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    t.set_cloud(Cloud::Aws, "set by --provider", "spot, rebalance");
+    t.set_identity(&Identity {
+        instance_id: Some("i-0abc".into()),
+        instance_type: Some("m5.large".into()),
+        zone: Some("us-east-1a".into()),
+        lifecycle: Some(Lifecycle::Spot),
+    });
+    let p = planner_with(&[notice(NoticeKind::SpotTerminate, "n1", 120)]);
+    t.observation(
+        &Observation {
+            fresh: vec![SRC],
+            ..Observation::default()
+        },
+        SystemTime::now(),
+    );
+    t.update(&facts(&p), true, SystemTime::now());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+    let s = read(&path).unwrap();
+    assert_eq!(s.schema, SCHEMA);
+    assert_eq!(s.cloud.as_deref(), Some("aws"));
+    assert_eq!(s.instance.instance_type.as_deref(), Some("m5.large"));
+    assert_eq!(s.instance.lifecycle.as_deref(), Some("spot"));
+    assert_eq!(s.sources.len(), 1);
+    assert!(s.sources[0].last_ok.is_some());
+    assert_eq!(s.notices.len(), 1);
+    assert_eq!(s.notices[0].kind, "spot-terminate");
+    assert_eq!(s.notices[0].action, "poweroff");
+    assert!(!s.notices[0].acted);
+    assert_eq!(s.drain_budget_seconds, Some(300));
+    // The raw JSON uses the documented key for the instance type.
+    let raw = std::fs::read_to_string(&path).unwrap();
+    assert!(raw.contains("\"type\": \"m5.large\""), "{raw}");
+}
+
+#[test]
+fn it_is_rewritten_only_when_something_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let p = planner_with(&[]);
+    let ok = Observation {
+        fresh: vec![SRC],
+        ..Observation::default()
+    };
+    t.observation(&ok, SystemTime::now());
+    t.update(&facts(&p), true, SystemTime::now());
+    assert!(path.exists());
+    std::fs::remove_file(&path).unwrap();
+    // Another successful read a second later: only last_ok moved, so no write.
+    let later = SystemTime::now() + Duration::from_secs(1);
+    t.observation(&ok, later);
+    t.update(&facts(&p), false, later);
+    assert!(
+        !path.exists(),
+        "rewritten although nothing but times changed"
+    );
+    // Even when the daemon says the planner moved, equal content is not rewritten.
+    t.update(&facts(&p), true, later);
+    assert!(!path.exists(), "rewritten although the content is the same");
+    // A notice appears: written at once.
+    let p = planner_with(&[notice(NoticeKind::Rebalance, "r1", 600)]);
+    t.update(&facts(&p), true, later);
+    assert_eq!(read(&path).unwrap().notices[0].kind, "rebalance");
+}
+
+#[test]
+fn errors_are_kept_after_they_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let p = planner_with(&[]);
+    let mut f = facts(&p);
+    f.logind_error = Some("logind PowerOff: access denied");
+    t.update(&f, false, SystemTime::now());
+    let e = read(&path).unwrap().last_logind_error.unwrap();
+    assert!(e.current && e.message.contains("access denied"));
+    f.logind_error = None;
+    t.update(&f, false, SystemTime::now());
+    let e = read(&path).unwrap().last_logind_error.unwrap();
+    assert!(
+        !e.current,
+        "a resolved error is still shown, marked resolved"
+    );
+}
+
+#[test]
+fn an_unwritable_path_does_not_stop_anything() {
+    let (mut t, _) = tracker(Path::new("/nonexistent/nthd-test"));
+    let p = planner_with(&[]);
+    t.update(&facts(&p), true, SystemTime::now());
+    assert!(t
+        .write_error
+        .as_deref()
+        .unwrap()
+        .contains("NTHD_STATUS_FILE"));
+}
+
+fn status_with(notices: Vec<NoticeView>) -> Status {
+    Status {
+        schema: SCHEMA,
+        written_at: format_rfc3339(SystemTime::now()),
+        notices,
+        ..Status::default()
+    }
+}
+
+fn view(kind: &str, action: &str, acted: bool) -> NoticeView {
+    NoticeView {
+        id: format!("{kind}-1"),
+        kind: kind.into(),
+        status: "active".into(),
+        deadline: Some(format_rfc3339(SystemTime::now() + Duration::from_secs(120))),
+        action: action.into(),
+        when: "now".into(),
+        acted,
+        ..NoticeView::default()
+    }
+}
+
+#[test]
+fn npd_exit_codes_follow_the_notice() {
+    let now = SystemTime::now();
+    let missing = Err(ReadError::Missing("/run/nthd/status.json".into()));
+    assert_eq!(npd_verdict(&missing, now).0, 2);
+    assert_eq!(npd_verdict(&Ok(status_with(vec![])), now).0, 0);
+    // A notice nthd only logs is not an interruption it will act on.
+    let log_only = status_with(vec![view("rebalance", "log", false)]);
+    assert_eq!(npd_verdict(&Ok(log_only), now).0, 0);
+    let (code, line) = npd_verdict(
+        &Ok(status_with(vec![view("spot-terminate", "poweroff", false)])),
+        now,
+    );
+    assert_eq!(code, 1);
+    assert!(
+        line.starts_with("spot-terminate: poweroff now, deadline "),
+        "{line}"
+    );
+    // Acted on in an earlier boot and not under way now: nothing pending.
+    let acted = status_with(vec![view("scheduled-reboot", "reboot", true)]);
+    assert_eq!(npd_verdict(&Ok(acted), now).0, 0);
+    // Under way: still 1, until the machine is gone.
+    let mut s = status_with(vec![view("spot-terminate", "poweroff", true)]);
+    s.shutting_down = Some(ShutdownView {
+        notice_id: "spot-terminate-1".into(),
+        action: "poweroff".into(),
+    });
+    let (code, line) = npd_verdict(&Ok(s), now);
+    assert_eq!(code, 1);
+    assert!(line.contains("poweroff under way"), "{line}");
+}
+
+#[test]
+fn npd_says_unknown_for_a_stale_or_foreign_file() {
+    let now = SystemTime::now();
+    let mut s = status_with(vec![view("spot-terminate", "poweroff", false)]);
+    s.written_at = format_rfc3339(now - STALE_AFTER - Duration::from_secs(1));
+    let (code, line) = npd_verdict(&Ok(s), now);
+    assert_eq!(code, 2);
+    assert!(line.contains("stale"), "{line}");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.json");
+    std::fs::write(&p, "{\"schema\": 2}").unwrap();
+    assert_eq!(npd_verdict(&read(&p), now).0, 2);
+    std::fs::write(&p, "<html>").unwrap();
+    assert!(matches!(read(&p), Err(ReadError::Invalid { .. })));
+}
+
+#[test]
+fn the_npd_line_fits_80_characters() {
+    let now = SystemTime::now();
+    let mut v = view("gcp-terminate-maintenance", "poweroff", false);
+    v.when = format_rfc3339(now + Duration::from_secs(86_400 * 3));
+    v.deadline = Some(format_rfc3339(now + Duration::from_secs(86_400 * 3 + 600)));
+    let many = vec![v.clone(), v.clone(), v];
+    let (code, line) = npd_verdict(&Ok(status_with(many)), now);
+    assert_eq!(code, 1);
+    assert!(
+        line.chars().count() <= NPD_MAX_LINE,
+        "{} chars: {line}",
+        line.len()
+    );
+    assert!(
+        line.starts_with("gcp-terminate-maintenance: poweroff at "),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_screen_names_what_matters() {
+    let now = SystemTime::now();
+    let mut s = status_with(vec![view("spot-terminate", "poweroff", false)]);
+    s.cloud = Some("aws".into());
+    s.instance.id = Some("i-0abc".into());
+    s.last_metadata_error = Some(ErrorView {
+        at: format_rfc3339(now),
+        message: "GET http://169.254.169.254/...: timed out".into(),
+        current: true,
+    });
+    let screen = render(&s, now);
+    for want in [
+        "cloud:      aws",
+        "i-0abc",
+        "spot-terminate [active]",
+        "decision: poweroff now",
+        "metadata error (now",
+    ] {
+        assert!(screen.contains(want), "missing {want:?} in\n{screen}");
+    }
+}

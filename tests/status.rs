@@ -1,0 +1,240 @@
+//! `nthd status` and its node-problem-detector plugin mode, against the real daemon: the
+//! plugin is run exactly as NPD's custom plugin monitor runs it (exec with a timeout, stdout
+//! cut at `max_output_length`, exit code 0/1/other), before, during and after a notice, and the
+//! shipped monitor config is checked against NPD's documented fields.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::Nthd;
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+
+/// The shipped NPD monitor config.
+const MONITOR: &str = include_str!("../packaging/node-problem-detector/nthd-monitor.json");
+
+/// What NPD makes of one plugin run: its status and message.
+#[derive(Debug, PartialEq)]
+enum Npd {
+    Ok(String),
+    NonOk(String),
+    Unknown(String),
+}
+
+/// Runs the plugin as NPD does (pkg/custompluginmonitor/plugin): exec the rule's path with its
+/// args, kill it at the timeout (Unknown), keep at most `max_output_length` bytes of stdout.
+fn run_like_npd(status_file: &Path) -> Npd {
+    let cfg: serde_json::Value = serde_json::from_str(MONITOR).unwrap();
+    let rule = &cfg["rules"][0];
+    let args: Vec<String> = rule["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let timeout = nthd::timefmt::parse_duration(rule["timeout"].as_str().unwrap()).unwrap();
+    let max = cfg["pluginConfig"]["max_output_length"].as_u64().unwrap() as usize;
+    assert_eq!(rule["path"], "/usr/bin/nthd", "the packaged binary's path");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .args(&args)
+        .env_clear()
+        .env("NTHD_STATUS_FILE", status_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + timeout;
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            return Npd::Unknown("timeout".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(
+        out.trim_end().chars().count() <= 80 && out.lines().count() == 1,
+        "one line of at most 80 characters: {out:?}"
+    );
+    let msg: String = out.trim_end().chars().take(max).collect();
+    match code {
+        Some(0) => Npd::Ok(msg),
+        Some(1) => Npd::NonOk(msg),
+        _ => Npd::Unknown(msg),
+    }
+}
+
+async fn npd(file: &Path) -> Npd {
+    let f = file.to_path_buf();
+    tokio::task::spawn_blocking(move || run_like_npd(&f))
+        .await
+        .unwrap()
+}
+
+/// Waits until the plugin says what `want` accepts.
+async fn npd_until(file: &Path, want: impl Fn(&Npd) -> bool, n: &Nthd) -> Npd {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = npd(file).await;
+        if want(&got) {
+            return got;
+        }
+        assert!(Instant::now() < end, "last: {got:?}\n{}", n.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn scheduled_stop(in_secs: u64) -> String {
+    let at = SystemTime::now() + Duration::from_secs(in_secs);
+    format!(
+        r#"[{{"NotBefore":"{}","Code":"instance-stop","EventId":"instance-event-41","State":"active"}}]"#,
+        nthd::timefmt::format_aws(at)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_npd_plugin_follows_a_notice_through_its_life() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    logind.set_inhibit_delay_max(Duration::from_secs(5));
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("status.json");
+
+    // Before the daemon ever ran: unknown, and NPD's condition goes Unknown.
+    assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("not running")));
+
+    let file_s = file.to_str().unwrap().to_string();
+    let mut n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        dir.path(),
+        &[
+            ("NTHD_STATUS_FILE", &file_s),
+            ("NTHD_SLOW_POLL_INTERVAL", "300ms"),
+        ],
+    );
+    let ok = npd_until(&file, |r| matches!(r, Npd::Ok(_)), &n).await;
+    assert_eq!(ok, Npd::Ok("no interruption pending".into()));
+
+    // A scheduled stop an hour away: nthd will power off at the last safe moment.
+    imds.set(
+        aws::SCHEDULED_PATH,
+        Response::json(200, scheduled_stop(3600)),
+    );
+    let during = npd_until(&file, |r| matches!(r, Npd::NonOk(_)), &n).await;
+    let Npd::NonOk(line) = &during else {
+        unreachable!()
+    };
+    assert!(line.starts_with("scheduled-stop: poweroff at "), "{line}");
+    assert!(line.contains("deadline"), "{line}");
+    assert_eq!(logind.power_off_count(), 0);
+
+    // The platform withdraws it: the condition clears.
+    imds.set(aws::SCHEDULED_PATH, Response::json(200, "[]"));
+    npd_until(&file, |r| matches!(r, Npd::Ok(_)), &n).await;
+
+    // The human screen and the JSON, as another process reads them.
+    let out = common::nthd_command(bus.address())
+        .args(["status"])
+        .env("NTHD_STATUS_FILE", &file)
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("cloud:      aws"), "{screen}");
+    assert!(screen.contains("aws/spot/instance-action"), "{screen}");
+    let out = common::nthd_command(bus.address())
+        .args(["status", "--json"])
+        .env("NTHD_STATUS_FILE", &file)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["cloud"], "aws");
+    assert_eq!(v["notices"].as_array().unwrap().len(), 0);
+
+    // Stopped: the file stays, and reads as stale once it is old (made old here by hand).
+    assert!(n.stop().await.success());
+    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let old = SystemTime::now() - Duration::from_secs(600);
+    s["written_at"] = nthd::timefmt::format_rfc3339(old).into();
+    std::fs::write(&file, serde_json::to_vec(&s).unwrap()).unwrap();
+    assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("stale")));
+}
+
+#[test]
+fn the_shipped_monitor_config_uses_only_npd_fields() {
+    let cfg: serde_json::Value = serde_json::from_str(MONITOR).unwrap();
+    let keys =
+        |v: &serde_json::Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    // pkg/custompluginmonitor/types/config.go (CustomPluginConfig, pluginGlobalConfig,
+    // CustomRule) and pkg/types (Condition).
+    let top = [
+        "plugin",
+        "pluginConfig",
+        "source",
+        "metricsReporting",
+        "conditions",
+        "rules",
+    ];
+    let plugin = [
+        "invoke_interval",
+        "timeout",
+        "max_output_length",
+        "concurrency",
+        "enable_message_change_based_condition_update",
+        "skip_initial_status",
+    ];
+    let rule = ["type", "condition", "reason", "path", "args", "timeout"];
+    for k in keys(&cfg) {
+        assert!(top.contains(&k.as_str()), "unknown top-level field {k}");
+    }
+    for k in keys(&cfg["pluginConfig"]) {
+        assert!(
+            plugin.contains(&k.as_str()),
+            "unknown pluginConfig field {k}"
+        );
+    }
+    assert_eq!(cfg["plugin"], "custom");
+    let conditions = cfg["conditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0]["type"], "TerminationNotice");
+    for c in conditions {
+        assert_eq!(keys(c).len(), 3, "type, reason, message: {c}");
+    }
+    let rules = cfg["rules"].as_array().unwrap();
+    let types: Vec<&str> = rules.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert!(
+        types.contains(&"permanent") && types.contains(&"temporary"),
+        "{types:?}"
+    );
+    for r in rules {
+        for k in keys(r) {
+            assert!(rule.contains(&k.as_str()), "unknown rule field {k}");
+        }
+        assert_eq!(r["args"], serde_json::json!(["status", "--npd"]));
+        if r["type"] == "permanent" {
+            assert_eq!(r["condition"], "TerminationNotice");
+        }
+        // A rule's timeout must not exceed the plugin's, and both fit in the interval.
+        let d = |v: &serde_json::Value| nthd::timefmt::parse_duration(v.as_str().unwrap()).unwrap();
+        assert!(d(&r["timeout"]) <= d(&cfg["pluginConfig"]["timeout"]));
+        assert!(d(&cfg["pluginConfig"]["timeout"]) < d(&cfg["pluginConfig"]["invoke_interval"]));
+    }
+    assert_eq!(cfg["pluginConfig"]["max_output_length"], 80);
+}
