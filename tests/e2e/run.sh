@@ -1062,7 +1062,8 @@ scen_observability() {
   [[ "$line" == "$NPD_OUT" ]] || fail "nthd status --npd printed '$line' by hand, '$NPD_OUT' through the NPD runner"
   [[ "$line" == *scheduled-stop* ]] || fail "nthd status --npd does not name the kind: $line"
   [[ "$line" == *"${deadline_iso:11:8}"* ]] || fail "nthd status --npd does not name the deadline ($deadline_iso): $line"
-  ct_exec runuser -u nobody -- /usr/bin/nthd status >"$SDIR/status-screen.txt" 2>&1 || log "note: nthd status (human) exited non-zero"
+  ct_exec runuser -u nobody -- /usr/bin/nthd status >"$SDIR/status-screen.txt" 2>"$SDIR/status-screen.stderr" \
+    || fail "nthd status as nobody exited non-zero with a fresh status file: $(cat "$SDIR/status-screen.stderr")"
   ct_exec runuser -u nobody -- /usr/bin/nthd status --json >"$SDIR/status.json" || fail "nthd status --json failed as nobody"
   ct_exec cp "$NTHD_STATUS" /e2e/status-file.json || fail "cannot copy $NTHD_STATUS"
   hjq -e '.schema == 1' "$SDIR/status.json" >/dev/null || fail "nthd status --json: schema is not 1"
@@ -1086,6 +1087,9 @@ scen_observability() {
   step "nthd stopped: NPD 2 (no status); started again: 0"
   ct_exec systemctl stop nthd || fail "systemctl stop nthd"
   expect_npd stopped 2
+  ct_exec runuser -u nobody -- /usr/bin/nthd status >"$SDIR/status-stopped.txt" 2>&1 \
+    && fail "nthd status exited 0 with nthd stopped"
+  grep -qi 'not running' "$SDIR/status-stopped.txt" || fail "nthd status does not say nthd is not running: $(cat "$SDIR/status-stopped.txt")"
   obs_stale_status
   ct_exec systemctl start nthd || fail "systemctl start nthd"
   expect_npd restarted 0 10
