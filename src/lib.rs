@@ -22,6 +22,7 @@ pub mod settings;
 pub(crate) mod simulate;
 pub mod state;
 pub mod timefmt;
+pub mod webhook;
 
 use std::process::ExitCode;
 
