@@ -118,20 +118,28 @@ async fn provider_task(
                     return;
                 }
                 if identity_due.is_some_and(|t| t <= Instant::now()) {
-                    identity_due = match provider.identity().await {
-                        Ok(id) => {
-                            if tx.send(FromProvider::Identity(id)).await.is_err() {
-                                return;
-                            }
-                            None
-                        }
-                        Err(e) => {
-                            tracing::debug!("instance identity not read: {e}; retrying later");
-                            Some(Instant::now() + IDENTITY_RETRY)
-                        }
-                    };
+                    identity_due = read_identity(&mut provider, &tx).await;
                 }
             }
+        }
+    }
+}
+
+/// Reads the instance's identity and sends it on; the time of the next try when nothing could
+/// be read.
+async fn read_identity(
+    provider: &mut provider::AnyProvider,
+    tx: &mpsc::Sender<FromProvider>,
+) -> Option<Instant> {
+    match provider.identity().await {
+        Ok(id) => {
+            // A closed channel means the daemon is stopping: nothing left to retry for.
+            let _ = tx.send(FromProvider::Identity(id)).await;
+            None
+        }
+        Err(e) => {
+            tracing::debug!("instance identity not read: {e}; retrying later");
+            Some(Instant::now() + IDENTITY_RETRY)
         }
     }
 }

@@ -23,6 +23,7 @@ pub(crate) mod simulate;
 pub mod state;
 pub mod status;
 pub mod timefmt;
+pub mod webhook;
 
 use std::process::ExitCode;
 

@@ -220,7 +220,9 @@ pub(crate) struct Facts<'a> {
 pub(crate) struct Tracker {
     path: Option<PathBuf>,
     base: Status,
-    sources: BTreeMap<SourceId, SourceView>,
+    /// Each source's last successful read (kept as a time: formatted only when the file is
+    /// built, not on every poll) and last error.
+    sources: BTreeMap<SourceId, (Option<SystemTime>, Option<ErrorView>)>,
     written: Option<(Instant, Status)>,
     write_error: Option<String>,
     /// Something went in since the last build; without it, and without a change the daemon
@@ -290,9 +292,9 @@ impl Tracker {
     pub(crate) fn observation(&mut self, obs: &Observation, now: SystemTime) {
         for s in &obs.fresh {
             let new = !self.sources.contains_key(s);
-            let v = self.source(*s);
-            v.last_ok = Some(format_rfc3339(now));
-            if let Some(e) = v.last_error.as_mut().filter(|e| e.current) {
+            let (last_ok, last_error) = self.sources.entry(*s).or_default();
+            *last_ok = Some(now);
+            if let Some(e) = last_error.as_mut().filter(|e| e.current) {
                 e.current = false;
                 self.dirty = true;
             }
@@ -300,19 +302,12 @@ impl Tracker {
         }
         for e in &obs.errors {
             self.dirty = true;
-            self.source(e.source).last_error = Some(ErrorView {
+            self.sources.entry(e.source).or_default().1 = Some(ErrorView {
                 at: format_rfc3339(now),
                 message: e.error.to_string(),
                 current: true,
             });
         }
-    }
-
-    fn source(&mut self, s: SourceId) -> &mut SourceView {
-        self.sources.entry(s).or_insert_with(|| SourceView {
-            name: s.as_str().to_string(),
-            ..SourceView::default()
-        })
     }
 
     /// Records a power action's result.
@@ -344,20 +339,23 @@ impl Tracker {
         let Some(path) = self.path.clone() else {
             return;
         };
-        let key = (
-            f.metadata_error.map(str::to_string),
-            f.logind_error.map(str::to_string),
-            f.budget,
-        );
         let heartbeat = self
             .written
             .as_ref()
             .is_none_or(|(at, _)| at.elapsed() >= HEARTBEAT);
-        if !(changed || self.dirty || heartbeat || key != self.last_facts) {
+        // Compared in place: this runs on every poll, and must not allocate when idle.
+        let (m, l, b) = &self.last_facts;
+        let facts_moved =
+            m.as_deref() != f.metadata_error || l.as_deref() != f.logind_error || *b != f.budget;
+        if !(changed || self.dirty || heartbeat || facts_moved) {
             return;
         }
         self.dirty = false;
-        self.last_facts = key;
+        self.last_facts = (
+            f.metadata_error.map(str::to_string),
+            f.logind_error.map(str::to_string),
+            f.budget,
+        );
         let status = self.build(f, now);
         let due = match &self.written {
             None => true,
@@ -375,7 +373,15 @@ impl Tracker {
         s.written_at = format_rfc3339(now);
         s.dry_run = f.dry_run;
         s.drain_budget_seconds = f.budget.map(|b| b.as_secs());
-        s.sources = self.sources.values().cloned().collect();
+        s.sources = self
+            .sources
+            .iter()
+            .map(|(name, (ok, err))| SourceView {
+                name: name.as_str().to_string(),
+                last_ok: ok.map(format_rfc3339),
+                last_error: err.clone(),
+            })
+            .collect();
         s.notices = f
             .planner
             .current()

@@ -160,6 +160,7 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nthd.prom");
     let listen = format!("127.0.0.1:{}", common::free_port());
+    imds.set_identity("aws");
     let mut child = KillOnDrop(
         common::nthd_command(bus.address())
             .arg("run")
@@ -175,7 +176,9 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     );
     let read = |f: &std::path::Path| std::fs::read_to_string(f).unwrap_or_default();
     let end = Instant::now() + Duration::from_secs(5);
-    while !read(&file).contains("nthd_last_successful_poll_timestamp_seconds")
+    // The identity is read right after the first poll; wait for both.
+    while !(read(&file).contains("nthd_last_successful_poll_timestamp_seconds")
+        && read(&file).contains("instance_type=\"m5.large\""))
         && Instant::now() < end
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -197,9 +200,9 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     for l in [
         "provider=\"aws\"",
         "version=\"0.1.0\"",
-        "instance_type=",
-        "zone=",
-        "lifecycle=",
+        "instance_type=\"m5.large\"",
+        "zone=\"us-east-1a\"",
+        "lifecycle=\"spot\"",
     ] {
         assert!(labels.contains(l), "{labels} lacks {l}");
     }

@@ -112,6 +112,7 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
     logind.set_inhibit_delay_max(Duration::from_secs(5));
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set_identity("aws");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("status.json");
 
@@ -167,6 +168,16 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
     assert_eq!(v["schema"], 1);
     assert_eq!(v["cloud"], "aws");
     assert_eq!(v["notices"].as_array().unwrap().len(), 0);
+    // The identity the mock gives, as the metadata service would.
+    use nthd_testkit::imds::identity as id;
+    assert_eq!(v["instance"]["id"], id::AWS_INSTANCE_ID);
+    assert_eq!(v["instance"]["type"], id::AWS_INSTANCE_TYPE);
+    assert_eq!(v["instance"]["zone"], id::AWS_ZONE);
+    assert_eq!(v["instance"]["lifecycle"], "spot");
+    assert!(
+        screen.contains("instance:   i-0123456789abcdef0, m5.large, us-east-1a, spot"),
+        "{screen}"
+    );
 
     // Stopped: the file stays, and reads as stale once it is old (made old here by hand).
     assert!(n.stop().await.success());

@@ -288,7 +288,7 @@ fn render_sources(o: &mut String, s: &Status, now: SystemTime) {
             Some(e) if e.current => format!("; FAILING: {}", e.message),
             _ => String::new(),
         };
-        let _ = writeln!(o, "  {:<34} {ok}{err}", src.name);
+        let _ = writeln!(o, "  {:<40} {ok}{err}", src.name);
     }
 }
 

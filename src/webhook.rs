@@ -1,0 +1,267 @@
+//! Webhooks (issue #13): every notice nthd announces, every power action it takes and every
+//! action it cancels is POSTed to the `--webhook` URLs, as a CloudEvents 1.0 structured-mode
+//! event (`application/cloudevents+json`) or as a Slack/Teams `{"text": …}` message.
+//!
+//! Delivery never delays the power-off: [`Webhooks::send`] only queues the event, and a
+//! background task delivers it to every URL at once, retrying with backoff until the notice's
+//! deadline (15 minutes when it has none). Receivers deduplicate on the event's stable `id`
+//! (at-least-once delivery). An unreachable receiver costs one warning per failure streak.
+//!
+//! **TLS roots.** HTTPS uses rustls with the `ring` provider and the system's CA store, read
+//! through rustls-native-certs (`/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR` when
+//! set): webhook receivers are often internal relays signed by a private CA that is already in
+//! the system store, distribution CA updates then reach nthd without a rebuild, and the unit's
+//! `ProtectSystem=strict` leaves `/etc/ssl` readable. The roots are read when the sender (or
+//! the probe) is built with at least one `https` URL; plain-HTTP-only setups read none. The
+//! webhook client as a whole (hyper's client, rustls, ring, webpki), measured with it
+//! reachable from `main`, adds 1,114,344 bytes to the static x86_64 binary (3,179,328 →
+//! 4,293,672) and 885,256 bytes to the aarch64 one (2,788,048 → 3,673,304); bundled
+//! webpki-roots would add its ~150 roots on top and go stale between releases.
+//!
+//! ring compiles some C, so the aarch64 cross build needs an aarch64 C compiler (Debian's
+//! `gcc-aarch64-linux-gnu` with `CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc`);
+//! aws-lc-rs would need cmake on top. The metadata client (`crate::imds`) is untouched:
+//! reqwest stays built without TLS and without proxies, and webhooks use hyper's client
+//! directly, so IMDS cannot speak TLS by accident.
+//!
+//! **Why not the `cloudevents-sdk` crate.** Version 0.9 would add 7 crates (chrono, a second
+//! date library beside jiff; snafu, a second error library beside thiserror; hostname,
+//! iana-time-zone, delegate-attr, …), about 20 KB to a musl release binary (measured on a
+//! scratch program), and its HTTP bindings target reqwest 0.12 while nthd uses 0.13; all nthd
+//! would use of it is a struct serialized with serde. Structured mode is one JSON object with
+//! four required attributes, so it is written here by hand and checked against the spec in
+//! the tests.
+//!
+//! No HTTP proxy is used for webhooks (`https_proxy` is ignored).
+
+mod client;
+mod event;
+mod headers;
+mod probe;
+mod sender;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use event::{ActionResult, Context, Event, EventType};
+pub use headers::SecretHeaders;
+pub use probe::{probe, probe_with_headers, ProbeOutcome, ProbeResult};
+pub use sender::Webhooks;
+
+/// The body format of every webhook request (`--webhook-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebhookFormat {
+    /// CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`).
+    #[default]
+    #[value(name = "cloudevents")]
+    CloudEvents,
+    /// `{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take.
+    Slack,
+}
+
+/// The webhook settings.
+#[derive(Clone, Debug)]
+pub struct WebhookOptions {
+    /// Where to POST every event (`--webhook`, repeatable).
+    pub urls: Vec<WebhookUrl>,
+    /// The body format.
+    pub format: WebhookFormat,
+    /// `Name: value` headers added to every request (`--webhook-headers-file`), for tokens.
+    pub headers_file: Option<PathBuf>,
+    /// Time allowed to set up one connection (TCP and TLS).
+    pub connect_timeout: Duration,
+    /// Time allowed for one attempt, answer included.
+    pub attempt_timeout: Duration,
+    /// How long an event is retried when its notice has no deadline.
+    pub retry_cap: Duration,
+    /// The first delay between attempts; it doubles up to a minute.
+    pub backoff: Duration,
+    /// Events waiting for delivery; when full, the oldest is dropped.
+    pub queue: usize,
+    /// Requests in flight at once, over all URLs.
+    pub concurrency: usize,
+}
+
+impl Default for WebhookOptions {
+    fn default() -> Self {
+        WebhookOptions {
+            urls: Vec::new(),
+            format: WebhookFormat::CloudEvents,
+            headers_file: None,
+            connect_timeout: Duration::from_secs(3),
+            attempt_timeout: Duration::from_secs(10),
+            retry_cap: Duration::from_secs(15 * 60),
+            backoff: Duration::from_secs(1),
+            queue: 64,
+            concurrency: 16,
+        }
+    }
+}
+
+/// A checked webhook URL. Its `Display` and `Debug` show only `scheme://host[:port]`: the path
+/// and query of a webhook URL often hold a secret (Slack's do).
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookUrl {
+    uri: http::Uri,
+    origin: String,
+}
+
+impl WebhookUrl {
+    /// `scheme://host[:port]`, the only part of the URL nthd logs.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub(crate) fn uri(&self) -> &http::Uri {
+        &self.uri
+    }
+
+    pub(crate) fn is_https(&self) -> bool {
+        self.uri.scheme() == Some(&http::uri::Scheme::HTTPS)
+    }
+}
+
+impl fmt::Display for WebhookUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.origin)
+    }
+}
+
+impl fmt::Debug for WebhookUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WebhookUrl({}/…)", self.origin)
+    }
+}
+
+/// The longest URL accepted.
+const MAX_URL: usize = 2048;
+
+/// Parses a `--webhook` URL; usable as a clap `value_parser`. Only `http` and `https` with a
+/// host; user names and passwords in the URL are refused (they would end up wherever the URL
+/// is shown), the headers file is the place for credentials.
+pub fn parse_url(s: &str) -> Result<WebhookUrl, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("the webhook URL is empty; use e.g. https://hooks.example.com/nthd".into());
+    }
+    if s.len() > MAX_URL || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "the webhook URL must be at most {MAX_URL} printable ASCII characters without \
+             spaces (percent-encode anything else)"
+        ));
+    }
+    let uri: http::Uri = s
+        .parse()
+        .map_err(|e| format!("`{}` is not a URL ({e})", redact(s)))?;
+    let scheme = match uri.scheme_str() {
+        Some(sc) if sc.eq_ignore_ascii_case("http") || sc.eq_ignore_ascii_case("https") => {
+            sc.to_ascii_lowercase()
+        }
+        _ => {
+            return Err(format!(
+                "`{}`: a webhook URL must start with http:// or https://",
+                redact(s)
+            ))
+        }
+    };
+    let Some(auth) = uri.authority() else {
+        return Err(format!("`{}`: the webhook URL has no host", redact(s)));
+    };
+    if auth.as_str().contains('@') {
+        return Err(format!(
+            "`{scheme}://…@{}`: credentials in a webhook URL would be shown in logs and status; \
+             put them in a header in --webhook-headers-file (e.g. `Authorization: Basic …`)",
+            auth.host()
+        ));
+    }
+    if auth.host().is_empty() {
+        return Err(format!("`{}`: the webhook URL has no host", redact(s)));
+    }
+    let origin = format!("{scheme}://{}", auth.as_str().to_ascii_lowercase());
+    Ok(WebhookUrl { uri, origin })
+}
+
+/// A URL for an error message: everything up to the host, never its path or query.
+fn redact(s: &str) -> String {
+    let start = s.find("://").map(|i| i + 3).unwrap_or(0);
+    let rest = &s[start..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..end];
+    let host = host.rsplit('@').next().unwrap_or(host);
+    let tail = if end < rest.len() { "/…" } else { "" };
+    format!("{}{host}{tail}", &s[..start])
+}
+
+/// Why webhooks cannot be set up. Every message names the file or URL and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The headers file cannot be read.
+    #[error("cannot read the webhook headers file {path}: {reason}")]
+    HeadersRead {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The headers file could be changed by someone other than its owner, or read by anyone.
+    #[error(
+        "the webhook headers file {path} {problem}; it holds secrets, so nthd refuses it. \
+         Fix: chown root:nthd {path}; chmod 0640 {path}"
+    )]
+    HeadersPermissions {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, e.g. "is owned by uid 1000, not root".
+        problem: String,
+    },
+    /// A line of the headers file is not a valid `Name: value` header. The value is never
+    /// shown.
+    #[error("{path}, line {line}: {reason}; each line must be `Name: value` (# starts a comment)")]
+    HeadersSyntax {
+        /// The file.
+        path: PathBuf,
+        /// The line number, from 1.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The HTTPS client cannot be set up.
+    #[error("cannot set up HTTPS for webhooks: {0}")]
+    Tls(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked() {
+        let u = parse_url("https://Hooks.Example.com:8443/services/T0/B0/SECRET?x=1").unwrap();
+        assert_eq!(u.origin(), "https://hooks.example.com:8443");
+        assert_eq!(u.to_string(), "https://hooks.example.com:8443");
+        assert!(!format!("{u:?}").contains("SECRET"));
+        assert!(u.is_https());
+        let u = parse_url("http://[fd00::1]/x").unwrap();
+        assert_eq!(u.origin(), "http://[fd00::1]");
+        assert!(!u.is_https());
+        for bad in [
+            "",
+            "ftp://x/y",
+            "hooks.example.com/x",
+            "http:///x",
+            "http://a b/",
+            "http://x/\u{7}",
+            "https://x/é",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = parse_url("https://user:hunter2@hooks.example.com/x").unwrap_err();
+        assert!(
+            !e.contains("hunter2") && e.contains("--webhook-headers-file"),
+            "{e}"
+        );
+        let e = parse_url("ftp://x/SECRET").unwrap_err();
+        assert!(!e.contains("SECRET"), "{e}");
+    }
+}

@@ -1,0 +1,246 @@
+//! The webhook HTTP client: hyper with rustls (ring) and the system's CA roots. Separate from
+//! the metadata client on purpose: that one must never speak TLS nor use a proxy.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderValue, Method, Request};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+
+use super::{SecretHeaders, WebhookError, WebhookOptions, WebhookUrl};
+
+/// One HTTP(S) client for every webhook URL.
+#[derive(Clone)]
+pub(crate) struct Client {
+    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    headers: SecretHeaders,
+    timeout: Duration,
+}
+
+/// The answer to one request: its status and the headers nthd looks at.
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) allowed_origin: bool,
+}
+
+/// Why a request got no HTTP answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The host name did not resolve.
+    Dns(String),
+    /// Nothing listens, or a firewall rejected the connection.
+    Refused,
+    /// No connection within the connect timeout (often a firewall that drops).
+    ConnectTimeout,
+    /// The TLS handshake failed (often: the server's CA is not trusted).
+    Tls(String),
+    /// No complete answer within the attempt timeout.
+    Timeout,
+    /// Anything else (connection reset, protocol error).
+    Other(String),
+}
+
+impl Failure {
+    /// What the user can do about it.
+    pub(crate) fn hint(&self) -> &'static str {
+        match self {
+            Failure::Dns(_) => "check the host name and the node's DNS",
+            Failure::Refused | Failure::ConnectTimeout => {
+                "check the receiver and any firewall; the packaged unit allows only the metadata \
+                 service's addresses (IPAddressDeny=any), so add a drop-in with \
+                 IPAddressAllow= for the receiver (and its DNS server)"
+            }
+            Failure::Tls(_) => {
+                "check the receiver's certificate; its CA must be in the system store \
+                 (/etc/ssl/certs, update-ca-certificates) or in SSL_CERT_FILE"
+            }
+            Failure::Timeout => "the receiver is slow; nthd retries",
+            Failure::Other(_) => "nthd retries",
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Dns(e) => write!(f, "cannot resolve the host: {e}"),
+            Failure::Refused => f.write_str("connection refused"),
+            Failure::ConnectTimeout => f.write_str("no connection within the connect timeout"),
+            Failure::Tls(e) => write!(f, "TLS error: {e}"),
+            Failure::Timeout => f.write_str("no answer within the attempt timeout"),
+            Failure::Other(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl Client {
+    /// Builds the client; reads the CA roots only if a URL is `https`.
+    pub(crate) fn new(
+        opts: &WebhookOptions,
+        headers: SecretHeaders,
+    ) -> Result<Client, WebhookError> {
+        let roots = if opts.urls.iter().any(WebhookUrl::is_https) {
+            system_roots()?
+        } else {
+            rustls::RootCertStore::empty()
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| WebhookError::Tls(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_connect_timeout(Some(opts.connect_timeout));
+        tcp.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let http = HyperClient::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(1)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(https);
+        Ok(Client {
+            http,
+            headers,
+            timeout: opts.attempt_timeout,
+        })
+    }
+
+    /// Sends one request; the body of the answer is read (up to a cap) and dropped.
+    pub(crate) async fn request(
+        &self,
+        method: Method,
+        url: &WebhookUrl,
+        extra: &[(&'static str, HeaderValue)],
+        body: Option<(&'static str, Bytes)>,
+    ) -> Result<Answer, Failure> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(url.uri().clone())
+            .header(
+                http::header::USER_AGENT,
+                concat!("nthd/", env!("CARGO_PKG_VERSION")),
+            );
+        for (k, v) in extra {
+            req = req.header(*k, v.clone());
+        }
+        let (body, ctype) = match body {
+            Some((ctype, b)) => (b, Some(ctype)),
+            None => (Bytes::new(), None),
+        };
+        if let Some(ctype) = ctype {
+            req = req.header(http::header::CONTENT_TYPE, ctype);
+        }
+        let mut req = req
+            .body(Full::new(body))
+            .map_err(|e| Failure::Other(e.to_string()))?;
+        for (k, v) in self.headers.map() {
+            req.headers_mut().append(k.clone(), v.clone());
+        }
+        let work = async {
+            let resp = self.http.request(req).await.map_err(|e| classify(&e))?;
+            let status = resp.status().as_u16();
+            let allowed_origin = resp.headers().contains_key("webhook-allowed-origin");
+            drain_body(resp.into_body()).await;
+            Ok(Answer {
+                status,
+                allowed_origin,
+            })
+        };
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .unwrap_or(Err(Failure::Timeout))
+    }
+}
+
+/// Reads and drops at most 64 KiB of the answer, so the connection can be reused.
+async fn drain_body(mut body: hyper::body::Incoming) {
+    use http_body_util::BodyExt;
+    let mut left: usize = 64 * 1024;
+    while let Some(Ok(frame)) = body.frame().await {
+        let n = frame.data_ref().map_or(0, |d| d.len());
+        match left.checked_sub(n) {
+            Some(l) => left = l,
+            None => return,
+        }
+    }
+}
+
+/// The system's CA roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set). Unreadable certificates
+/// are skipped; no usable root at all is an error, as every HTTPS delivery would fail.
+fn system_roots() -> Result<rustls::RootCertStore, WebhookError> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    let (_, ignored) = roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        let why = found
+            .errors
+            .first()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default();
+        return Err(WebhookError::Tls(format!(
+            "no CA certificate found in the system store{why}; install ca-certificates, or \
+             point SSL_CERT_FILE at a PEM bundle"
+        )));
+    }
+    if ignored > 0 || !found.errors.is_empty() {
+        tracing::debug!(
+            "webhooks: {} CA roots loaded, {ignored} unusable, {} read errors",
+            roots.len(),
+            found.errors.len()
+        );
+    }
+    Ok(roots)
+}
+
+/// Names the cause of a failed request from the error's chain.
+fn classify(e: &hyper_util::client::legacy::Error) -> Failure {
+    let mut cur: Option<&(dyn StdError + 'static)> = e.source();
+    let mut text = e.to_string();
+    while let Some(err) = cur {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Failure::Tls(tls.to_string());
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => return Failure::Refused,
+                std::io::ErrorKind::TimedOut => return Failure::ConnectTimeout,
+                _ => {}
+            }
+            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                return Failure::Tls(tls.to_string());
+            }
+        }
+        let s = err.to_string();
+        // rustls errors can arrive behind an io::Error whose source chain skips them.
+        if [
+            "peer certificate",
+            "fatal alert",
+            "corrupt message",
+            "HandshakeFailure",
+        ]
+        .iter()
+        .any(|m| s.contains(m))
+        {
+            return Failure::Tls(s);
+        }
+        if s.starts_with("dns error") {
+            let detail = err.source().map(|c| c.to_string()).unwrap_or(s);
+            return Failure::Dns(detail);
+        }
+        text = format!("{text}: {s}");
+        cur = err.source();
+    }
+    Failure::Other(text)
+}

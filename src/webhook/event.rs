@@ -1,0 +1,449 @@
+//! The events nthd sends, and their two renderings: CloudEvents 1.0 structured mode and a
+//! one-line Slack/Teams message.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::WebhookFormat;
+use crate::notice::{Cloud, Identity, Notice, NoticeStatus};
+use crate::policy::{Action, Decision, PowerAction, When};
+use crate::timefmt::format_rfc3339;
+
+/// Who sends the events: the host, and what the metadata service says about it. The daemon
+/// updates it ([`super::Webhooks::set_context`]) once the cloud and identity are known; each
+/// event carries the context of the moment it was sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Context {
+    /// The host name (CloudEvents `source` is `/nthd/<hostname>`).
+    pub hostname: String,
+    /// The cloud, once detected.
+    pub cloud: Option<Cloud>,
+    /// The instance, as far as known.
+    pub identity: Identity,
+}
+
+impl Context {
+    /// A context with this machine's host name and nothing else known yet.
+    pub fn for_this_host() -> Context {
+        Context {
+            hostname: hostname(),
+            ..Context::default()
+        }
+    }
+}
+
+/// This machine's host name (`gethostname(2)`), or `localhost` if it has none.
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // truncates, and the last byte stays 0 because only len - 1 bytes are offered.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    let name = String::from_utf8_lossy(&buf[..end]);
+    let name: String = name.chars().filter(|c| c.is_ascii_graphic()).collect();
+    if rc != 0 || name.is_empty() {
+        "localhost".to_string()
+    } else {
+        name
+    }
+}
+
+/// The CloudEvents `type` of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// `io.nthd.notice`: a notice was announced, with what nthd will do about it.
+    Notice,
+    /// `io.nthd.action`: nthd asked logind to power off or reboot, and what came of it.
+    Action,
+    /// `io.nthd.canceled`: a scheduled or pending action will not happen.
+    Canceled,
+}
+
+impl EventType {
+    /// The CloudEvents `type` attribute.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventType::Notice => "io.nthd.notice",
+            EventType::Action => "io.nthd.action",
+            EventType::Canceled => "io.nthd.canceled",
+        }
+    }
+}
+
+/// What came of a power action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActionResult {
+    /// logind accepted the request.
+    Accepted,
+    /// logind refused it, or could not be reached; the error, for the receiver.
+    Failed(String),
+    /// `--dry-run`: nothing was asked.
+    DryRun,
+}
+
+impl ActionResult {
+    fn name(&self) -> &'static str {
+        match self {
+            ActionResult::Accepted => "accepted",
+            ActionResult::Failed(_) => "failed",
+            ActionResult::DryRun => "dry-run",
+        }
+    }
+}
+
+/// One event, built by the daemon from a notice; rendered when it is sent.
+#[derive(Clone, Debug)]
+pub struct Event {
+    ty: EventType,
+    notice: Notice,
+    time: SystemTime,
+    /// Notice events: the decided action and when (`None` = now).
+    decision: Option<(Action, Option<SystemTime>, String)>,
+    /// Action events.
+    result: Option<(PowerAction, ActionResult)>,
+    /// Canceled events.
+    reason: Option<String>,
+}
+
+impl Event {
+    fn new(ty: EventType, n: &Notice) -> Event {
+        Event {
+            ty,
+            notice: n.clone(),
+            time: SystemTime::now(),
+            decision: None,
+            result: None,
+            reason: None,
+        }
+    }
+
+    /// `io.nthd.notice`: `n` was announced, and the policy decided `d`.
+    pub fn notice(n: &Notice, d: &Decision) -> Event {
+        let at = match d.when {
+            When::Now => None,
+            When::At(t) => Some(t),
+        };
+        let mut e = Event::new(EventType::Notice, n);
+        e.decision = Some((d.action, at, d.reason.clone()));
+        e
+    }
+
+    /// `io.nthd.action`: nthd asked for `action` because of `n`, with `result`.
+    pub fn action(n: &Notice, action: PowerAction, result: ActionResult) -> Event {
+        let mut e = Event::new(EventType::Action, n);
+        e.result = Some((action, result));
+        e
+    }
+
+    /// `io.nthd.canceled`: what `n` called for will not happen, because of `reason`.
+    pub fn canceled(n: &Notice, reason: &str) -> Event {
+        let mut e = Event::new(EventType::Canceled, n);
+        e.reason = Some(reason.to_string());
+        e
+    }
+
+    /// The same event, stamped with `time` instead of the moment it was built (for tests and
+    /// replays: `time` is not part of the id).
+    pub fn with_time(mut self, time: SystemTime) -> Event {
+        self.time = time;
+        self
+    }
+
+    /// The CloudEvents type.
+    pub fn event_type(&self) -> EventType {
+        self.ty
+    }
+
+    /// The notice it is about.
+    pub fn notice_ref(&self) -> &Notice {
+        &self.notice
+    }
+
+    /// Until when delivery is retried: the notice's deadline, if it has one.
+    pub(crate) fn deadline(&self) -> Option<SystemTime> {
+        self.notice.deadline
+    }
+
+    /// The CloudEvents `id`: the same for the same event about the same notice on the same
+    /// host, across daemon restarts, so receivers deduplicate retries and re-announcements.
+    /// It is the first 128 bits of a SHA-256 of the host name, the notice's stable id, the
+    /// type and, for action events, the action and its outcome, in hex.
+    pub fn id(&self, ctx: &Context) -> String {
+        let mut key = format!(
+            "nthd-event-v1\n{}\n{}\n{}",
+            ctx.hostname,
+            self.notice.id,
+            self.ty.name()
+        );
+        if let Some((action, result)) = &self.result {
+            let _ = write!(key, "\n{}\n{}", action.name(), result.name());
+        }
+        let digest = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+        digest.as_ref()[..16]
+            .iter()
+            .fold(String::with_capacity(32), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            })
+    }
+
+    /// The request body and its content type in `format`.
+    pub fn render(&self, ctx: &Context, format: WebhookFormat) -> (&'static str, Vec<u8>) {
+        match format {
+            WebhookFormat::CloudEvents => ("application/cloudevents+json", self.cloudevent(ctx)),
+            WebhookFormat::Slack => ("application/json", self.slack(ctx)),
+        }
+    }
+
+    fn cloudevent(&self, ctx: &Context) -> Vec<u8> {
+        let ce = CloudEvent {
+            specversion: "1.0",
+            id: self.id(ctx),
+            source: source(&ctx.hostname),
+            ty: self.ty.name(),
+            subject: ctx.identity.instance_id.as_deref(),
+            time: format_rfc3339(self.time),
+            datacontenttype: "application/json",
+            data: self.data(ctx),
+        };
+        serde_json::to_vec(&ce).expect("an event always serializes")
+    }
+
+    fn data<'a>(&'a self, ctx: &'a Context) -> Data<'a> {
+        let n = &self.notice;
+        Data {
+            hostname: &ctx.hostname,
+            cloud: ctx.cloud.map(Cloud::name),
+            instance_id: ctx.identity.instance_id.as_deref(),
+            instance_type: ctx.identity.instance_type.as_deref(),
+            zone: ctx.identity.zone.as_deref(),
+            lifecycle: ctx.identity.lifecycle.map(|l| l.name()),
+            notice: NoticeData {
+                kind: n.kind.name(),
+                id: &n.id,
+                event_id: n.event_id.as_deref(),
+                source: n.source.as_str(),
+                status: status_name(n.status),
+                deadline: n.deadline.map(format_rfc3339),
+                detail: &n.detail,
+            },
+            decision: self
+                .decision
+                .as_ref()
+                .map(|(action, at, reason)| DecisionData {
+                    action: action.name(),
+                    at: format_rfc3339(at.unwrap_or(self.time)),
+                    deferred: at.is_some(),
+                    reason,
+                }),
+            result: self.result.as_ref().map(|(action, r)| ResultData {
+                action: action.name(),
+                outcome: r.name(),
+                error: match r {
+                    ActionResult::Failed(e) => Some(e),
+                    _ => None,
+                },
+            }),
+            reason: self.reason.as_deref(),
+        }
+    }
+
+    /// One line: host, instance, kind, deadline, then the decision, result or reason.
+    fn slack_text(&self, ctx: &Context) -> String {
+        let n = &self.notice;
+        let id = &ctx.identity;
+        let mut s = format!("nthd on {}", ctx.hostname);
+        let facts: Vec<&str> = [
+            ctx.cloud.map(Cloud::name),
+            id.instance_id.as_deref(),
+            id.instance_type.as_deref(),
+            id.zone.as_deref(),
+            id.lifecycle.map(|l| l.name()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !facts.is_empty() {
+            let _ = write!(s, " ({})", facts.join(", "));
+        }
+        let _ = write!(s, ": {} notice", n.kind.name());
+        if let Some(d) = n.deadline {
+            let _ = write!(s, ", deadline {}", format_rfc3339(d));
+        }
+        if let Some((action, at, _)) = &self.decision {
+            let _ = match at {
+                Some(t) => write!(s, "; decision: {action} at {}", format_rfc3339(*t)),
+                None => write!(s, "; decision: {action} now"),
+            };
+        }
+        if let Some((action, r)) = &self.result {
+            let _ = match r {
+                ActionResult::Failed(e) => write!(s, "; {action} failed: {e}"),
+                ActionResult::Accepted => write!(s, "; {action} accepted by logind"),
+                ActionResult::DryRun => write!(s, "; {action} not asked (dry run)"),
+            };
+        }
+        if let Some(r) = &self.reason {
+            let _ = write!(s, "; canceled: {r}");
+        }
+        let _ = write!(s, " — {}", n.detail);
+        s
+    }
+
+    fn slack(&self, ctx: &Context) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({ "text": self.slack_text(ctx) }))
+            .expect("a string always serializes")
+    }
+}
+
+/// The CloudEvents `source`: `/nthd/<hostname>`, a URI reference; characters outside the
+/// unreserved set are percent-encoded.
+fn source(hostname: &str) -> String {
+    let mut s = String::from("/nthd/");
+    for b in hostname.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            s.push(b as char);
+        } else {
+            let _ = write!(s, "%{b:02X}");
+        }
+    }
+    s
+}
+
+fn status_name(s: NoticeStatus) -> &'static str {
+    match s {
+        NoticeStatus::Active => "active",
+        NoticeStatus::Canceled => "canceled",
+        NoticeStatus::Completed => "completed",
+    }
+}
+
+#[derive(Serialize)]
+struct CloudEvent<'a> {
+    specversion: &'static str,
+    id: String,
+    source: String,
+    #[serde(rename = "type")]
+    ty: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject: Option<&'a str>,
+    time: String,
+    datacontenttype: &'static str,
+    data: Data<'a>,
+}
+
+#[derive(Serialize)]
+struct Data<'a> {
+    hostname: &'a str,
+    cloud: Option<&'static str>,
+    instance_id: Option<&'a str>,
+    instance_type: Option<&'a str>,
+    zone: Option<&'a str>,
+    lifecycle: Option<&'static str>,
+    notice: NoticeData<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<DecisionData<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<ResultData<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct NoticeData<'a> {
+    kind: &'static str,
+    id: &'a str,
+    event_id: Option<&'a str>,
+    source: &'static str,
+    status: &'static str,
+    deadline: Option<String>,
+    detail: &'a str,
+}
+
+#[derive(Serialize)]
+struct DecisionData<'a> {
+    action: &'static str,
+    at: String,
+    deferred: bool,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct ResultData<'a> {
+    action: &'static str,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a String>,
+}
+
+/// An event with the context it was sent in, as queued.
+pub(crate) type Queued = (Event, Arc<Context>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notice::{Lifecycle, NoticeKind, SourceId};
+    use std::time::Duration;
+
+    fn notice(id: &str) -> Notice {
+        Notice {
+            kind: NoticeKind::SpotTerminate,
+            source: SourceId::new("aws/spot/instance-action"),
+            id: id.into(),
+            event_id: None,
+            deadline: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
+            status: NoticeStatus::Active,
+            detail: "spot terminate".into(),
+            raw: String::new(),
+        }
+    }
+
+    fn ctx(host: &str) -> Context {
+        Context {
+            hostname: host.into(),
+            cloud: Some(Cloud::Aws),
+            identity: Identity {
+                instance_id: Some("i-0abc".into()),
+                lifecycle: Some(Lifecycle::Spot),
+                ..Identity::default()
+            },
+        }
+    }
+
+    #[test]
+    fn ids_are_stable_and_distinct() {
+        let n = notice("aws-spot-1");
+        let c = ctx("node-1");
+        let a = Event::canceled(&n, "gone").id(&c);
+        let b = Event::canceled(&n, "other reason").with_time(SystemTime::UNIX_EPOCH);
+        assert_eq!(a, b.id(&c), "time and reason are not part of the id");
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        let ok = Event::action(&n, PowerAction::PowerOff, ActionResult::Accepted).id(&c);
+        let failed = Event::action(&n, PowerAction::PowerOff, ActionResult::Failed("x".into()));
+        let mut ids = vec![a.clone(), ok, failed.id(&c), b.id(&ctx("node-2"))];
+        ids.push(Event::canceled(&notice("aws-spot-2"), "").id(&c));
+        let n_ids = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n_ids, "{ids:?}");
+    }
+
+    #[test]
+    fn source_is_a_uri_reference() {
+        assert_eq!(source("node-1.example"), "/nthd/node-1.example");
+        assert_eq!(source("a b/c"), "/nthd/a%20b%2Fc");
+    }
+
+    #[test]
+    fn this_host_has_a_name() {
+        let h = hostname();
+        assert!(
+            !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()),
+            "{h:?}"
+        );
+    }
+}
