@@ -12,8 +12,8 @@ POST: the body is parsed by the SDK twice, through both of its HTTP entry points
     attributes, `specversion` == "1.0" and the types of the optional ones (`time` a datetime).
 Then what nthd promises on top of the spec (issue #13): structured mode
 (`application/cloudevents+json`), a known `type`, `source`, `id` and `time` set, `subject` the
-instance id, `data` an object with the keys of DATA_KEYS (REQUIRED_ACTION_KEYS more for
-io.nthd.action; dotted keys are paths into nested objects), `data.instance_id` == subject.
+instance id, `data` an object with the keys of DATA_KEYS and TYPE_KEYS[type] (dotted keys
+are paths into nested objects), `data.instance_id` == subject.
 Every POST appends one JSON line to --log with its arrival time (time.time_ns(), the host's
 clock: the container shares it) and either the event (`"ok": true`, answered 200) or the
 reason it was refused (`"ok": false`, answered 400 with the reason). The scenario fails on any
@@ -47,12 +47,17 @@ except ImportError:  # SDK 2.x keeps the 1.x API under cloudevents.v1
     from cloudevents.v1.http import from_http
 
 EVENT_TYPES = ("io.nthd.notice", "io.nthd.action", "io.nthd.canceled")
-# The keys every event's `data` must have, and those an action event adds; a dotted key is a
-# path into nested objects ("notice.kind"). One place to change when nthd's (documented) data
-# keys change. KIND_KEY: where the notice's kind is (logged as "kind" for the harness).
-DATA_KEYS = ("cloud", "instance_id", "kind", "deadline", "action")
-REQUIRED_ACTION_KEYS = ("result",)
-KIND_KEY = "kind"
+# The keys every event's `data` must have, and those each type adds; a dotted key is a path
+# into nested objects. One place to change when nthd's data keys change (src/webhook/event.rs,
+# the README's "Webhooks"). KIND_KEY: where the notice's kind is (logged as "kind").
+DATA_KEYS = ("hostname", "cloud", "instance_id", "instance_type", "zone", "lifecycle",
+             "notice.kind", "notice.id", "notice.status", "notice.deadline", "notice.detail")
+TYPE_KEYS = {
+    "io.nthd.notice": ("decision.action", "decision.at", "decision.deferred", "decision.reason"),
+    "io.nthd.action": ("result.action", "result.outcome"),
+    "io.nthd.canceled": ("reason",),
+}
+KIND_KEY = "notice.kind"
 _MISSING = object()
 
 
@@ -106,7 +111,7 @@ def validate(headers, body, instance_id):
     data = core.get_data()
     if not isinstance(data, dict):
         raise Invalid(f"data is {type(data).__name__}, not a JSON object")
-    want = DATA_KEYS + (REQUIRED_ACTION_KEYS if etype == "io.nthd.action" else ())
+    want = DATA_KEYS + TYPE_KEYS[etype]
     missing = [k for k in want if lookup(data, k) is _MISSING]
     if missing:
         raise Invalid(f"data lacks {missing} (has {sorted(data)})")

@@ -1152,6 +1152,11 @@ obs_webhook_timings() {
   down="$(journal_first_ms systemd-logind 'System is powering down')" || down="$CT_EXIT_MS"
   prep="$(kubelet_event_ms prepare)"
   hjq -c 'select(.probe | not) | {t_ms, type, kind, id, data}' "$SDIR/receiver.jsonl" | indent >&2
+  [[ "$(hjq -rs 'map(select(.ok and .type == "io.nthd.action" and .kind == "spot-terminate")) | first | .data.result.outcome' "$SDIR/receiver.jsonl")" == accepted ]] \
+    || fail "the action event does not say logind accepted the PowerOff"
+  # At-least-once with a stable id: a repeated id is the same event (same type and kind).
+  [[ -z "$(hjq -rs 'map(select(.ok and (.probe | not))) | group_by(.id)[] | select((map([.type, .kind]) | unique | length) > 1) | .[0].id' "$SDIR/receiver.jsonl")" ]] \
+    || fail "one event id was used for different events"
   (( notice < down )) || fail "the notice event arrived $(fmt_ms $((notice - down))) after logind powered down"
   (( action > poweroff )) || fail "the action event arrived $(fmt_ms $((poweroff - action))) before logind's PowerOff"
   (( action < CT_EXIT_MS )) || fail "the action event is after the halt?!"
