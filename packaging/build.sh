@@ -103,6 +103,11 @@ fi
 command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v readelf >/dev/null || missing+=(binutils)
+# C compilers for ring (rustls's crypto, HTTPS webhooks): .cargo/config.toml names them.
+command -v musl-gcc >/dev/null || missing+=(musl-tools)
+if [[ " ${arches[*]} " == *" aarch64 "* ]]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "please install: ${missing[*]}"
     apt-get update -qq

@@ -192,6 +192,47 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     }
     out.push(user_nthd(root));
     out.push(nthd_service(&mut c).await);
+    out.extend(webhooks(opts).await);
+    out
+}
+
+/// Each `--webhook`, probed with the CloudEvents abuse-protection handshake (an OPTIONS request
+/// with `WebHook-Request-Origin`). Any HTTP answer means reachable. An unreachable webhook is a
+/// warning (nthd still powers off without it); a headers file the daemon would refuse is a
+/// failure, since the daemon does not start with it.
+async fn webhooks(opts: &Options) -> Vec<Check> {
+    const NAME: &str = "webhook";
+    let w = opts.webhook_options();
+    if w.urls.is_empty() {
+        return vec![];
+    }
+    let mut out = vec![];
+    if let Some(p) = &w.headers_file {
+        if let Err(e) = crate::webhook::SecretHeaders::load(p, 0) {
+            out.push(check(
+                "webhook headers file",
+                true,
+                Status::Fail,
+                e.to_string(),
+                Some(format!("chown root:nthd {0}; chmod 0640 {0}", p.display())),
+            ));
+            return out;
+        }
+    }
+    for r in crate::webhook::probe(&w).await {
+        out.push(match &r.outcome {
+            crate::webhook::ProbeOutcome::Reachable { .. } => {
+                check(NAME, false, Status::Pass, r.to_string(), None)
+            }
+            crate::webhook::ProbeOutcome::Unreachable { cause, hint } => check(
+                NAME,
+                false,
+                Status::Warn,
+                format!("{}: {cause}", r.url),
+                Some(hint.clone()),
+            ),
+        });
+    }
     out
 }
 

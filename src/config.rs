@@ -379,6 +379,31 @@ pub struct Options {
     #[arg(long, env = "NTHD_METRICS_LISTEN", global = true, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
+    /// POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a
+    /// comma-separated list). http or https; no credentials in the URL: put them in
+    /// --webhook-headers-file. Delivery never delays the power-off.
+    #[arg(long = "webhook", env = "NTHD_WEBHOOK", value_delimiter = ',', value_parser = crate::webhook::parse_url, global = true, value_name = "URL")]
+    pub webhooks: Vec<crate::webhook::WebhookUrl>,
+
+    /// The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`.
+    #[arg(
+        long,
+        env = "NTHD_WEBHOOK_FORMAT",
+        default_value = "cloudevents",
+        global = true
+    )]
+    pub webhook_format: crate::webhook::WebhookFormat,
+
+    /// `Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by
+    /// root and not readable by others: chown root:nthd F; chmod 0640 F.
+    #[arg(
+        long,
+        env = "NTHD_WEBHOOK_HEADERS_FILE",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub webhook_headers_file: Option<PathBuf>,
+
     /// The daemon's status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json
     /// under systemd, else /run/nthd/status.json].
     #[arg(long, env = "NTHD_STATUS_FILE", global = true, value_name = "PATH")]
@@ -554,6 +579,16 @@ impl Options {
         crate::metrics::MetricsOptions {
             textfile: self.metrics_textfile.clone(),
             listen: self.metrics_listen,
+        }
+    }
+
+    /// The webhook settings (`--webhook`, `--webhook-format`, `--webhook-headers-file`).
+    pub fn webhook_options(&self) -> crate::webhook::WebhookOptions {
+        crate::webhook::WebhookOptions {
+            urls: self.webhooks.clone(),
+            format: self.webhook_format,
+            headers_file: self.webhook_headers_file.clone(),
+            ..Default::default()
         }
     }
 

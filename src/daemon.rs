@@ -21,6 +21,7 @@ use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, W
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::timefmt;
+use crate::webhook::{Context, Event, Webhooks};
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
@@ -218,6 +219,10 @@ struct Daemon {
     last_status: String,
     /// The status file (`nthd status`, the NPD plugin).
     status: crate::status::Tracker,
+    /// Webhook delivery (a no-op without `--webhook`); never waited on before an action.
+    webhooks: Webhooks,
+    /// What every webhook event says about this machine.
+    context: Context,
     watchdog: Watchdog,
     /// Whether READY=1 was sent.
     ready: bool,
@@ -362,7 +367,13 @@ impl Daemon {
                     notice,
                     decision,
                     already_done,
-                } => log_announce(&notice, &decision, already_done),
+                } => {
+                    log_announce(&notice, &decision, already_done);
+                    // Re-announced after a restart: the same event id, receivers deduplicate.
+                    if decision.action != Action::Ignore {
+                        self.webhooks.send(Event::notice(&notice, &decision));
+                    }
+                }
                 Effect::Drifted { notice, from } => tracing::debug!(
                     nthd_notice_id = notice.id.as_str(),
                     "notice {} ({}): deadline moved from {} to {}",
@@ -394,11 +405,14 @@ impl Daemon {
                     timefmt::format_rfc3339(at),
                     timefmt::relative(at, SystemTime::now())
                 ),
-                Effect::Canceled { notice, reason } => tracing::warn!(
-                    nthd_notice_id = notice.id.as_str(),
-                    "pending action for {} canceled: {reason}",
-                    notice.id
-                ),
+                Effect::Canceled { notice, reason } => {
+                    tracing::warn!(
+                        nthd_notice_id = notice.id.as_str(),
+                        "pending action for {} canceled: {reason}",
+                        notice.id
+                    );
+                    self.webhooks.send(Event::canceled(&notice, &reason));
+                }
                 Effect::Execute { notice, action } => self.execute(&notice, action).await,
             }
         }
@@ -468,6 +482,9 @@ impl Daemon {
             })
             .await;
         self.status.action(notice, action, outcome.for_status());
+        if let Some(r) = outcome.for_webhook() {
+            self.webhooks.send(Event::action(notice, action, r));
+        }
         match &outcome {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
             _ => {
@@ -603,7 +620,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
 
 impl Daemon {
     /// The daemon's parts, from the settings and the record of earlier actions.
-    fn new(opts: &Options) -> Daemon {
+    fn new(opts: &Options, webhooks: Webhooks) -> Daemon {
         let policy = opts.policy();
         let st = executor::load_state(&opts.state_dir(), SystemTime::now());
         let mut planner = Planner::new(policy.clone());
@@ -635,6 +652,8 @@ impl Daemon {
             watchdog: Watchdog::new(opts),
             last_status: String::new(),
             status,
+            webhooks,
+            context: Context::for_this_host(),
             ready: false,
             opts: opts.clone(),
         }
@@ -658,6 +677,8 @@ impl Daemon {
                 tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
                 self.metrics.set_provider(det.cloud);
                 self.status.set_cloud(det.cloud, &det.how, &describe);
+                self.context.cloud = Some(det.cloud);
+                self.webhooks.set_context(self.context.clone());
                 self.cloud = Some(det.cloud);
                 self.describe = describe;
             }
@@ -684,6 +705,8 @@ impl Daemon {
         }
         self.metrics.set_identity(&id);
         self.status.set_identity(&id);
+        self.context.identity = id;
+        self.webhooks.set_context(self.context.clone());
         self.update_status(false);
     }
 
@@ -751,6 +774,29 @@ impl Daemon {
     }
 }
 
+/// How long a stopping daemon waits for webhook deliveries still under way.
+const WEBHOOK_DRAIN: Duration = Duration::from_secs(3);
+
+/// Starts webhook delivery; an unusable headers file is a bad setting (nthd stops with exit 2).
+fn start_webhooks(opts: &Options) -> anyhow::Result<Webhooks> {
+    let w = opts.webhook_options();
+    let hooks =
+        Webhooks::start(&w, Context::for_this_host()).map_err(|e| crate::config::BadSetting {
+            setting: "NTHD_WEBHOOK_HEADERS_FILE".into(),
+            value: w
+                .headers_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            reason: e.to_string(),
+        })?;
+    if !w.urls.is_empty() {
+        let list: Vec<String> = w.urls.iter().map(|u| u.to_string()).collect();
+        tracing::info!("webhooks: {} ({:?})", list.join(", "), w.format);
+    }
+    Ok(hooks)
+}
+
 /// Sleeps until `wake`, or forever.
 async fn sleep_until(wake: Option<tokio::time::Instant>) {
     match wake {
@@ -768,7 +814,8 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // then silently stop watching. It is handled and ignored instead.
     let mut sighup = signal(SignalKind::hangup())?;
 
-    let mut d = Daemon::new(&opts);
+    let webhooks = start_webhooks(&opts)?;
+    let mut d = Daemon::new(&opts, webhooks);
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
@@ -806,5 +853,8 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     d.metrics.flush_now();
     acknowledge_on_stop(&mut d, &ack_tx).await;
     task.abort();
+    // The action event is sent right before the machine goes down: give it a moment, within
+    // the unit's TimeoutStopSec=15s (the Azure acknowledgement above takes at most 5 s).
+    d.webhooks.drain(WEBHOOK_DRAIN).await;
     Ok(())
 }

@@ -66,6 +66,18 @@ impl Outcome {
         crate::status::ActionResult { result, error }
     }
 
+    /// The result a webhook's action event carries; `None` when logind was already shutting
+    /// down (nthd did not act, the earlier action's event was sent).
+    pub(crate) fn for_webhook(&self) -> Option<crate::webhook::ActionResult> {
+        use crate::webhook::ActionResult;
+        match self {
+            Outcome::Accepted => Some(ActionResult::Accepted),
+            Outcome::AlreadyShuttingDown => None,
+            Outcome::DryRun => Some(ActionResult::DryRun),
+            Outcome::Failed(e) => Some(ActionResult::Failed(e.clone())),
+        }
+    }
+
     /// The `result` label of `nthd_actions_total`.
     fn label(&self) -> &'static str {
         match self {

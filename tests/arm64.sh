@@ -40,6 +40,7 @@ t0=$SECONDS
 need=()
 command -v qemu-aarch64-static >/dev/null 2>&1 || need+=(qemu-user-static)
 command -v dbus-daemon >/dev/null 2>&1 || need+=(dbus)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
 if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     [ "$(id -u)" = 0 ] || die "needs root to install ${need[*]} (apt-get install ${need[*]})"

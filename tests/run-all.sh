@@ -50,7 +50,8 @@ need=()
 for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
             ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
             dpkg-parsechangelog:dpkg-dev readelf:binutils mksquashfs:squashfs-tools \
-            qemu-aarch64-static:qemu-user-static packer:packer; do
+            qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools \
+            aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

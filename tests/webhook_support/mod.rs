@@ -18,6 +18,8 @@ pub struct Received {
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the whole request had arrived.
+    pub at: std::time::SystemTime,
 }
 
 impl Received {
@@ -188,5 +190,6 @@ async fn read_request(s: &mut Box<dyn Stream>) -> Option<Received> {
         path,
         headers,
         body,
+        at: std::time::SystemTime::now(),
     })
 }

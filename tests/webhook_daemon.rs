@@ -1,0 +1,156 @@
+//! Webhooks from the real daemon: a spot interruption sends a notice event, the PowerOff call,
+//! then an action event, and an unreachable or hanging webhook never delays the PowerOff.
+
+mod common;
+mod webhook_support;
+
+use std::time::{Duration, SystemTime};
+
+use common::Nthd;
+use nthd::provider::aws;
+use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::logind::{FakeLogind, PrivateBus};
+use webhook_support::{Receiver, Script};
+
+const SPOT: &str = r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#;
+
+async fn setup() -> (PrivateBus, FakeLogind, MockImds, tempfile::TempDir) {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    imds.set_identity("aws");
+    (bus, logind, imds, tempfile::tempdir().unwrap())
+}
+
+async fn wait_poweroff(l: &FakeLogind, n: &Nthd) {
+    for _ in 0..200 {
+        if l.power_off_count() > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no PowerOff:\n{}", n.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spot_interruption_sends_notice_then_action_around_the_poweroff() {
+    let (bus, logind, imds, state) = setup().await;
+    let r = Receiver::start(Script::Statuses(vec![200])).await;
+    let url = r.url("/events?token=secret-in-query");
+    let n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[("NTHD_WEBHOOK", &url)],
+    );
+    assert!(
+        n.wait_log("instance: i-0123456789abcdef0", Duration::from_secs(10))
+            .await,
+        "{}",
+        n.log()
+    );
+    imds.set(aws::SPOT_PATH, Response::json(200, SPOT));
+    wait_poweroff(&logind, &n).await;
+    assert!(r.wait_for(2, Duration::from_secs(10)).await, "{}", n.log());
+    let poweroff_at = logind.calls_of("PowerOff")[0].at;
+    let events = r.all();
+    let types: Vec<String> = events
+        .iter()
+        .map(|e| e.json()["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(types, ["io.nthd.notice", "io.nthd.action"], "{events:?}");
+    let (notice, action) = (&events[0], &events[1]);
+    for e in [notice, action] {
+        assert_eq!(e.method, "POST");
+        assert_eq!(
+            e.header("content-type"),
+            Some("application/cloudevents+json")
+        );
+        let v = e.json();
+        assert_eq!(v["specversion"], "1.0");
+        assert_eq!(v["subject"], "i-0123456789abcdef0");
+        assert_eq!(v["data"]["instance_type"], "m5.large");
+        assert_eq!(v["data"]["zone"], "us-east-1a");
+        assert_eq!(v["data"]["notice"]["kind"], "spot-terminate");
+        assert!(v["data"]["notice"]["deadline"].is_string());
+    }
+    assert_eq!(notice.json()["data"]["decision"]["action"], "poweroff");
+    assert_eq!(action.json()["data"]["result"]["action"], "poweroff");
+    assert_eq!(action.json()["data"]["result"]["outcome"], "accepted");
+    // The action event reports the logind call: it arrives after it.
+    assert!(
+        action.at >= poweroff_at,
+        "action event before the PowerOff call"
+    );
+    let ms = |a: SystemTime, b: SystemTime| match a.duration_since(b) {
+        Ok(d) => d.as_millis() as i128,
+        Err(e) => -(e.duration().as_millis() as i128),
+    };
+    eprintln!(
+        "notice event {} ms, action event {} ms, relative to the PowerOff call",
+        ms(notice.at, poweroff_at),
+        ms(action.at, poweroff_at)
+    );
+    // The URL's path and query (which can hold a secret) never reach the log.
+    assert!(!n.log().contains("secret-in-query"), "{}", n.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_or_dead_webhook_does_not_delay_the_poweroff() {
+    let (bus, logind, imds, state) = setup().await;
+    let hang = Receiver::start(Script::Hang).await;
+    let dead = format!("http://127.0.0.1:{}/", common::free_port());
+    let urls = format!("{},{dead}", hang.url("/"));
+    let n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[("NTHD_WEBHOOK", &urls)],
+    );
+    assert!(
+        n.wait_log("cloud: aws", Duration::from_secs(10)).await,
+        "{}",
+        n.log()
+    );
+    imds.set(aws::SPOT_PATH, Response::json(200, SPOT));
+    let set = SystemTime::now();
+    wait_poweroff(&logind, &n).await;
+    let took = logind.calls_of("PowerOff")[0]
+        .at
+        .duration_since(set)
+        .unwrap();
+    // Polling is every 200 ms; the hanging receiver holds each attempt for 10 s.
+    assert!(
+        took < Duration::from_secs(3),
+        "PowerOff {took:?} after the notice"
+    );
+    assert!(hang.wait_for(1, Duration::from_secs(5)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_readable_headers_file_stops_nthd_as_a_bad_setting() {
+    let (bus, _logind, imds, state) = setup().await;
+    let f = state.path().join("headers");
+    std::fs::write(&f, "Authorization: Bearer s3cr3t\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state.path(),
+        &[
+            ("NTHD_WEBHOOK", "http://127.0.0.1:9/"),
+            ("NTHD_WEBHOOK_HEADERS_FILE", f.to_str().unwrap()),
+        ],
+    );
+    let status = loop {
+        if let Some(s) = n.child.try_wait().unwrap() {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(2), "{}", n.log());
+    assert!(n.log().contains("chmod 0640"), "{}", n.log());
+    assert!(!n.log().contains("s3cr3t"), "{}", n.log());
+    let _ = n.running();
+}
