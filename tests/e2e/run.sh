@@ -1014,10 +1014,12 @@ _node_exporter_metric() { ct_exec curl -sf -m 2 "http://$NODE_EXPORTER/metrics" 
 _receiver_has() { hjq -e --arg t "$1" --arg k "$2" 'select(.ok and .type == $t and .kind == $k)' \
                     "$SDIR/receiver.jsonl" >/dev/null 2>&1; }
 _receiver_probed() { hjq -e 'select(.probe and .ok)' "$SDIR/receiver.jsonl" >/dev/null 2>&1; }
-# realtime (ms) of the first journal entry of UNIT whose MESSAGE matches REGEX
+# Realtime (ms) of the first journal entry of UNIT whose MESSAGE matches REGEX: when the process
+# logged it (_SOURCE_REALTIME_TIMESTAMP), else when journald received it.
 journal_first_ms() {
   local us
-  us="$(journalctl -D "$SDIR/journal" -q --no-pager -o json -u "$1" -g "$2" 2>/dev/null | head -n1 | hjq -r .__REALTIME_TIMESTAMP)"
+  us="$(journalctl -D "$SDIR/journal" -q --no-pager -o json -u "$1" -g "$2" 2>/dev/null | head -n1 |
+        hjq -r '._SOURCE_REALTIME_TIMESTAMP // .__REALTIME_TIMESTAMP')"
   [[ "$us" =~ ^[0-9]+$ ]] && echo $((us / 1000))
 }
 
@@ -1121,6 +1123,14 @@ obs_check_in_sandbox() {
   hjq -e '[.checks[] | select((.name | test("webhook"; "i")) and .status == "pass")] | length >= 1' "$SDIR/check-sandbox.json" >/dev/null \
     || fail "nthd check does not report the webhook reachable: $(hjq -c '[.checks[] | select(.name | test("webhook"; "i"))]' "$SDIR/check-sandbox.json")"
   wait_until 2 _receiver_probed || fail "the receiver logged no OPTIONS validation request from nthd check"
+  # The README's own command for the same ("Run it inside the unit's sandbox"), run as it stands.
+  local cmd out
+  cmd="$(awk '/Run it inside the unit.s sandbox/ { f = 1 } f && /^```sh/ { g = 1; next } g && /^```/ { exit } g' "$REPO/README.md")"
+  [[ "$cmd" == *"nthd check"* ]] || fail "README.md has no sandboxed nthd check command after \"Run it inside the unit's sandbox\""
+  out="$(ct_exec bash -c "$cmd" 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$cmd" "--- rc $rc" "$out" >"$SDIR/check-readme-sandbox.txt"
+  ((rc == 0)) || fail "the README's sandboxed nthd check exited $rc: $(tail -n 3 <<<"$out")"
+  grep -q "webhook.*$RECEIVER.*reachable" <<<"$out" || fail "the README's sandboxed nthd check does not report the webhook reachable: $out"
 }
 
 # A status file older than the staleness window (180 s) is unknown (2), whatever it lists.
