@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= status-file= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= webhook= webhook-format= webhook-headers-file= status-file= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -48,6 +48,10 @@ complete -c nthd -n "__fish_nthd_needs_command" -l fallback-drain-budget -d 'Dra
 complete -c nthd -n "__fish_nthd_needs_command" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_needs_command" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
@@ -105,6 +109,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand run" -l fallback-drain-budget 
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
@@ -154,6 +162,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand once" -l fallback-drain-budget
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
@@ -205,6 +217,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand check" -l fallback-drain-budge
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
@@ -256,6 +272,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l fallback-drain-bu
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
@@ -306,6 +326,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand status" -l fallback-drain-budg
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
@@ -358,6 +382,10 @@ complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l fallback-d
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l retry-delay -d 'Wait between retries of a failed power action' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l metrics-textfile -d 'Write Prometheus metrics to this file (atomically) for node_exporter\'s textfile collector' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l metrics-listen -d 'Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit\'s IPAddressAllow= must be widened by a drop-in, see the README)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l webhook -d 'POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a comma-separated list). http or https; no credentials in the URL: put them in --webhook-headers-file. Delivery never delays the power-off' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l webhook-format -d 'The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`' -r -f -a "cloudevents\t'CloudEvents 1.0, structured mode (`Content-Type: application/cloudevents+json`)'
+slack\t'`{"text": "…"}`, one readable line, as Slack and Microsoft Teams incoming webhooks take'"
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l webhook-headers-file -d '`Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by root and not readable by others: chown root:nthd F; chmod 0640 F' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l status-file -d 'The daemon\'s status file, read by `nthd status` [default: $RUNTIME_DIRECTORY/status.json under systemd, else /run/nthd/status.json]' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-terminate -d 'AWS spot instance-action `terminate` (about 2 minutes ahead) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l action-spot-stop -d 'AWS spot instance-action `stop` [default: poweroff]' -r
