@@ -94,7 +94,7 @@ pub enum Command {
     /// user. Exits 0 when the file is fresh, 1 when it is missing, unreadable or stale. With
     /// --npd it is a node-problem-detector custom plugin: exit 0 no interruption pending, 1 a
     /// notice nthd will act on is listed or an action is under way, 2 unknown; one line of at
-    /// most 80 characters.
+    /// most 80 bytes.
     Status {
         /// Print the status file's JSON instead of the screen.
         #[arg(long, conflicts_with = "npd")]

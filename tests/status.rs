@@ -67,8 +67,8 @@ fn run_like_npd(status_file: &Path) -> Npd {
         .read_to_string(&mut out)
         .unwrap();
     assert!(
-        out.trim_end().chars().count() <= 80 && out.lines().count() == 1,
-        "one line of at most 80 characters: {out:?}"
+        out.trim_end().len() <= 80 && out.lines().count() == 1,
+        "one line of at most 80 bytes: {out:?}"
     );
     let msg: String = out.trim_end().chars().take(max).collect();
     match code {

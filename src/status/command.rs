@@ -11,7 +11,7 @@ use crate::timefmt::{format_duration, parse_rfc3339, relative};
 /// The largest status file `nthd status` reads; the daemon's is a few KiB.
 const MAX_FILE: u64 = 1 << 20;
 
-/// node-problem-detector's default `max_output_length`: the plugin line never exceeds it.
+/// node-problem-detector's default `max_output_length` (bytes): the plugin line never exceeds it.
 pub(crate) const NPD_MAX_LINE: usize = 80;
 
 /// Why the file could not be used.
@@ -149,7 +149,7 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
     }
 }
 
-/// An RFC 3339 time without the date when it is today, to fit NPD's 80 characters.
+/// An RFC 3339 time without the date when it is today, to fit NPD's 80 bytes.
 fn short(t: Option<&str>) -> String {
     let Some(t) = t else {
         return "none".to_string();
@@ -161,13 +161,17 @@ fn short(t: Option<&str>) -> String {
     }
 }
 
+/// At most [`NPD_MAX_LINE`] bytes: NPD cuts the output at bytes, so a multi-byte character
+/// must not straddle the cut. A longer line ends in `...`.
 fn cap(s: &str) -> String {
-    if s.chars().count() <= NPD_MAX_LINE {
+    if s.len() <= NPD_MAX_LINE {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(NPD_MAX_LINE - 1).collect();
-    out.push('…');
-    out
+    let mut end = NPD_MAX_LINE - 3;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
 }
 
 /// `nthd status`: 0 when the file is fresh; 1 when it is missing, unreadable or stale (the

@@ -226,15 +226,28 @@ fn the_npd_line_fits_80_characters() {
     let many = vec![v.clone(), v.clone(), v];
     let (code, line) = npd_verdict(&Ok(status_with(many)), now);
     assert_eq!(code, 1);
-    assert!(
-        line.chars().count() <= NPD_MAX_LINE,
-        "{} chars: {line}",
-        line.len()
-    );
+    assert!(line.len() <= NPD_MAX_LINE, "{} bytes: {line}", line.len());
     assert!(
         line.starts_with("gcp-terminate-maintenance: poweroff at "),
         "{line}"
     );
+}
+
+#[test]
+fn a_long_multibyte_line_is_cut_at_80_bytes_on_a_character_boundary() {
+    let now = SystemTime::now();
+    // An invalid file's message names its path: make that long and multi-byte.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("é".repeat(60));
+    std::fs::write(&p, "not json").unwrap();
+    let (code, line) = npd_verdict(&read(&p), now);
+    assert_eq!(code, 2);
+    assert!(line.len() <= NPD_MAX_LINE, "{} bytes: {line}", line.len());
+    assert!(line.ends_with("..."), "{line}");
+    // A written_at that does not parse reads as stale, never as fresh.
+    let mut s = status_with(vec![]);
+    s.written_at = "garbage".into();
+    assert_eq!(npd_verdict(&Ok(s), now).0, 2);
 }
 
 #[test]
