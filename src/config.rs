@@ -607,10 +607,8 @@ impl Options {
         if let Some(p) = &self.status_file {
             return Some(p.clone());
         }
-        if let Ok(s) = std::env::var("RUNTIME_DIRECTORY") {
-            if let Some(first) = s.split(':').find(|p| !p.is_empty()) {
-                return Some(PathBuf::from(first).join("status.json"));
-            }
+        if let Some(dir) = systemd_directory("RUNTIME_DIRECTORY") {
+            return Some(dir.join("status.json"));
         }
         let p = PathBuf::from(crate::status::DEFAULT_PATH);
         p.parent().is_some_and(|d| d.is_dir()).then_some(p)
@@ -622,14 +620,15 @@ impl Options {
         if let Some(d) = &self.state_dir {
             return d.clone();
         }
-        // systemd sets STATE_DIRECTORY (colon-separated) for StateDirectory=.
-        if let Ok(s) = std::env::var("STATE_DIRECTORY") {
-            if let Some(first) = s.split(':').find(|p| !p.is_empty()) {
-                return PathBuf::from(first);
-            }
-        }
-        PathBuf::from("/var/lib/nthd")
+        systemd_directory("STATE_DIRECTORY").unwrap_or_else(|| PathBuf::from("/var/lib/nthd"))
     }
+}
+
+/// The first entry of a directory list systemd passes for `StateDirectory=` and the like
+/// (`$STATE_DIRECTORY`, `$RUNTIME_DIRECTORY`: colon-separated), if set.
+fn systemd_directory(var: &str) -> Option<PathBuf> {
+    let s = std::env::var(var).ok()?;
+    s.split(':').find(|p| !p.is_empty()).map(PathBuf::from)
 }
 
 #[cfg(test)]
