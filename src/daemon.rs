@@ -481,7 +481,7 @@ impl Daemon {
                 watchdog.ping();
             })
             .await;
-        self.status.action(notice, action, outcome.for_status());
+        self.status.action(notice, action, &outcome);
         if let Some(r) = outcome.for_webhook() {
             self.webhooks.send(Event::action(notice, action, r));
         }

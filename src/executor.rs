@@ -55,17 +55,6 @@ impl Outcome {
         !matches!(self, Outcome::Failed(_))
     }
 
-    /// The result as the status file shows it.
-    pub(crate) fn for_status(&self) -> crate::status::ActionResult<'_> {
-        let (result, error) = match self {
-            Outcome::Accepted => ("accepted", None),
-            Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
-            Outcome::DryRun => ("dry_run", None),
-            Outcome::Failed(e) => ("failed", Some(e.as_str())),
-        };
-        crate::status::ActionResult { result, error }
-    }
-
     /// The result a webhook's action event carries; `None` when logind was already shutting
     /// down (nthd did not act, the earlier action's event was sent).
     pub(crate) fn for_webhook(&self) -> Option<crate::webhook::ActionResult> {

@@ -199,14 +199,6 @@ impl Status {
     }
 }
 
-/// The result of one power action, for the status file.
-pub(crate) struct ActionResult<'a> {
-    /// `accepted`, `already_shutting_down`, `dry_run` or `failed`.
-    pub(crate) result: &'static str,
-    /// The error, for `failed`.
-    pub(crate) error: Option<&'a str>,
-}
-
 /// What the daemon tells the tracker each time it writes: the planner and the loop's state.
 pub(crate) struct Facts<'a> {
     pub(crate) planner: &'a Planner,
@@ -315,16 +307,23 @@ impl Tracker {
         &mut self,
         n: &Notice,
         action: crate::policy::PowerAction,
-        r: ActionResult<'_>,
+        outcome: &crate::executor::Outcome,
     ) {
+        use crate::executor::Outcome;
+        let (result, error) = match outcome {
+            Outcome::Accepted => ("accepted", None),
+            Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
+            Outcome::DryRun => ("dry_run", None),
+            Outcome::Failed(e) => ("failed", Some(e.clone())),
+        };
         let a = &mut self.base.actions;
         a.push(ActionView {
             notice_id: n.id.clone(),
             kind: Some(n.kind.name().to_string()),
             action: action.name().to_string(),
             at: format_rfc3339(SystemTime::now()),
-            result: r.result.to_string(),
-            error: r.error.map(str::to_string),
+            result: result.to_string(),
+            error,
         });
         if a.len() > MAX_ACTIONS {
             a.drain(..a.len() - MAX_ACTIONS);
