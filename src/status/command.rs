@@ -120,7 +120,7 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
         let line = format!(
             "{kind}: {} under way, deadline {}",
             sd.action,
-            short(deadline)
+            short(deadline, now)
         );
         return (1, cap(&line));
     }
@@ -131,7 +131,7 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
             let when = if n.when == "now" {
                 "now".to_string()
             } else {
-                format!("at {}", short(Some(&n.when)))
+                format!("at {}", short(Some(&n.when), now))
             };
             let more = match acting.len() {
                 1 => String::new(),
@@ -141,7 +141,7 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
                 "{}: {} {when}, deadline {}{more}",
                 n.kind,
                 n.action,
-                short(n.deadline.as_deref())
+                short(n.deadline.as_deref(), now)
             );
             (1, cap(&line))
         }
@@ -150,11 +150,11 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
 }
 
 /// An RFC 3339 time without the date when it is today, to fit NPD's 80 bytes.
-fn short(t: Option<&str>) -> String {
+fn short(t: Option<&str>, now: SystemTime) -> String {
     let Some(t) = t else {
         return "none".to_string();
     };
-    let today = crate::timefmt::format_rfc3339(SystemTime::now());
+    let today = crate::timefmt::format_rfc3339(now);
     match (t.get(..10), today.get(..10)) {
         (Some(d), Some(now)) if d == now && t.len() > 11 => t[11..].to_string(),
         _ => t.to_string(),
