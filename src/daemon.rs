@@ -699,7 +699,7 @@ impl Daemon {
 
     /// The metadata service described the machine.
     fn on_identity(&mut self, id: Identity) {
-        match crate::status::describe_identity(&id) {
+        match crate::status::InstanceView::from(&id).describe() {
             Some(d) => tracing::info!("instance: {d}"),
             None => tracing::debug!("the metadata service does not describe this instance"),
         }

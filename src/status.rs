@@ -93,6 +93,29 @@ pub struct InstanceView {
     pub lifecycle: Option<String>,
 }
 
+impl From<&Identity> for InstanceView {
+    fn from(id: &Identity) -> InstanceView {
+        InstanceView {
+            id: id.instance_id.clone(),
+            instance_type: id.instance_type.clone(),
+            zone: id.zone.clone(),
+            lifecycle: id.lifecycle.map(|l| l.name().to_string()),
+        }
+    }
+}
+
+impl InstanceView {
+    /// The instance in one line (`i-0abc, m5.large, us-east-1a, spot`), or `None` when nothing
+    /// is known.
+    pub fn describe(&self) -> Option<String> {
+        let parts: Vec<&str> = [&self.id, &self.instance_type, &self.zone, &self.lifecycle]
+            .into_iter()
+            .filter_map(|v| v.as_deref())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
 /// One metadata source.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct SourceView {
@@ -271,12 +294,7 @@ impl Tracker {
 
     /// The metadata service described the machine.
     pub(crate) fn set_identity(&mut self, id: &Identity) {
-        self.base.instance = InstanceView {
-            id: id.instance_id.clone(),
-            instance_type: id.instance_type.clone(),
-            zone: id.zone.clone(),
-            lifecycle: id.lifecycle.map(|l| l.name().to_string()),
-        };
+        self.base.instance = InstanceView::from(id);
         self.dirty = true;
     }
 
@@ -488,17 +506,6 @@ fn record_view(r: &crate::state::Record) -> ActionView {
         .to_string(),
         error: None,
     }
-}
-
-/// The identity in one line (`i-0abc, m5.large, us-east-1a, spot`), or `None` when nothing is
-/// known.
-pub(crate) fn describe_identity(id: &Identity) -> Option<String> {
-    let parts: Vec<&str> = [&id.instance_id, &id.instance_type, &id.zone]
-        .into_iter()
-        .filter_map(|v| v.as_deref())
-        .chain(id.lifecycle.map(|l| l.name()))
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// Whether a notice calls for a power action nthd has not yet taken.

@@ -251,16 +251,10 @@ fn render_head(o: &mut String, s: &Status) {
         _ => "not detected yet".to_string(),
     };
     let _ = writeln!(o, "cloud:      {cloud}");
-    let i = &s.instance;
-    let parts: Vec<&str> = [&i.id, &i.instance_type, &i.zone, &i.lifecycle]
-        .into_iter()
-        .filter_map(|v| v.as_deref())
-        .collect();
-    let instance = if parts.is_empty() {
-        "unknown".to_string()
-    } else {
-        parts.join(", ")
-    };
+    let instance = s
+        .instance
+        .describe()
+        .unwrap_or_else(|| "unknown".to_string());
     let _ = writeln!(o, "instance:   {instance}");
     if let Some(w) = &s.watching {
         let _ = writeln!(o, "watching:   {w}");
