@@ -129,10 +129,27 @@ pub(crate) fn logind_conf_settings(root: &Path, key: &str) -> Vec<ConfSetting> {
     out
 }
 
-fn passwd_has(root: &Path, name: &str) -> bool {
-    std::fs::read_to_string(root.join("etc/passwd"))
-        .map(|p| p.lines().any(|l| l.split(':').next() == Some(name)))
-        .unwrap_or(false)
+/// The uid of `name` in `root`'s /etc/passwd (`Some(None)`: listed, uid unreadable).
+fn passwd_uid(root: &Path, name: &str) -> Option<Option<u32>> {
+    let passwd = std::fs::read_to_string(root.join("etc/passwd")).ok()?;
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&name))
+        .map(|f| f.get(2).and_then(|u| u.parse().ok()))
+}
+
+/// `SYS_UID_MAX` from `root`'s /etc/login.defs, else 999 (shadow's default).
+fn sys_uid_max(root: &Path) -> u32 {
+    std::fs::read_to_string(root.join("etc/login.defs"))
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some("SYS_UID_MAX")).then(|| w.next()?.parse().ok())?
+            })
+        })
+        .unwrap_or(999)
 }
 
 const POLKIT_FIX: &str = "install the polkit rule: /usr/share/polkit-1/rules.d/50-nthd.rules \
@@ -197,28 +214,33 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
 }
 
 /// Each `--webhook`, probed with the CloudEvents abuse-protection handshake (an OPTIONS request
-/// with `WebHook-Request-Origin`). Any HTTP answer means reachable. An unreachable webhook is a
-/// warning (nthd still powers off without it); a headers file the daemon would refuse is a
-/// failure, since the daemon does not start with it.
+/// with `WebHook-Request-Origin`). Any HTTP answer means reachable. An unreachable receiver is a
+/// warning (it may be down for a while; nthd still powers off without it); every setup error
+/// (a URL, the URL file, the format, the headers file, the CA roots) is a failure: the daemon
+/// would run with webhooks disabled.
 async fn webhooks(opts: &Options) -> Vec<Check> {
     const NAME: &str = "webhook";
-    let w = opts.webhook_options();
-    if w.urls.is_empty() {
+    if !opts.webhooks_wanted() {
         return vec![];
     }
-    let mut out = vec![];
-    if let Some(p) = &w.headers_file {
-        if let Err(e) = crate::webhook::SecretHeaders::load(p, 0) {
-            out.push(check(
-                "webhook headers file",
-                true,
-                Status::Fail,
-                e.to_string(),
-                Some(format!("chown root:nthd {0}; chmod 0640 {0}", p.display())),
-            ));
-            return out;
+    let setup = opts
+        .webhook_options()
+        .and_then(|w| crate::webhook::setup_check(&w).map(|()| w));
+    let w = match setup {
+        Ok(w) => w,
+        Err(e) => {
+            let fix = match &e {
+                crate::webhook::WebhookError::HeadersPermissions { path, .. } => Some(format!(
+                    "chown root:nthd {0}; chmod 0640 {0}",
+                    path.display()
+                )),
+                _ => None,
+            };
+            let msg = format!("{e}; the daemon runs with webhooks disabled until this is fixed");
+            return vec![check("webhook setup", true, Status::Fail, msg, fix)];
         }
-    }
+    };
+    let mut out = vec![];
     for r in crate::webhook::probe(&w).await {
         out.push(match &r.outcome {
             crate::webhook::ProbeOutcome::Reachable { .. } => {
@@ -556,12 +578,32 @@ async fn power_key(c: &mut Ctx<'_>) -> Check {
     check(NAME, false, Status::Warn, value, Some(fix.into()))
 }
 
+/// User nthd exists and is a system user: the polkit rule grants power-off to whoever has the
+/// name, so an older account of a person called nthd would receive it.
 fn user_nthd(root: &Path) -> Check {
-    if passwd_has(root, "nthd") {
-        return check("user nthd", true, Status::Pass, "exists", None);
+    const NAME: &str = "user nthd";
+    let max = sys_uid_max(root);
+    match passwd_uid(root, "nthd") {
+        Some(Some(uid)) if uid > max => check(
+            NAME,
+            true,
+            Status::Fail,
+            format!("uid {uid} is not a system user (SYS_UID_MAX {max}): the polkit rule grants it power-off"),
+            Some(
+                "if this account is not nthd's own, remove it or rename it, then run \
+                 systemd-sysusers /usr/lib/sysusers.d/nthd.conf"
+                    .into(),
+            ),
+        ),
+        Some(_) => check(NAME, true, Status::Pass, "exists, a system user", None),
+        None => check(
+            NAME,
+            true,
+            Status::Fail,
+            "missing",
+            Some("create it: systemd-sysusers /usr/lib/sysusers.d/nthd.conf (the package does this)".into()),
+        ),
     }
-    let fix = "create it: systemd-sysusers /usr/lib/sysusers.d/nthd.conf (the package does this)";
-    check("user nthd", true, Status::Fail, "missing", Some(fix.into()))
 }
 
 async fn nthd_service(c: &mut Ctx<'_>) -> Check {
@@ -710,6 +752,42 @@ pub(crate) async fn check_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_nthd_must_be_a_system_user() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("etc")).unwrap();
+        let passwd = |uid: u32| {
+            let line = format!(
+                "root:x:0:0::/root:/bin/sh\nnthd:x:{uid}:{uid}::/var/lib/nthd:/usr/sbin/nologin\n"
+            );
+            std::fs::write(root.path().join("etc/passwd"), line).unwrap();
+        };
+        passwd(998);
+        assert_eq!(user_nthd(root.path()).status, Status::Pass);
+        passwd(1001);
+        let c = user_nthd(root.path());
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.value
+                .contains("uid 1001 is not a system user (SYS_UID_MAX 999)"),
+            "{}",
+            c.value
+        );
+        std::fs::write(
+            root.path().join("etc/login.defs"),
+            "# x\nSYS_UID_MAX\t\t499\n",
+        )
+        .unwrap();
+        passwd(998);
+        assert_eq!(user_nthd(root.path()).status, Status::Fail);
+        std::fs::write(
+            root.path().join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\n",
+        )
+        .unwrap();
+        assert_eq!(user_nthd(root.path()).value, "missing");
+    }
 
     #[test]
     fn systemd_versions() {

@@ -229,6 +229,31 @@ pub struct BadSetting {
 /// The exit status for a bad setting (the same as clap's usage errors).
 pub const BAD_SETTING_EXIT: u8 = 2;
 
+/// A setting value that may hold a secret (a webhook URL whose path is a token). clap keeps it
+/// as given; `Debug` never shows it, and only [`SecretValue::expose`] hands it out, to the
+/// parser that redacts it in every error.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// The value itself, for parsing; never for a message.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretValue(<redacted>)")
+    }
+}
+
+/// clap's parser for a [`SecretValue`]: it never fails, so clap never echoes the value in an
+/// error; the value is checked later, where a problem disables only the feature that uses it.
+fn secret_value(s: &str) -> Result<SecretValue, std::convert::Infallible> {
+    Ok(SecretValue(s.to_string()))
+}
+
 fn notice_kind(s: &str) -> Result<NoticeKind, String> {
     kind_list(s).and_then(|l| match l.0.as_slice() {
         [k] => Ok(*k),
@@ -376,23 +401,38 @@ pub struct Options {
 
     /// Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit's
     /// IPAddressAllow= must be widened by a drop-in, see the README).
+    /// A bad address disables only the server (logged as an error, shown by `nthd status`).
     #[arg(long, env = "NTHD_METRICS_LISTEN", global = true, value_name = "ADDR")]
-    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub metrics_listen: Option<String>,
 
     /// POST every notice, action and cancellation to this URL (repeatable; NTHD_WEBHOOK takes a
     /// comma-separated list). http or https; no credentials in the URL: put them in
-    /// --webhook-headers-file. Delivery never delays the power-off.
-    #[arg(long = "webhook", env = "NTHD_WEBHOOK", value_delimiter = ',', value_parser = crate::webhook::parse_url, global = true, value_name = "URL")]
-    pub webhooks: Vec<crate::webhook::WebhookUrl>,
+    /// --webhook-headers-file. Delivery never delays the power-off, and a webhook that cannot be
+    /// set up disables only webhooks: nthd keeps watching and acting.
+    #[arg(long = "webhook", env = "NTHD_WEBHOOK", value_delimiter = ',', value_parser = secret_value, hide_env_values = true, global = true, value_name = "URL")]
+    pub webhooks: Vec<SecretValue>,
 
-    /// The webhook body: CloudEvents 1.0 structured JSON, or a Slack/Teams `{"text": ...}`.
+    /// A file with more webhook URLs, one per line (`#` starts a comment), for URLs whose path
+    /// is a secret (Slack's). Must be owned by root and not readable by others, like the headers
+    /// file: chown root:nthd F; chmod 0640 F.
+    #[arg(
+        long,
+        env = "NTHD_WEBHOOK_URL_FILE",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub webhook_url_file: Option<PathBuf>,
+
+    /// The webhook body: `cloudevents` (CloudEvents 1.0 structured JSON) or `slack` (a
+    /// Slack/Teams `{"text": ...}`).
     #[arg(
         long,
         env = "NTHD_WEBHOOK_FORMAT",
         default_value = "cloudevents",
-        global = true
+        global = true,
+        value_name = "FORMAT"
     )]
-    pub webhook_format: crate::webhook::WebhookFormat,
+    pub webhook_format: String,
 
     /// `Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by
     /// root and not readable by others: chown root:nthd F; chmod 0640 F.
@@ -530,6 +570,18 @@ impl Options {
         }
     }
 
+    /// How long nthd may go without a successful metadata read on `cloud` before it counts as
+    /// blind: 3 poll intervals or 30 s, whichever is longer (on GCP at least one long-poll and
+    /// its timeout, since an idle long-poll answers only every `--gcp-wait`); and, for one
+    /// failing source, the same for the slow sources' interval.
+    pub fn blind_after(&self, cloud: Cloud) -> (Duration, Duration) {
+        let mut all = (self.poll_interval_for(cloud) * 3).max(crate::status::BLIND_AFTER_MIN);
+        if cloud == Cloud::Gcp {
+            all = all.max(self.gcp_wait + self.request_timeout + Duration::from_secs(10));
+        }
+        (all, all.max(self.slow_poll_interval * 3))
+    }
+
     /// The poll interval must be well inside the cloud's shortest notice.
     pub fn validate_for(&self, cloud: Cloud) -> Result<(), BadSetting> {
         let lead = cloud.notice_lead_time();
@@ -578,18 +630,45 @@ impl Options {
     pub fn metrics_options(&self) -> crate::metrics::MetricsOptions {
         crate::metrics::MetricsOptions {
             textfile: self.metrics_textfile.clone(),
-            listen: self.metrics_listen,
+            listen: self.metrics_listen.clone(),
         }
     }
 
-    /// The webhook settings (`--webhook`, `--webhook-format`, `--webhook-headers-file`).
-    pub fn webhook_options(&self) -> crate::webhook::WebhookOptions {
-        crate::webhook::WebhookOptions {
-            urls: self.webhooks.clone(),
-            format: self.webhook_format,
+    /// The webhook settings (`--webhook`, `--webhook-url-file`, `--webhook-format`,
+    /// `--webhook-headers-file`). An error disables webhooks only; its text never holds a URL's
+    /// path or query.
+    pub fn webhook_options(
+        &self,
+    ) -> Result<crate::webhook::WebhookOptions, crate::webhook::WebhookError> {
+        use crate::webhook::WebhookError;
+        let mut urls = Vec::new();
+        for (i, raw) in self.webhooks.iter().enumerate() {
+            let url =
+                crate::webhook::parse_url(raw.expose()).map_err(|reason| WebhookError::BadUrl {
+                    source_of: format!("NTHD_WEBHOOK (URL {})", i + 1),
+                    reason,
+                })?;
+            urls.push(url);
+        }
+        if let Some(p) = &self.webhook_url_file {
+            urls.extend(crate::webhook::read_url_file(p)?);
+        }
+        let format = <crate::webhook::WebhookFormat as clap::ValueEnum>::from_str(
+            self.webhook_format.trim(),
+            true,
+        )
+        .map_err(|_| WebhookError::BadFormat(self.webhook_format.chars().count()))?;
+        Ok(crate::webhook::WebhookOptions {
+            urls,
+            format,
             headers_file: self.webhook_headers_file.clone(),
             ..Default::default()
-        }
+        })
+    }
+
+    /// Whether any webhook setting is given (then a setup error is worth reporting).
+    pub fn webhooks_wanted(&self) -> bool {
+        !self.webhooks.is_empty() || self.webhook_url_file.is_some()
     }
 
     /// The status file `nthd status` reads: `--status-file`, else
@@ -624,6 +703,42 @@ impl Options {
     }
 }
 
+/// `nthd status` reads one file, so a bad value of an unrelated setting (a typo in
+/// `NTHD_POLL_INTERVAL`, say) must not break it, nor the NPD plugin built on it. When the full
+/// command line does not parse, this parses it again leniently: if the command is `status`, it
+/// returns the status file and the `--json`/`--npd` flags; otherwise `None`.
+pub fn status_only<I, T>(args: I) -> Option<(PathBuf, bool, bool)>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::CommandFactory;
+    let m = Cli::command()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()?;
+    let ("status", sub) = m.subcommand()? else {
+        return None;
+    };
+    let flag = |name: &str| {
+        sub.try_get_one::<bool>(name)
+            .ok()
+            .flatten()
+            .copied()
+            .unwrap_or(false)
+    };
+    let file = [sub, &m]
+        .iter()
+        .find_map(|x| {
+            x.try_get_one::<PathBuf>("status_file")
+                .ok()
+                .flatten()
+                .cloned()
+        })
+        .unwrap_or_else(|| PathBuf::from(crate::status::DEFAULT_PATH));
+    Some((file, flag("json"), flag("npd")))
+}
+
 /// The first entry of a directory list systemd passes for `StateDirectory=` and the like
 /// (`$STATE_DIRECTORY`, `$RUNTIME_DIRECTORY`: colon-separated), if set.
 fn systemd_directory(var: &str) -> Option<PathBuf> {
@@ -640,6 +755,32 @@ mod tests {
         let mut v = vec!["nthd"];
         v.extend_from_slice(args);
         Cli::try_parse_from(v)
+    }
+
+    #[test]
+    fn status_survives_an_unrelated_bad_setting() {
+        let args = [
+            "nthd",
+            "--poll-interval",
+            "bogus",
+            "status",
+            "--npd",
+            "--status-file",
+            "/tmp/x.json",
+        ];
+        assert!(
+            Cli::try_parse_from(args).is_err(),
+            "the full parse refuses it"
+        );
+        let (file, json, npd) = status_only(args).expect("a status command");
+        assert_eq!(file, PathBuf::from("/tmp/x.json"));
+        assert!(npd && !json);
+        let (file, json, _) =
+            status_only(["nthd", "status", "--json", "--safety-margin=x"]).unwrap();
+        assert!(json);
+        assert_eq!(file, PathBuf::from(crate::status::DEFAULT_PATH));
+        assert!(status_only(["nthd", "--poll-interval", "bogus", "check"]).is_none());
+        assert!(status_only(["nthd", "--poll-interval", "bogus"]).is_none());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Options;
 use crate::executor::{self, Executor, Outcome};
+use crate::extras::{Reporter, WebhookSlot};
 use crate::imds::ImdsError;
 use crate::logind::Logind;
 use crate::metrics::Metrics;
@@ -21,11 +22,17 @@ use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, W
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::timefmt;
-use crate::webhook::{Context, Event, Webhooks};
+use crate::webhook::{Context, Event};
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
 pub(crate) const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
+
+/// journald MESSAGE_ID of "nthd cannot see the metadata service", stable across releases.
+pub(crate) const MSG_BLIND: &str = "4a2f9e8d1c7b4d6a8e3f0b1c2d9a7e5f";
+
+/// The longest interval between two health checks (blindness, webhook retry, status heartbeat).
+const HEALTH_TICK: Duration = Duration::from_secs(10);
 
 /// How long after logind accepted a power action nthd starts watching for its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -219,8 +226,13 @@ struct Daemon {
     last_status: String,
     /// The status file (`nthd status`, the NPD plugin).
     status: crate::status::Tracker,
-    /// Webhook delivery (a no-op without `--webhook`); never waited on before an action.
-    webhooks: Webhooks,
+    /// Webhook delivery (a no-op without `--webhook`, or while a setup error disables it);
+    /// never waited on before an action.
+    webhooks: WebhookSlot,
+    /// Logs the extras' problems once each.
+    extras: Reporter,
+    /// Whether nthd was blind at the last status update, to log the change once.
+    blind: Option<Option<SourceId>>,
     /// What every webhook event says about this machine.
     context: Context,
     watchdog: Watchdog,
@@ -371,7 +383,9 @@ impl Daemon {
                     log_announce(&notice, &decision, already_done);
                     // Re-announced after a restart: the same event id, receivers deduplicate.
                     if decision.action != Action::Ignore {
-                        self.webhooks.send(Event::notice(&notice, &decision));
+                        self.webhooks
+                            .hooks()
+                            .send(Event::notice(&notice, &decision));
                     }
                 }
                 Effect::Drifted { notice, from } => tracing::debug!(
@@ -411,7 +425,9 @@ impl Daemon {
                         "pending action for {} canceled: {reason}",
                         notice.id
                     );
-                    self.webhooks.send(Event::canceled(&notice, &reason));
+                    self.webhooks
+                        .hooks()
+                        .send(Event::canceled(&notice, &reason));
                 }
                 Effect::Execute { notice, action } => self.execute(&notice, action).await,
             }
@@ -483,7 +499,7 @@ impl Daemon {
             .await;
         self.status.action(notice, action, &outcome);
         if let Some(r) = outcome.for_webhook() {
-            self.webhooks.send(Event::action(notice, action, r));
+            self.webhooks.hooks().send(Event::action(notice, action, r));
         }
         match &outcome {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
@@ -620,7 +636,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
 
 impl Daemon {
     /// The daemon's parts, from the settings and the record of earlier actions.
-    fn new(opts: &Options, webhooks: Webhooks) -> Daemon {
+    fn new(opts: &Options, webhooks: WebhookSlot) -> Daemon {
         let policy = opts.policy();
         let st = executor::load_state(&opts.state_dir(), SystemTime::now());
         let mut planner = Planner::new(policy.clone());
@@ -653,6 +669,8 @@ impl Daemon {
             last_status: String::new(),
             status,
             webhooks,
+            extras: Reporter::default(),
+            blind: None,
             context: Context::for_this_host(),
             ready: false,
             opts: opts.clone(),
@@ -677,6 +695,8 @@ impl Daemon {
                 tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
                 self.metrics.set_provider(det.cloud);
                 self.status.set_cloud(det.cloud, &det.how, &describe);
+                let (all, source) = self.opts.blind_after(det.cloud);
+                self.status.set_blind_after(all, source);
                 self.context.cloud = Some(det.cloud);
                 self.webhooks.set_context(self.context.clone());
                 self.cloud = Some(det.cloud);
@@ -712,14 +732,47 @@ impl Daemon {
 
     /// Keeps the status file up to date (`changed`: the planner's picture moved).
     fn update_status(&mut self, changed: bool) {
+        let (listen, textfile) = self.metrics.problems();
+        let extras = [self.webhooks.problem(), listen, textfile];
+        self.extras.report(extras);
         let facts = crate::status::Facts {
             planner: &self.planner,
             budget: self.budget,
             dry_run: self.opts.dry_run,
             metadata_error: self.last_error.as_deref(),
             logind_error: self.logind_error.as_deref(),
+            extras: [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i])),
         };
-        self.status.update(&facts, changed, SystemTime::now());
+        let now = SystemTime::now();
+        self.status.update(&facts, changed, now);
+        let (blind, age) = self.status.health(now);
+        let disabled = [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i].is_some()));
+        self.metrics.health(blind.is_some(), age, &disabled);
+        if blind != self.blind {
+            self.log_blindness(blind);
+        }
+    }
+
+    /// Says, once per change, that nthd cannot see notices, or sees again.
+    fn log_blindness(&mut self, blind: Option<Option<SourceId>>) {
+        let err = self.last_error.as_deref().unwrap_or("no answer yet");
+        match blind {
+            Some(None) => tracing::error!(
+                message_id = MSG_BLIND,
+                "nthd is blind: no metadata read succeeded for over {}; a notice now would be \
+                 missed. `nthd status` and the NPD plugin say unknown. Last error: {err}",
+                timefmt::format_duration(self.status.blind_after())
+            ),
+            Some(Some(src)) => tracing::error!(
+                message_id = MSG_BLIND,
+                nthd_source = src.as_str(),
+                "nthd is blind to {}: it keeps failing; notices from it would be missed. Last \
+                 error: {err}",
+                src.as_str()
+            ),
+            None => tracing::info!("nthd sees the metadata service again"),
+        }
+        self.blind = blind;
     }
 
     /// observe → plan → execute → record, for one observation.
@@ -763,6 +816,7 @@ impl Daemon {
     }
 
     fn on_watchdog_tick(&mut self) {
+        self.webhooks.retry_if_due(&self.opts, Instant::now());
         self.update_status(false);
         if !self.watchdog.ping() {
             tracing::error!(
@@ -776,26 +830,6 @@ impl Daemon {
 
 /// How long a stopping daemon waits for webhook deliveries still under way.
 const WEBHOOK_DRAIN: Duration = Duration::from_secs(3);
-
-/// Starts webhook delivery; an unusable headers file is a bad setting (nthd stops with exit 2).
-fn start_webhooks(opts: &Options) -> anyhow::Result<Webhooks> {
-    let w = opts.webhook_options();
-    let hooks =
-        Webhooks::start(&w, Context::for_this_host()).map_err(|e| crate::config::BadSetting {
-            setting: "NTHD_WEBHOOK_HEADERS_FILE".into(),
-            value: w
-                .headers_file
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            reason: e.to_string(),
-        })?;
-    if !w.urls.is_empty() {
-        let list: Vec<String> = w.urls.iter().map(|u| u.to_string()).collect();
-        tracing::info!("webhooks: {} ({:?})", list.join(", "), w.format);
-    }
-    Ok(hooks)
-}
 
 /// Sleeps until `wake`, or forever.
 async fn sleep_until(wake: Option<tokio::time::Instant>) {
@@ -814,16 +848,18 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // then silently stop watching. It is handled and ignored instead.
     let mut sighup = signal(SignalKind::hangup())?;
 
-    let webhooks = start_webhooks(&opts)?;
+    let webhooks = WebhookSlot::start(&opts, Context::for_this_host());
     let mut d = Daemon::new(&opts, webhooks);
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
     let task = tokio::spawn(provider_task(opts.provider_settings(), tx, ack_rx));
     let mut wd_tick = tokio::time::interval(
+        // Also the clock of the blindness check and the webhook retry: at least every 10 s.
         sd_notify::watchdog_enabled()
             .map(|w| w / 3)
-            .unwrap_or(Duration::from_secs(3600)),
+            .unwrap_or(HEALTH_TICK)
+            .min(HEALTH_TICK),
     );
     wd_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 

@@ -10,6 +10,7 @@ pub(crate) mod check;
 pub mod config;
 pub(crate) mod daemon;
 pub(crate) mod executor;
+pub(crate) mod extras;
 pub mod imds;
 pub mod logging;
 pub mod logind;
@@ -28,6 +29,11 @@ pub mod webhook;
 use std::process::ExitCode;
 
 use config::{Cli, Command};
+
+/// `nthd status [--json | --npd]` on `path` (see [`status`]).
+pub fn status_command(path: &std::path::Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {
+    status::command::status_command(path, json, npd)
+}
 
 /// Runs the command the CLI asked for.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {

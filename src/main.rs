@@ -11,6 +11,13 @@ use clap::Parser;
 #[global_allocator]
 static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
+/// `nthd status` (and the NPD plugin) when a setting it does not use is bad: it reads only
+/// the status file, so it answers anyway.
+fn status_anyway(args: &[String]) -> Option<ExitCode> {
+    let (file, json, npd) = nthd::config::status_only(args)?;
+    Some(nthd::status_command(&file, json, npd).unwrap_or(ExitCode::from(2)))
+}
+
 fn main() -> ExitCode {
     // Before clap reads the environment: the packaged settings files, as the unit reads them.
     let args: Vec<String> = std::env::args_os()
@@ -19,11 +26,20 @@ fn main() -> ExitCode {
     let settings = match nthd::settings::load_into_env(&args) {
         Ok(s) => s,
         Err(e) => {
+            if let Some(code) = status_anyway(&args) {
+                return code;
+            }
             eprintln!("nthd: {e}");
             return ExitCode::from(2);
         }
     };
-    let cli = nthd::config::Cli::parse();
+    let cli = match nthd::config::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => match status_anyway(&args) {
+            Some(code) if e.use_stderr() => return code,
+            _ => e.exit(),
+        },
+    };
     let level = match nthd::logging::level(&cli.opts.log_level) {
         Ok(l) => l,
         Err(e) => {

@@ -32,8 +32,9 @@ mod server;
 pub struct MetricsOptions {
     /// The textfile to keep written (`--metrics-textfile`).
     pub textfile: Option<PathBuf>,
-    /// The address to serve `/metrics` on (`--metrics-listen`).
-    pub listen: Option<SocketAddr>,
+    /// The address to serve `/metrics` on (`--metrics-listen`), as given: a bad one disables
+    /// only the server.
+    pub listen: Option<String>,
 }
 
 /// The series, held in a `prometheus` registry and rendered with its text encoder (format
@@ -50,6 +51,9 @@ struct Series {
     actions: IntCounterVec,
     reads: IntCounterVec,
     last_ok: GaugeVec,
+    read_age: GaugeVec,
+    blind: GaugeVec,
+    extra_disabled: GaugeVec,
 }
 
 /// Registers a family and hands it back. The names are literals, so a failure is a bug every
@@ -116,6 +120,24 @@ impl Series {
                 "Unix time of the last successful metadata read.",
                 &[],
             ),
+            read_age: gauge(
+                &r,
+                "nthd_metadata_read_age_seconds",
+                "Seconds since the last successful metadata read, as of the last write.",
+                &[],
+            ),
+            blind: gauge(
+                &r,
+                "nthd_metadata_blind",
+                "1 while no metadata read succeeded within the blind bound: nthd cannot see notices.",
+                &[],
+            ),
+            extra_disabled: gauge(
+                &r,
+                "nthd_extra_disabled",
+                "1 while an optional feature (webhooks, metrics_listen, metrics_textfile) is disabled by a setup error.",
+                &["extra"],
+            ),
             actions: counter(
                 &r,
                 "nthd_actions_total",
@@ -143,6 +165,8 @@ pub(crate) struct Metrics {
     series: Series,
     shared: Option<Arc<Mutex<String>>>,
     write_error: Option<String>,
+    /// Why the `/metrics` server is not running, when it was asked for.
+    listen_error: Option<String>,
     /// What the textfile holds now: when it was written and what, for deciding the next write.
     written: Option<(Instant, String)>,
 }
@@ -153,9 +177,10 @@ pub(crate) const TEXTFILE_REFRESH: Duration = Duration::from_secs(10);
 
 /// Series whose values move on every poll: rewriting the file for them alone waits for
 /// [`TEXTFILE_REFRESH`].
-const FAST_MOVING: [&str; 4] = [
+const FAST_MOVING: [&str; 5] = [
     "nthd_imds_reads_total",
     "nthd_last_successful_poll_timestamp_seconds",
+    "nthd_metadata_read_age_seconds",
     "nthd_notice_deadline_seconds",
     "nthd_termination_in_seconds",
 ];
@@ -184,6 +209,17 @@ fn textfile_due(old: Option<&(Instant, String)>, new: &str) -> bool {
             .collect()
     };
     series(old) != series(new)
+}
+
+/// `--metrics-listen`: an `IP:PORT` socket address.
+fn parse_listen(raw: &str) -> Result<SocketAddr, String> {
+    raw.trim().parse().map_err(|_| {
+        format!(
+            "NTHD_METRICS_LISTEN={:?} is not an IP:PORT address (e.g. 127.0.0.1:9877 or \
+             [::1]:9877); the /metrics server is off until it is fixed",
+            raw.chars().take(64).collect::<String>()
+        )
+    })
 }
 
 fn unix(t: SystemTime) -> f64 {
@@ -235,16 +271,55 @@ impl Metrics {
             series: Series::new(),
             shared: None,
             write_error: None,
+            listen_error: None,
             written: None,
         };
         m.set_series_for_provider();
-        if let Some(addr) = m.opts.listen {
-            // Served from the first connection on, before the first poll.
-            let shared = Arc::new(Mutex::new(m.render()));
-            m.shared = Some(shared.clone());
-            tokio::spawn(server::serve(addr, shared));
+        if let Some(raw) = m.opts.listen.clone() {
+            match parse_listen(&raw).and_then(server::bind) {
+                Ok(listener) => {
+                    // Served from the first connection on, before the first poll.
+                    let shared = Arc::new(Mutex::new(m.render()));
+                    m.shared = Some(shared.clone());
+                    tokio::spawn(server::serve(listener, shared));
+                }
+                Err(e) => m.listen_error = Some(e),
+            }
         }
         m
+    }
+
+    /// Why the `/metrics` server is off although asked for, and why the textfile is not being
+    /// written: each disables only that extra.
+    pub(crate) fn problems(&self) -> (Option<&str>, Option<&str>) {
+        (self.listen_error.as_deref(), self.write_error.as_deref())
+    }
+
+    /// Whether the metadata service is unread for too long (`nthd_metadata_blind`), and for how
+    /// long (`nthd_metadata_read_age_seconds`); and which extras are disabled.
+    pub(crate) fn health(
+        &mut self,
+        blind: bool,
+        read_age: Option<Duration>,
+        disabled: &[(&str, bool)],
+    ) {
+        if !self.has_reader() {
+            return;
+        }
+        let s = &self.series;
+        s.blind
+            .with_label_values(&[] as &[&str])
+            .set(if blind { 1.0 } else { 0.0 });
+        if let Some(a) = read_age {
+            s.read_age
+                .with_label_values(&[] as &[&str])
+                .set(a.as_secs_f64().round());
+        }
+        for (name, off) in disabled {
+            s.extra_disabled
+                .with_label_values(&[name])
+                .set(if *off { 1.0 } else { 0.0 });
+        }
     }
 
     /// The cloud is known (detected or configured): the series carry its name from now on.
@@ -402,9 +477,7 @@ impl Metrics {
                      is writable by user nthd (add it to ReadWritePaths= in a drop-in)",
                     path.display()
                 );
-                if self.write_error.as_deref() != Some(&msg) {
-                    tracing::warn!("{msg}");
-                }
+                // Logged by the daemon, once, as a disabled extra (see `problems`).
                 self.write_error = Some(msg);
             }
         }

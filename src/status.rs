@@ -36,6 +36,10 @@ pub const HEARTBEAT: Duration = Duration::from_secs(60);
 /// A file older than this is stale: the daemon is not running, or its loop is stuck.
 pub const STALE_AFTER: Duration = Duration::from_secs(180);
 
+/// The shortest time without a successful read that counts as blind, whatever the poll
+/// interval: a few failed polls in a row are a hiccup, not blindness.
+pub const BLIND_AFTER_MIN: Duration = Duration::from_secs(30);
+
 /// How many actions the file lists, newest last.
 const MAX_ACTIONS: usize = 16;
 
@@ -77,6 +81,41 @@ pub struct Status {
     pub last_metadata_error: Option<ErrorView>,
     /// The last error talking to logind, if there was one in this run.
     pub last_logind_error: Option<ErrorView>,
+    /// When this daemon started (RFC 3339).
+    pub started_at: Option<String>,
+    /// The last successful read of any metadata source (RFC 3339), refreshed at most every
+    /// [`HEARTBEAT`] in the file.
+    pub last_metadata_ok: Option<String>,
+    /// How long nthd may go without a successful read before it counts as blind.
+    pub blind_after_seconds: Option<u64>,
+    /// Set while nthd cannot see notices: no read succeeded within `blind_after_seconds`, or
+    /// one source keeps failing. `nthd status` and the NPD plugin then say "unknown".
+    pub blind: Option<BlindView>,
+    /// Optional features (webhooks, the metrics server, the metrics textfile) turned off by a
+    /// setup error. nthd still watches and acts; `nthd status` says "unknown" while any is.
+    #[serde(default)]
+    pub extras_disabled: Vec<ExtraView>,
+}
+
+/// nthd cannot see notices.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct BlindView {
+    /// The last successful read it concerns (RFC 3339), or `null` when there was none since
+    /// nthd started.
+    pub last_ok: Option<String>,
+    /// Why, in one line, with the last error.
+    pub reason: String,
+}
+
+/// An optional feature turned off by a setup error.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ExtraView {
+    /// `webhooks`, `metrics_listen` or `metrics_textfile`.
+    pub name: String,
+    /// The error, naming the file, URL origin or address and the fix.
+    pub reason: String,
+    /// Since when (RFC 3339).
+    pub since: String,
 }
 
 /// The machine, as the metadata service describes it.
@@ -213,6 +252,7 @@ impl Status {
         for src in &mut s.sources {
             src.last_ok = None;
         }
+        s.last_metadata_ok = None;
         s
     }
 
@@ -229,6 +269,21 @@ pub(crate) struct Facts<'a> {
     pub(crate) dry_run: bool,
     pub(crate) metadata_error: Option<&'a str>,
     pub(crate) logind_error: Option<&'a str>,
+    /// Each optional feature by name, with the error that disabled it, if one did.
+    pub(crate) extras: [(&'static str, Option<&'a str>); EXTRAS],
+}
+
+/// How many optional features the daemon reports on: webhooks, the metrics server, the metrics
+/// textfile.
+pub(crate) const EXTRAS: usize = 3;
+
+/// Which part of the metadata service nthd cannot see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blind {
+    /// No read at all succeeded within the bound.
+    All,
+    /// This source keeps failing.
+    Source(SourceId),
 }
 
 /// The daemon's side: collects what goes into the file and writes it when it changed.
@@ -245,6 +300,15 @@ pub(crate) struct Tracker {
     dirty: bool,
     /// The errors and budget last built, to notice their change without a build.
     last_facts: (Option<String>, Option<String>, Option<Duration>),
+    /// The extras' errors last built, and since when each holds.
+    extras: [Option<(String, SystemTime)>; EXTRAS],
+    /// When this daemon started, and the newest successful read of any source.
+    started: SystemTime,
+    last_read_ok: Option<SystemTime>,
+    /// Longest time without a successful read: overall, and for one failing source.
+    blind_after: (Duration, Duration),
+    /// The blindness last built.
+    blind: Option<Blind>,
 }
 
 fn error_view(prev: Option<&ErrorView>, msg: Option<&str>, now: SystemTime) -> Option<ErrorView> {
@@ -281,7 +345,54 @@ impl Tracker {
             write_error: None,
             dirty: true,
             last_facts: (None, None, None),
+            extras: Default::default(),
+            started: SystemTime::now(),
+            last_read_ok: None,
+            blind_after: (BLIND_AFTER_MIN, BLIND_AFTER_MIN),
+            blind: None,
         }
+    }
+
+    /// How long without a successful read counts as blind: `all` for the metadata service as a
+    /// whole, `source` for one failing source (slow sources are read less often).
+    pub(crate) fn set_blind_after(&mut self, all: Duration, source: Duration) {
+        self.blind_after = (all.max(BLIND_AFTER_MIN), source.max(all));
+        self.dirty = true;
+    }
+
+    /// Whether nthd is blind (as of the last [`Tracker::update`]): the source it concerns
+    /// (`None` inside: all of them); and how long ago the last successful read was.
+    pub(crate) fn health(&self, now: SystemTime) -> (Option<Option<SourceId>>, Option<Duration>) {
+        let age = self
+            .last_read_ok
+            .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO));
+        let blind = self.blind.map(|b| match b {
+            Blind::All => None,
+            Blind::Source(s) => Some(s),
+        });
+        (blind, age)
+    }
+
+    /// How long without a successful read counts as blind (overall).
+    pub(crate) fn blind_after(&self) -> Duration {
+        self.blind_after.0
+    }
+
+    /// Whether nthd can see notices now: cheap enough for every poll (no allocation).
+    fn blindness(&self, now: SystemTime) -> Option<Blind> {
+        let age = |t: Option<SystemTime>| {
+            now.duration_since(t.unwrap_or(self.started))
+                .unwrap_or(Duration::ZERO)
+        };
+        if age(self.last_read_ok) > self.blind_after.0 {
+            return Some(Blind::All);
+        }
+        self.sources
+            .iter()
+            .find(|(_, (ok, err))| {
+                err.as_ref().is_some_and(|e| e.current) && age(*ok) > self.blind_after.1
+            })
+            .map(|(s, _)| Blind::Source(*s))
     }
 
     /// The cloud is known.
@@ -300,6 +411,9 @@ impl Tracker {
 
     /// Records which sources answered and which failed.
     pub(crate) fn observation(&mut self, obs: &Observation, now: SystemTime) {
+        if !obs.fresh.is_empty() {
+            self.last_read_ok = Some(now);
+        }
         for s in &obs.fresh {
             let new = !self.sources.contains_key(s);
             let (last_ok, last_error) = self.sources.entry(*s).or_default();
@@ -353,6 +467,9 @@ impl Tracker {
     /// `changed` says the planner's picture moved (it returned effects); without it, a build
     /// happens only when something else went in or the heartbeat is due.
     pub(crate) fn update(&mut self, f: &Facts<'_>, changed: bool, now: SystemTime) {
+        let blind = self.blindness(now);
+        let blind_moved = blind != self.blind;
+        self.blind = blind;
         let Some(path) = self.path.clone() else {
             return;
         };
@@ -362,11 +479,14 @@ impl Tracker {
             .is_none_or(|(at, _)| at.elapsed() >= HEARTBEAT);
         // Compared in place: this runs on every poll, and must not allocate when idle.
         let (m, l, b) = &self.last_facts;
-        let facts_moved =
-            m.as_deref() != f.metadata_error || l.as_deref() != f.logind_error || *b != f.budget;
-        if !(changed || self.dirty || heartbeat || facts_moved) {
+        let facts_moved = m.as_deref() != f.metadata_error
+            || l.as_deref() != f.logind_error
+            || *b != f.budget
+            || self.extras_moved(f);
+        if !(changed || self.dirty || heartbeat || facts_moved || blind_moved) {
             return;
         }
+        self.take_extras(f, now);
         self.dirty = false;
         self.last_facts = (
             f.metadata_error.map(str::to_string),
@@ -385,8 +505,71 @@ impl Tracker {
         }
     }
 
+    /// Whether an extra's error differs from the one last built (compared in place).
+    fn extras_moved(&self, f: &Facts<'_>) -> bool {
+        self.extras
+            .iter()
+            .zip(f.extras.iter())
+            .any(|(old, (_, new))| old.as_ref().map(|(m, _)| m.as_str()) != *new)
+    }
+
+    fn take_extras(&mut self, f: &Facts<'_>, now: SystemTime) {
+        for (slot, (_, new)) in self.extras.iter_mut().zip(f.extras.iter()) {
+            match (slot.as_ref(), new) {
+                (Some((m, _)), Some(n)) if m == n => {}
+                (_, Some(n)) => *slot = Some((n.to_string(), now)),
+                (_, None) => *slot = None,
+            }
+        }
+    }
+
+    fn health_view(&self, f: &Facts<'_>, s: &mut Status) {
+        s.started_at = Some(format_rfc3339(self.started));
+        s.last_metadata_ok = self.last_read_ok.map(format_rfc3339);
+        s.blind_after_seconds = Some(self.blind_after.0.as_secs());
+        s.blind = self.blind.map(|b| self.blind_view(b, f));
+        s.extras_disabled = self
+            .extras
+            .iter()
+            .zip(f.extras.iter())
+            .filter_map(|(slot, (name, _))| {
+                slot.as_ref().map(|(reason, since)| ExtraView {
+                    name: name.to_string(),
+                    reason: reason.clone(),
+                    since: format_rfc3339(*since),
+                })
+            })
+            .collect();
+    }
+
+    fn blind_view(&self, b: Blind, f: &Facts<'_>) -> BlindView {
+        let err = f.metadata_error.unwrap_or("no answer yet");
+        match b {
+            Blind::All => BlindView {
+                last_ok: self.last_read_ok.map(format_rfc3339),
+                reason: format!(
+                    "no metadata read succeeded for over {}: {err}",
+                    crate::timefmt::format_duration(self.blind_after.0)
+                ),
+            },
+            Blind::Source(src) => {
+                let (ok, e) = &self.sources[&src];
+                BlindView {
+                    last_ok: ok.map(format_rfc3339),
+                    reason: format!(
+                        "{} not read for over {}: {}",
+                        src.as_str(),
+                        crate::timefmt::format_duration(self.blind_after.1),
+                        e.as_ref().map_or(err, |e| e.message.as_str())
+                    ),
+                }
+            }
+        }
+    }
+
     fn build(&mut self, f: &Facts<'_>, now: SystemTime) -> Status {
         let mut s = self.base.clone();
+        self.health_view(f, &mut s);
         s.written_at = format_rfc3339(now);
         s.dry_run = f.dry_run;
         s.drain_budget_seconds = f.budget.map(|b| b.as_secs());

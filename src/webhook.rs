@@ -196,20 +196,25 @@ fn redact(s: &str) -> String {
 /// Why webhooks cannot be set up. Every message names the file or URL and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    /// The headers file cannot be read.
-    #[error("cannot read the webhook headers file {path}: {reason}")]
+    /// The headers file (or the URL file: `what`) cannot be read.
+    #[error("cannot read the {what} {path}: {reason}")]
     HeadersRead {
+        /// Which file: "webhook headers file" or "webhook URL file".
+        what: &'static str,
         /// The file.
         path: PathBuf,
         /// The I/O error.
         reason: String,
     },
-    /// The headers file could be changed by someone other than its owner, or read by anyone.
+    /// The headers or URL file could be changed by someone other than its owner, or read by
+    /// anyone.
     #[error(
-        "the webhook headers file {path} {problem}; it holds secrets, so nthd refuses it. \
+        "the {what} {path} {problem}; it holds secrets, so nthd refuses it. \
          Fix: chown root:nthd {path}; chmod 0640 {path}"
     )]
     HeadersPermissions {
+        /// Which file.
+        what: &'static str,
         /// The file.
         path: PathBuf,
         /// What is wrong, e.g. "is owned by uid 1000, not root".
@@ -226,9 +231,72 @@ pub enum WebhookError {
         /// What is wrong.
         reason: String,
     },
+    /// A webhook URL is not usable. `reason` comes from [`parse_url`], which never shows a
+    /// URL's path or query.
+    #[error("{source_of}: {reason}")]
+    BadUrl {
+        /// Where the URL came from, e.g. `NTHD_WEBHOOK (URL 2)` or `/etc/nthd/webhook-urls line 3`.
+        source_of: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `--webhook-format` names no format (the value is not repeated: it sits beside the URLs).
+    #[error(
+        "NTHD_WEBHOOK_FORMAT is not a webhook format ({0} characters); use cloudevents or slack"
+    )]
+    BadFormat(usize),
     /// The HTTPS client cannot be set up.
     #[error("cannot set up HTTPS for webhooks: {0}")]
     Tls(String),
+}
+
+impl WebhookError {
+    /// The same error about another secret file (`what`).
+    pub(crate) fn for_file(self, what: &'static str) -> WebhookError {
+        match self {
+            WebhookError::HeadersPermissions { path, problem, .. } => {
+                WebhookError::HeadersPermissions {
+                    what,
+                    path,
+                    problem,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// Reads `--webhook-url-file`: one URL per line, blank lines and `#` comments skipped. The file
+/// must be owned by root and not readable by others (it holds secrets); an error names the line,
+/// never its text.
+pub fn read_url_file(path: &std::path::Path) -> Result<Vec<WebhookUrl>, WebhookError> {
+    let text = headers::read_secret_file(path, 0, "webhook URL file")?;
+    let mut urls = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        urls.push(parse_url(line).map_err(|reason| WebhookError::BadUrl {
+            source_of: format!("{}, line {}", path.display(), i + 1),
+            reason,
+        })?);
+    }
+    Ok(urls)
+}
+
+/// Checks everything webhook delivery needs before it starts: the headers file, and the CA
+/// roots when a URL is https. `nthd check` fails on any error here; the daemon disables
+/// webhooks (and only webhooks) on it.
+pub fn setup_check(opts: &WebhookOptions) -> Result<(), WebhookError> {
+    let headers = match &opts.headers_file {
+        Some(p) => SecretHeaders::load(p, 0)?,
+        None => SecretHeaders::none(),
+    };
+    if !opts.urls.is_empty() {
+        client::Client::new(opts, headers)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ _nthd() {
 
     case "${cmd}" in
         nthd)
-            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help --version run once check simulate status generate-assets help"
+            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help --version run once check simulate status generate-assets help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,8 +143,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)
@@ -243,7 +247,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__check)
-            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -325,8 +329,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)
@@ -425,7 +433,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__generate__subcmd__assets)
-            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -507,8 +515,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)
@@ -719,7 +731,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__once)
-            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -797,8 +809,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)
@@ -897,7 +913,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__run)
-            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -975,8 +991,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)
@@ -1075,7 +1095,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__simulate)
-            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1157,8 +1177,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)
@@ -1257,7 +1281,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__status)
-            opts="-h --json --npd --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --npd --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1335,8 +1359,12 @@ _nthd() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --webhook-url-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --webhook-format)
-                    COMPREPLY=($(compgen -W "cloudevents slack" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --webhook-headers-file)

@@ -33,19 +33,22 @@ const MAX_HEAD: usize = 8 * 1024;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// Serves the text in `shared` on `http://addr/metrics` until the runtime stops. A failure to
-/// bind is logged; the daemon and the textfile keep working without the endpoint.
-pub(super) async fn serve(addr: SocketAddr, shared: Arc<Mutex<String>>) {
-    let listener = match listen(addr) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(
-                "cannot listen on {addr} for /metrics: {e}; the textfile and the daemon keep \
-                 working; free the port or change --metrics-listen (NTHD_METRICS_LISTEN)"
-            );
-            return;
-        }
-    };
+/// Binds `addr` for `/metrics`; the caller reports a failure (it disables only the server).
+pub(super) fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    listen(addr).map_err(|e| {
+        format!(
+            "cannot listen on {addr} for /metrics: {e}; free the port or change --metrics-listen \
+             (NTHD_METRICS_LISTEN), then: systemctl restart nthd"
+        )
+    })
+}
+
+/// Serves the text in `shared` on the bound `listener` until the runtime stops.
+pub(super) async fn serve(listener: TcpListener, shared: Arc<Mutex<String>>) {
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
     tracing::info!("serving metrics on http://{addr}/metrics");
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut last_warning: Option<Instant> = None;

@@ -14,6 +14,9 @@ const MAX_FILE: u64 = 1 << 20;
 /// node-problem-detector's default `max_output_length` (bytes): the plugin line never exceeds it.
 pub(crate) const NPD_MAX_LINE: usize = 80;
 
+/// The exit status for "unknown": nthd cannot vouch for the node (as NPD's plugin status 2).
+const UNKNOWN: u8 = 2;
+
 /// Why the file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadError {
@@ -110,6 +113,28 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
     if let Some(why) = stale(s, now) {
         return (2, cap(&format!("unknown: {why}")));
     }
+    if let Some(v) = acting_verdict(s, now) {
+        return v;
+    }
+    match blind_or_disabled(s) {
+        Some(why) => (2, cap(&format!("unknown: {why}"))),
+        None => (0, "no interruption pending".to_string()),
+    }
+}
+
+/// Why the file, though fresh, cannot vouch for "no interruption pending": nthd is blind, or an
+/// extra is disabled.
+fn blind_or_disabled(s: &Status) -> Option<String> {
+    if let Some(b) = &s.blind {
+        return Some(format!("nthd is blind: {}", b.reason));
+    }
+    s.extras_disabled
+        .first()
+        .map(|e| format!("{} disabled: {}", e.name, e.reason))
+}
+
+/// Exit 1 and its line when the action is under way or a notice nthd will act on is listed.
+fn acting_verdict(s: &Status, now: SystemTime) -> Option<(u8, String)> {
     if let Some(sd) = &s.shutting_down {
         let kind = s
             .notices
@@ -122,7 +147,7 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
             sd.action,
             short(deadline, now)
         );
-        return (1, cap(&line));
+        return Some((1, cap(&line)));
     }
     let mut acting: Vec<&NoticeView> = s.notices.iter().filter(|n| will_act(n)).collect();
     acting.sort_by(|a, b| a.deadline.cmp(&b.deadline));
@@ -143,9 +168,9 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
                 n.action,
                 short(n.deadline.as_deref(), now)
             );
-            (1, cap(&line))
+            Some((1, cap(&line)))
         }
-        None => (0, "no interruption pending".to_string()),
+        None => None,
     }
 }
 
@@ -174,8 +199,9 @@ fn cap(s: &str) -> String {
     format!("{}...", &s[..end])
 }
 
-/// `nthd status`: 0 when the file is fresh; 1 when it is missing, unreadable or stale (the
-/// reason on stderr). With `--npd`, the plugin's exit codes and line instead.
+/// `nthd status`: 0 when the file is fresh and nthd can see; 2 ("unknown", the reason on
+/// stderr) when it is missing, unreadable or stale, when nthd is blind, or when an extra is
+/// disabled. With `--npd`, the plugin's exit codes and line instead.
 pub(crate) fn status_command(path: &Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {
     let now = SystemTime::now();
     let read = read(path);
@@ -187,8 +213,8 @@ pub(crate) fn status_command(path: &Path, json: bool, npd: bool) -> anyhow::Resu
     let s = match read {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("nthd status: {e}");
-            return Ok(ExitCode::FAILURE);
+            eprintln!("nthd status: unknown: {e}");
+            return Ok(ExitCode::from(UNKNOWN));
         }
     };
     if json {
@@ -196,10 +222,10 @@ pub(crate) fn status_command(path: &Path, json: bool, npd: bool) -> anyhow::Resu
     } else {
         print!("{}", render(&s, now));
     }
-    match stale(&s, now) {
+    match stale(&s, now).or_else(|| blind_or_disabled(&s)) {
         Some(why) => {
-            eprintln!("nthd status: {why}");
-            Ok(ExitCode::FAILURE)
+            eprintln!("nthd status: unknown: {why}");
+            Ok(ExitCode::from(UNKNOWN))
         }
         None => Ok(ExitCode::SUCCESS),
     }
@@ -224,6 +250,7 @@ pub(crate) fn render(s: &Status, now: SystemTime) -> String {
         ago(&s.written_at, now)
     );
     render_head(&mut o, s);
+    render_health(&mut o, s, now);
     render_sources(&mut o, s, now);
     render_notices(&mut o, s, now);
     render_actions(&mut o, s, now);
@@ -269,6 +296,31 @@ fn render_head(o: &mut String, s: &Status) {
         })
         .unwrap_or_else(|| "unknown (logind not read)".to_string());
     let _ = writeln!(o, "drain time: {budget}");
+}
+
+/// Blindness and disabled extras, first: they say what the rest of the screen cannot vouch for.
+fn render_health(o: &mut String, s: &Status, now: SystemTime) {
+    let seen = match &s.last_metadata_ok {
+        Some(t) => format!("last successful read {}", ago(t, now)),
+        None => "no successful read yet".to_string(),
+    };
+    match &s.blind {
+        Some(b) => {
+            let _ = writeln!(o, "BLIND:      {} ({seen})", b.reason);
+        }
+        None => {
+            let _ = writeln!(o, "seeing:     {seen}");
+        }
+    }
+    for e in &s.extras_disabled {
+        let _ = writeln!(
+            o,
+            "DISABLED:   {} since {}: {}",
+            e.name,
+            ago(&e.since, now),
+            e.reason
+        );
+    }
 }
 
 fn render_sources(o: &mut String, s: &Status, now: SystemTime) {

@@ -38,6 +38,11 @@ fn facts(p: &Planner) -> Facts<'_> {
         dry_run: false,
         metadata_error: None,
         logind_error: None,
+        extras: [
+            ("webhooks", None),
+            ("metrics_listen", None),
+            ("metrics_textfile", None),
+        ],
     }
 }
 
@@ -271,4 +276,139 @@ fn the_screen_names_what_matters() {
     ] {
         assert!(screen.contains(want), "missing {want:?} in\n{screen}");
     }
+}
+
+fn read_at(
+    t: &mut Tracker,
+    fresh: Vec<SourceId>,
+    errors: Vec<crate::provider::SourceError>,
+    at: SystemTime,
+) {
+    t.observation(
+        &Observation {
+            fresh,
+            errors,
+            ..Observation::default()
+        },
+        at,
+    );
+}
+
+fn unreachable(src: SourceId) -> crate::provider::SourceError {
+    crate::provider::SourceError {
+        source: src,
+        error: crate::imds::ImdsError::Connect {
+            url: "http://169.254.169.254/latest/meta-data/spot/instance-action".into(),
+            reason: "Network unreachable".into(),
+            advice: "",
+        },
+    }
+}
+
+#[test]
+fn a_daemon_that_cannot_read_the_metadata_service_is_unknown_not_all_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
+    let p = planner_with(&[]);
+    let t0 = SystemTime::now();
+    read_at(&mut t, vec![SRC], vec![], t0);
+    t.update(&facts(&p), true, t0);
+    assert_eq!(npd_verdict(&read(&path), t0).0, 0, "it sees: all clear");
+    // 20 s of failures: a hiccup, still within the bound.
+    let t1 = t0 + Duration::from_secs(20);
+    read_at(&mut t, vec![], vec![unreachable(SRC)], t1);
+    let mut f = facts(&p);
+    f.metadata_error = Some("http://169.254.169.254/: Network unreachable");
+    t.update(&f, false, t1);
+    assert_eq!(npd_verdict(&read(&path), t1).0, 0);
+    // Past 30 s without a successful read: blind, and the file says so at once.
+    let t2 = t0 + Duration::from_secs(31);
+    t.update(&f, false, t2);
+    let st = read(&path).unwrap();
+    let b = st.blind.as_ref().expect("blind is in the file");
+    assert!(b.reason.contains("Network unreachable"), "{}", b.reason);
+    let (code, line) = npd_verdict(&Ok(st.clone()), t2);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.starts_with("unknown: nthd is blind"), "{line}");
+    assert!(line.len() <= NPD_MAX_LINE);
+    assert!(render(&st, t2).contains("BLIND:"));
+    // A read succeeds again: all clear again.
+    let t3 = t2 + Duration::from_secs(1);
+    read_at(&mut t, vec![SRC], vec![], t3);
+    t.update(&facts(&p), false, t3);
+    assert_eq!(npd_verdict(&read(&path), t3).0, 0);
+}
+
+#[test]
+fn one_source_that_keeps_failing_is_blindness_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
+    let slow = SourceId::new("aws/events/maintenance/scheduled");
+    let p = planner_with(&[]);
+    let t0 = SystemTime::now();
+    read_at(&mut t, vec![SRC, slow], vec![], t0);
+    t.update(&facts(&p), true, t0);
+    // The fast source keeps answering, the slow one fails for 61 s.
+    for i in 1..=61 {
+        read_at(
+            &mut t,
+            vec![SRC],
+            vec![unreachable(slow)],
+            t0 + Duration::from_secs(i),
+        );
+    }
+    let at = t0 + Duration::from_secs(61);
+    t.update(&facts(&p), false, at);
+    let st = read(&path).unwrap();
+    let b = st.blind.expect("blind to one source");
+    assert!(
+        b.reason
+            .starts_with("aws/events/maintenance/scheduled not read"),
+        "{}",
+        b.reason
+    );
+}
+
+#[test]
+fn no_read_at_all_since_start_is_blindness() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let p = planner_with(&[]);
+    let start = SystemTime::now();
+    t.update(&facts(&p), true, start);
+    assert_eq!(npd_verdict(&read(&path), start).0, 0);
+    let later = start + BLIND_AFTER_MIN + Duration::from_secs(2);
+    t.update(&facts(&p), false, later);
+    let (code, line) = npd_verdict(&read(&path), later);
+    assert_eq!(code, 2, "{line}");
+}
+
+#[test]
+fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let p = planner_with(&[]);
+    let now = SystemTime::now();
+    read_at(&mut t, vec![SRC], vec![], now);
+    let mut f = facts(&p);
+    f.extras[0].1 = Some("the webhook headers file /etc/nthd/h is readable by others (mode 0644)");
+    t.update(&f, true, now);
+    let st = read(&path).unwrap();
+    assert_eq!(st.extras_disabled.len(), 1);
+    assert_eq!(st.extras_disabled[0].name, "webhooks");
+    let (code, line) = npd_verdict(&Ok(st.clone()), now);
+    assert_eq!(code, 2);
+    assert!(line.starts_with("unknown: webhooks disabled: "), "{line}");
+    assert!(render(&st, now).contains("DISABLED:   webhooks"));
+    // A notice nthd will act on still says 1: the condition that matters most wins.
+    let p2 = planner_with(&[notice(NoticeKind::SpotTerminate, "n1", 120)]);
+    let mut f2 = facts(&p2);
+    f2.extras[0].1 = f.extras[0].1;
+    t.update(&f2, true, now);
+    assert_eq!(npd_verdict(&read(&path), now).0, 1);
+    // Fixed: the file no longer lists it.
+    t.update(&facts(&p), true, now);
+    assert!(read(&path).unwrap().extras_disabled.is_empty());
 }

@@ -37,26 +37,7 @@ impl SecretHeaders {
     /// writable by group or others nor readable by others, since it holds secrets. Lines are
     /// `Name: value`; blank lines and lines starting with `#` are skipped.
     pub fn load(path: &Path, owner_uid: u32) -> Result<SecretHeaders, WebhookError> {
-        let read_err = |e: std::io::Error| WebhookError::HeadersRead {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        };
-        let file = std::fs::File::open(path).map_err(read_err)?;
-        // The checks are on the file opened, not on the path: no race with a rename.
-        let meta = file.metadata().map_err(read_err)?;
-        check_permissions(path, meta.uid(), meta.mode(), owner_uid)?;
-        if !meta.is_file() {
-            return Err(read_err(std::io::Error::other("not a regular file")));
-        }
-        let mut text = String::new();
-        file.take(MAX_FILE + 1)
-            .read_to_string(&mut text)
-            .map_err(read_err)?;
-        if text.len() as u64 > MAX_FILE {
-            return Err(read_err(std::io::Error::other(format!(
-                "larger than {MAX_FILE} bytes"
-            ))));
-        }
+        let text = read_secret_file(path, owner_uid, "webhook headers file")?;
         parse(path, &text)
     }
 
@@ -68,6 +49,38 @@ impl SecretHeaders {
     pub(crate) fn map(&self) -> &HeaderMap {
         &self.0
     }
+}
+
+/// Reads a file that holds secrets (`what` names it in errors): it must be a regular file owned
+/// by `owner` (root, 0, in the daemon), neither writable by group or others nor readable by
+/// others, and at most [`MAX_FILE`] bytes. The checks are on the file opened, not on the path:
+/// no race with a rename.
+pub(crate) fn read_secret_file(
+    path: &Path,
+    owner: u32,
+    what: &'static str,
+) -> Result<String, WebhookError> {
+    let read_err = |e: std::io::Error| WebhookError::HeadersRead {
+        what,
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    check_permissions(path, meta.uid(), meta.mode(), owner).map_err(|e| e.for_file(what))?;
+    if !meta.is_file() {
+        return Err(read_err(std::io::Error::other("not a regular file")));
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(read_err)?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(read_err(std::io::Error::other(format!(
+            "larger than {MAX_FILE} bytes"
+        ))));
+    }
+    Ok(text)
 }
 
 fn check_permissions(path: &Path, uid: u32, mode: u32, owner: u32) -> Result<(), WebhookError> {
@@ -89,6 +102,7 @@ fn check_permissions(path: &Path, uid: u32, mode: u32, owner: u32) -> Result<(),
         return Ok(());
     };
     Err(WebhookError::HeadersPermissions {
+        what: "webhook headers file",
         path: path.to_path_buf(),
         problem,
     })

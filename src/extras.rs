@@ -1,0 +1,195 @@
+//! The optional features: webhooks, the `/metrics` server and the metrics textfile.
+//!
+//! None of them may switch protection off. A setup error (a headers file with the wrong mode,
+//! a URL file missing at boot, no CA store for an https URL, a bad URL or address, a port in
+//! use, an unwritable textfile) disables only that feature: it is logged once at priority err
+//! with [`MSG_EXTRA_DISABLED`], shown in the status file (`extras_disabled`, which `nthd status`
+//! and the NPD plugin report as "unknown") and in `nthd_extra_disabled`, and nthd keeps
+//! watching and acting. Webhooks are set up again every [`RETRY`] while disabled, so a headers
+//! file that comes late or is fixed after a rotation takes effect without a restart.
+
+use std::time::{Duration, Instant};
+
+use crate::config::Options;
+use crate::status::EXTRAS;
+use crate::webhook::{Context, WebhookOptions, Webhooks};
+
+/// journald `MESSAGE_ID` of "an optional feature is disabled": stable across releases.
+pub(crate) const MSG_EXTRA_DISABLED: &str = "e7b1c0d24f6a4a5e9c3b8d7f6e5a4b3c";
+
+/// How often a disabled webhook setup is tried again.
+pub(crate) const RETRY: Duration = Duration::from_secs(60);
+
+/// The names the status file, the metric and the log use, in [`Facts::extras`] order.
+///
+/// [`Facts::extras`]: crate::status::Facts
+pub(crate) const NAMES: [&str; EXTRAS] = ["webhooks", "metrics_listen", "metrics_textfile"];
+
+/// Webhook delivery, or why there is none.
+pub(crate) struct WebhookSlot {
+    hooks: Webhooks,
+    problem: Option<String>,
+    retry_at: Option<Instant>,
+    context: Context,
+}
+
+/// Delivery for `opts`, or the error that stops it (must run inside the runtime).
+fn setup(opts: &Options, context: Context) -> Result<(Webhooks, WebhookOptions), String> {
+    let w = opts.webhook_options().map_err(|e| e.to_string())?;
+    let hooks = Webhooks::start(&w, context).map_err(|e| e.to_string())?;
+    Ok((hooks, w))
+}
+
+impl WebhookSlot {
+    /// Starts webhook delivery; an error disables webhooks only (see the module).
+    pub(crate) fn start(opts: &Options, context: Context) -> WebhookSlot {
+        let mut slot = WebhookSlot {
+            hooks: idle(context.clone()),
+            problem: None,
+            retry_at: None,
+            context,
+        };
+        slot.try_setup(opts);
+        slot
+    }
+
+    fn try_setup(&mut self, opts: &Options) {
+        if !opts.webhooks_wanted() {
+            return;
+        }
+        match setup(opts, self.context.clone()) {
+            Ok((hooks, w)) => {
+                let list: Vec<String> = w.urls.iter().map(|u| u.to_string()).collect();
+                let again = if self.problem.take().is_some() {
+                    " (set up again)"
+                } else {
+                    ""
+                };
+                tracing::info!("webhooks{again}: {} ({:?})", list.join(", "), w.format);
+                self.hooks = hooks;
+                self.retry_at = None;
+            }
+            Err(e) => {
+                self.problem = Some(format!(
+                    "{e}. nthd keeps watching and acting on notices without webhooks, and tries \
+                     again every {}",
+                    crate::timefmt::format_duration(RETRY)
+                ));
+                self.retry_at = Some(Instant::now() + RETRY);
+            }
+        }
+    }
+
+    /// Tries the setup again when webhooks are disabled and the retry is due at `now`.
+    pub(crate) fn retry_if_due(&mut self, opts: &Options, now: Instant) {
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.try_setup(opts);
+        }
+    }
+
+    /// The delivery handle (idle while disabled: events are then dropped).
+    pub(crate) fn hooks(&self) -> &Webhooks {
+        &self.hooks
+    }
+
+    /// Why webhooks are disabled, if they are.
+    pub(crate) fn problem(&self) -> Option<&str> {
+        self.problem.as_deref()
+    }
+
+    /// Sets the context later events carry, now and after a later setup.
+    pub(crate) fn set_context(&mut self, context: Context) {
+        self.hooks.set_context(context.clone());
+        self.context = context;
+    }
+
+    /// Stops delivery, waiting up to `within` for what is under way.
+    pub(crate) async fn drain(self, within: Duration) {
+        self.hooks.drain(within).await;
+    }
+}
+
+/// A handle that delivers nothing (no URL).
+fn idle(context: Context) -> Webhooks {
+    Webhooks::start(&WebhookOptions::default(), context)
+        .expect("with no URL and no headers file nothing can fail")
+}
+
+/// Logs each extra's problem once when it appears or changes, and its recovery.
+#[derive(Default)]
+pub(crate) struct Reporter {
+    last: [Option<String>; EXTRAS],
+}
+
+impl Reporter {
+    /// Compares `now` (in [`NAMES`] order) with what was reported, and logs the differences.
+    pub(crate) fn report(&mut self, now: [Option<&str>; EXTRAS]) {
+        for ((name, last), cur) in NAMES.iter().zip(self.last.iter_mut()).zip(now) {
+            if last.as_deref() == cur {
+                continue;
+            }
+            match cur {
+                Some(reason) => tracing::error!(
+                    message_id = MSG_EXTRA_DISABLED,
+                    nthd_extra = *name,
+                    "extra {name} disabled: {reason}"
+                ),
+                None => tracing::info!(nthd_extra = *name, "extra {name} works again"),
+            }
+            *last = cur.map(str::to_string);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn opts(args: &[&str]) -> Options {
+        let mut v = vec!["nthd"];
+        v.extend_from_slice(args);
+        crate::config::Cli::try_parse_from(v).unwrap().opts
+    }
+
+    #[tokio::test]
+    async fn a_fixed_headers_file_is_picked_up_by_the_retry() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("not root: the headers file must be owned by root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let h = dir.path().join("headers");
+        std::fs::write(&h, "Authorization: Bearer x\n").unwrap();
+        std::fs::set_permissions(&h, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let o = opts(&[
+            "--webhook",
+            "http://127.0.0.1:9/x",
+            "--webhook-headers-file",
+            h.to_str().unwrap(),
+        ]);
+        let mut slot = WebhookSlot::start(&o, Context::for_this_host());
+        let p = slot.problem().expect("disabled").to_string();
+        assert!(
+            p.contains("readable by others") && p.contains("tries again every 1m"),
+            "{p}"
+        );
+        std::fs::set_permissions(&h, std::fs::Permissions::from_mode(0o640)).unwrap();
+        slot.retry_if_due(&o, Instant::now());
+        assert!(slot.problem().is_some(), "retried before it was due");
+        slot.retry_if_due(&o, Instant::now() + RETRY);
+        assert_eq!(slot.problem(), None, "the fixed file was not picked up");
+    }
+
+    #[tokio::test]
+    async fn no_webhook_setting_is_no_problem() {
+        let slot = WebhookSlot::start(&opts(&[]), Context::for_this_host());
+        assert_eq!(slot.problem(), None);
+        let slot = WebhookSlot::start(
+            &opts(&["--webhook", "gopher://x"]),
+            Context::for_this_host(),
+        );
+        assert!(slot.problem().unwrap().contains("NTHD_WEBHOOK (URL 1)"));
+    }
+}
