@@ -91,10 +91,11 @@ pub enum Command {
     /// Show what the daemon knows: cloud, instance, sources, notices, actions, errors.
     ///
     /// Reads the daemon's status file (/run/nthd/status.json, or NTHD_STATUS_FILE); runs as any
-    /// user. Exits 0 when the file is fresh, 1 when it is missing, unreadable or stale. With
-    /// --npd it is a node-problem-detector custom plugin: exit 0 no interruption pending, 1 a
-    /// notice nthd will act on is listed or an action is under way, 2 unknown; one line of at
-    /// most 80 bytes.
+    /// user. Exits 0 when the file is fresh and nthd can see; 2 (unknown) when it is missing,
+    /// unreadable or stale, when nthd cannot read the metadata service (blind) or an extra is
+    /// disabled. With --npd it is a node-problem-detector custom plugin: exit 0 no interruption
+    /// pending, 1 a notice nthd will act on is listed or an action is under way, 2 unknown; one
+    /// line of at most 80 bytes.
     Status {
         /// Print the status file's JSON instead of the screen.
         #[arg(long, conflicts_with = "npd")]

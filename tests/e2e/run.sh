@@ -30,6 +30,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=scenario.sh
 . "$HERE/scenario.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-health.sh
+. "$HERE/scen-health.sh"
 
 # Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
 # rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
@@ -50,7 +52,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
-           neighbour observability)
+           neighbour observability extras-degrade blind-npd npd-daemonset-restart)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
