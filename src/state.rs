@@ -129,6 +129,50 @@ fn unix_now(now: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// Reads the state file without following a symbolic link in its place: root (a drill) would
+/// otherwise read whatever file the owner of the state directory points it at.
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The state file's content: `None` when there is none; when it cannot be used, why, with the
+/// tag of the name it is set aside under.
+fn read_file(path: &Path) -> Result<Option<File>, (&'static str, String)> {
+    let bytes = match read_no_follow(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let why = format!(
+                "{} is a symbolic link, which nthd does not follow (it would read or replace \
+                 whatever the link points to)",
+                path.display()
+            );
+            return Err(("unreadable", why));
+        }
+        Err(e) => return Err(("unreadable", format!("cannot read {}: {e}", path.display()))),
+    };
+    match serde_json::from_slice::<File>(&bytes) {
+        Ok(f) if f.version == VERSION => Ok(Some(f)),
+        Ok(f) => Err((
+            "unknown-version",
+            format!(
+                "{} has format version {}, which this nthd (version {VERSION}) does not know",
+                path.display(),
+                f.version
+            ),
+        )),
+        Err(e) => Err(("corrupt", format!("{} is corrupt ({e})", path.display()))),
+    }
+}
+
 impl State {
     /// Loads `dir/state.json`. A missing file is an empty state; a corrupt one is moved aside
     /// and reported, never fatal.
@@ -140,36 +184,20 @@ impl State {
             boot_id,
             records: Vec::new(),
         };
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (state, report),
-            Err(e) => {
-                let why = format!("cannot read {}: {e}", path.display());
-                state.set_aside(&mut report, "unreadable", why, now);
-                return (state, report);
-            }
-        };
-        let file = match serde_json::from_slice::<File>(&bytes) {
-            Ok(f) if f.version == VERSION => f,
-            Ok(f) => {
-                let why = format!(
-                    "{} has format version {}, which this nthd (version {VERSION}) does not know",
-                    path.display(),
-                    f.version
-                );
-                state.set_aside(&mut report, "unknown-version", why, now);
-                return (state, report);
-            }
-            Err(e) => {
-                let why = format!("{} is corrupt ({e})", path.display());
-                state.set_aside(&mut report, "corrupt", why, now);
-                return (state, report);
-            }
-        };
+        match read_file(&path) {
+            Ok(Some(file)) => state.keep(file.records, now, &mut report),
+            Ok(None) => {}
+            Err((tag, why)) => state.set_aside(&mut report, tag, why, now),
+        }
+        (state, report)
+    }
+
+    /// Keeps the records loaded that still count.
+    fn keep(&mut self, records: Vec<Record>, now: SystemTime, report: &mut LoadReport) {
         let now_unix = unix_now(now);
         let cutoff = now_unix.saturating_sub(RETENTION.as_secs());
         let mut clamped = false;
-        for mut r in file.records {
+        for mut r in records {
             // A record "from the future" was written before the wall clock was set back: keep it
             // as of now (and write that back), or it would never expire.
             if r.at_unix > now_unix {
@@ -178,25 +206,25 @@ impl State {
             }
             // The wall clock may also have jumped forward: a record of this very boot is never
             // expired by it.
-            if r.at_unix < cutoff && r.boot_id != state.boot_id {
+            if r.at_unix < cutoff && r.boot_id != self.boot_id {
                 report.expired += 1;
-            } else if r.event_id.is_none() && r.boot_id != state.boot_id {
+            } else if r.event_id.is_none() && r.boot_id != self.boot_id {
                 report.dropped_other_boot += 1;
             } else {
-                state.records.push(r);
+                self.records.push(r);
             }
         }
-        report.loaded = state.records.len();
+        report.loaded = self.records.len();
         if clamped {
             // Best effort: if it fails, the next record written saves it.
-            let _ = state.save();
+            let _ = self.save();
         }
-        (state, report)
     }
 
     /// Moves a file that cannot be used out of the way, so it is kept for inspection and never
-    /// overwritten. If even that fails, the state stays in memory only: nthd then refuses to
-    /// reboot (it cannot persist the record first) rather than overwrite what it could not read.
+    /// overwritten; a symbolic link is moved itself (rename(2) never follows one). If even that
+    /// fails, the state stays in memory only: nthd then refuses to reboot (it cannot persist the
+    /// record first) rather than overwrite what it could not read.
     fn set_aside(&mut self, report: &mut LoadReport, tag: &str, why: String, now: SystemTime) {
         let Some(path) = self.path.clone() else {
             return;
@@ -292,35 +320,7 @@ impl State {
             reason,
         };
         let body = serde_json::to_vec_pretty(&file).map_err(|e| err(e.to_string()))?;
-        write_atomic(path, &body).map_err(|e| err(e.to_string()))?;
-        give_to_dir_owner(path);
-        Ok(())
-    }
-}
-
-/// When root writes the state file (a fire drill, `sudo nthd simulate --yes`), hands it to the
-/// owner of the state directory: the file is 0600, and the daemon, user nthd, must still read it
-/// at its next start.
-fn give_to_dir_owner(path: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let (Some(dir), Ok(file)) = (path.parent(), std::fs::metadata(path)) else {
-        return;
-    };
-    let Ok(d) = std::fs::metadata(dir) else {
-        return;
-    };
-    if file.uid() == 0 && d.uid() != 0 {
-        if let Err(e) = std::os::unix::fs::chown(path, Some(d.uid()), Some(d.gid())) {
-            tracing::warn!(
-                "cannot hand {} to uid {} (the state directory's owner): {e}; the daemon may not \
-                 read it. Fix with: chown {}:{} {}",
-                path.display(),
-                d.uid(),
-                d.uid(),
-                d.gid(),
-                path.display()
-            );
-        }
+        write_atomic(path, &body).map_err(|e| err(e.to_string()))
     }
 }
 
@@ -332,48 +332,145 @@ pub(crate) fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
 
 /// Replaces `path` atomically (readers see the old or the new file, never a partial one) with
 /// exactly `mode`, whatever the umask. `durable` adds the fsyncs that make it survive a crash.
+///
+/// Root (a drill, `sudo nthd simulate --yes`) may write into a directory another user owns, who
+/// can swap any name in it for a symbolic link at any moment. So the new file is created with
+/// O_EXCL and O_NOFOLLOW, handed to the directory's owner through its descriptor before the
+/// rename, and nothing touches `path` after the rename.
 pub(crate) fn write_replace(
     path: &Path,
     body: &[u8],
     mode: u32,
     durable: bool,
 ) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        use std::os::unix::fs::OpenOptionsExt;
-        // A leftover of a process that had this pid before; removing a symlink removes only
-        // the link. Then O_EXCL and O_NOFOLLOW: never write through a link someone planted.
+    // Opened once: its owner is read from this descriptor, and it is fsynced after the rename.
+    // Its owner cannot swap the directory itself: that takes write access to its parent.
+    let dir_fd = fs::File::open(dir).ok();
+    let owner = owner_to_hand_to(dir_fd.as_ref());
+    let result = write_new(&tmp, path, body, mode, durable, owner).and_then(|()| {
+        at_step(Step::BeforeRename, &tmp, path);
+        fs::rename(&tmp, path)
+    });
+    if let Err(e) = result {
+        // Removing a symbolic link removes only the link.
         let _ = fs::remove_file(&tmp);
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(mode)
-            .open(&tmp)?;
-        // fchmod is not subject to the umask (the unit's UMask=0077 would make 0644 into 0600).
-        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-        f.write_all(body)?;
-        if durable {
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, path)?;
-        if durable {
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    result
+    at_step(Step::Renamed, &tmp, path);
+    if let (true, Some(d)) = (durable, dir_fd) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
+
+/// Writes `body` to a new file at `tmp`, mode `mode`, owned by `owner` when given.
+fn write_new(
+    tmp: &Path,
+    path: &Path,
+    body: &[u8],
+    mode: u32,
+    durable: bool,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // A leftover of a process that had this pid before; removing a symlink removes only the
+    // link. Then O_EXCL and O_NOFOLLOW: never write through a link someone planted.
+    let _ = fs::remove_file(tmp);
+    at_step(Step::BeforeOpen, tmp, path);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(mode)
+        .open(tmp)?;
+    // fchmod is not subject to the umask (the unit's UMask=0077 would make 0644 into 0600).
+    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+    f.write_all(body)?;
+    at_step(Step::Written, tmp, path);
+    if let Some((uid, gid)) = owner {
+        at_step(Step::BeforeChown, tmp, path);
+        hand_over(&f, path, uid, gid);
+    }
+    if durable {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The owner to hand a new file to: the directory's, when root writes into a directory another
+/// user owns (the daemon, user nthd, must still read its 0600 state file after a drill).
+fn owner_to_hand_to(dir: Option<&fs::File>) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    if crate::logind::effective_uid() != 0 {
+        return None;
+    }
+    let d = dir?.metadata().ok()?;
+    (d.uid() != 0).then_some((d.uid(), d.gid()))
+}
+
+/// fchown(2) of the file being written: through its descriptor, so a name swapped for a link
+/// cannot make root chown something else.
+fn hand_over(f: &fs::File, path: &Path, uid: u32, gid: u32) {
+    if let Err(e) = std::os::unix::fs::fchown(f, Some(uid), Some(gid)) {
+        tracing::warn!(
+            "cannot hand {} to uid {uid} (the owner of its directory): {e}; the daemon may not \
+             read it. Fix with: chown -h {uid}:{gid} {}",
+            path.display(),
+            path.display()
+        );
+    }
+}
+
+/// The steps of [`write_replace`] a test can interpose at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The temporary file is about to be created.
+    BeforeOpen,
+    /// Its content is written.
+    Written,
+    /// It is about to be handed to the directory's owner.
+    BeforeChown,
+    /// It is about to be renamed over the file.
+    BeforeRename,
+    /// It has been.
+    Renamed,
+}
+
+/// A test's hook: called with the step, the temporary file and the file.
+#[cfg(test)]
+pub(crate) type Hook = Box<dyn FnMut(Step, &Path, &Path)>;
+
+#[cfg(test)]
+thread_local! {
+    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets (or with `None` clears) this thread's hook.
+#[cfg(test)]
+pub(crate) fn set_hook(hook: Option<Hook>) {
+    HOOK.with(|h| *h.borrow_mut() = hook);
+}
+
+#[cfg(test)]
+fn at_step(step: Step, tmp: &Path, path: &Path) {
+    HOOK.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(step, tmp, path)
+        }
+    })
+}
+
+#[cfg(not(test))]
+fn at_step(_: Step, _: &Path, _: &Path) {}
 
 #[cfg(test)]
 mod tests {
@@ -629,17 +726,152 @@ mod tests {
     #[test]
     fn root_hands_the_file_to_the_owner_of_the_state_directory() {
         use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
-        let is_root = std::fs::metadata(dir.path()).unwrap().uid() == 0;
-        if !is_root {
+        if crate::logind::effective_uid() != 0 {
             eprintln!("not root: chown cannot be exercised here (CI runs as root)");
             return;
         }
+        let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::chown(dir.path(), Some(4242), Some(4343)).unwrap();
         let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
         s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
-        let m = std::fs::metadata(dir.path().join("state.json")).unwrap();
-        assert_eq!((m.uid(), m.gid()), (4242, 4343));
+        let m = fs::metadata(dir.path().join("state.json")).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4343, 0o600));
+        // The status file and the metrics textfile go the same way (fchown before the rename).
+        let status = dir.path().join("status.json");
+        write_replace(&status, b"{}", 0o644, false).unwrap();
+        let m = fs::metadata(&status).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4343, 0o644));
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no temporary file left"
+        );
+
+        // In a directory root owns, root's file stays root's.
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(dir.path(), Some(0), Some(4343)).unwrap();
+        write_atomic(&dir.path().join("state.json"), b"{}").unwrap();
+        let m = fs::metadata(dir.path().join("state.json")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (0, 0));
+    }
+
+    /// Replaces `link` (whatever is there) with a symbolic link to `target`, as user nthd could
+    /// in a directory it owns.
+    fn plant(link: &Path, target: &Path) {
+        let _ = fs::remove_file(link);
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+
+    /// One save as root into a directory owned by 4242:4343, with user nthd's symbolic link to
+    /// a root-owned 0600 file planted at `step` (over state.json, and over the temporary file
+    /// too when `swap_tmp`); what went wrong, if anything.
+    fn save_with_link_planted(step: Step, swap_tmp: bool) -> Vec<String> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(dir.path(), Some(4242), Some(4343)).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("shadow");
+        fs::write(&target, b"root:secret\n").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
+        let link_to = target.clone();
+        set_hook(Some(Box::new(move |at, tmp, path| {
+            if at == step {
+                plant(path, &link_to);
+                if swap_tmp {
+                    plant(tmp, &link_to);
+                }
+            }
+        })));
+        let saved = s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW));
+        set_hook(None);
+        let case = format!("link planted at {step:?} (over the temporary file too: {swap_tmp})");
+        let mut wrong = Vec::new();
+        let m = fs::symlink_metadata(&target).unwrap();
+        if (m.uid(), m.gid(), m.mode() & 0o7777) != (0, 0, 0o600) {
+            wrong.push(format!(
+                "{case}: the target is now {}:{} {:o}",
+                m.uid(),
+                m.gid(),
+                m.mode()
+            ));
+        }
+        if fs::read(&target).unwrap() != b"root:secret\n" {
+            wrong.push(format!("{case}: the target was written"));
+        }
+        if !swap_tmp && step != Step::Renamed {
+            // Only state.json was swapped, before the rename: the rename replaces the link itself
+            // with nthd's file, already handed to the directory's owner.
+            let f = fs::symlink_metadata(dir.path().join("state.json")).unwrap();
+            let got = (saved.is_ok(), f.file_type().is_file(), f.uid(), f.gid());
+            if got != (true, true, 4242, 4343) {
+                wrong.push(format!("{case}: (saved, regular file, uid, gid) = {got:?}"));
+            }
+        }
+        wrong
+    }
+
+    /// `sudo nthd simulate --yes` writes state.json as root in a directory user nthd owns: user
+    /// nthd swapping in a symbolic link at any moment must not make root write, chown or chmod
+    /// what the link points to.
+    #[test]
+    fn root_never_chowns_or_writes_through_a_planted_link() {
+        if crate::logind::effective_uid() != 0 {
+            eprintln!("not root: the chown to the directory's owner cannot happen here");
+            return;
+        }
+        let steps = [
+            Step::BeforeOpen,
+            Step::Written,
+            Step::BeforeChown,
+            Step::BeforeRename,
+            Step::Renamed,
+        ];
+        let mut wrong = Vec::new();
+        for step in steps {
+            for swap_tmp in [false, true] {
+                wrong.extend(save_with_link_planted(step, swap_tmp));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// A symbolic link planted as state.json is never read through (root would read any file
+    /// with it): it is set aside as unreadable, and the rename moves the link, not its target.
+    #[test]
+    fn a_linked_state_file_is_set_aside_not_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("elsewhere.json");
+        let body = format!(
+            r#"{{"version":1,"records":[{{"id":"x","action":"reboot","phase":"done","boot_id":"b","at_unix":{NOW}}}]}}"#
+        );
+        fs::write(&target, &body).unwrap();
+        plant(&dir.path().join("state.json"), &target);
+        let (s, r) = State::load(dir.path(), "b".into(), t(NOW));
+        assert!(
+            s.records().is_empty(),
+            "read through the link: {:?}",
+            s.records()
+        );
+        let why = r.error.as_deref().unwrap_or_default();
+        assert!(why.contains("symbolic link"), "{r:?}");
+        let aside = r.moved_aside.expect("the link is set aside");
+        assert!(
+            aside.ends_with(format!("state.json.unreadable-{NOW}")),
+            "{aside:?}"
+        );
+        assert_eq!(
+            fs::read_link(&aside).unwrap(),
+            target,
+            "the link itself was moved"
+        );
+        assert_eq!(
+            fs::read_to_string(&target).unwrap(),
+            body,
+            "its target is untouched"
+        );
+        assert!(fs::symlink_metadata(dir.path().join("state.json")).is_err());
     }
 }
