@@ -288,3 +288,57 @@ pub(crate) fn load_state(dir: &Path, now: SystemTime) -> State {
     }
     st
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MetricsOptions;
+    use crate::notice::NoticeKind;
+    use nthd_testkit::logind::{FakeLogind, PrivateBus};
+
+    fn metrics() -> Metrics {
+        Metrics::new(MetricsOptions {
+            textfile: None,
+            listen: None,
+        })
+    }
+
+    /// A drill's notice of `kind`, due now.
+    fn notice(kind: NoticeKind) -> Notice {
+        crate::simulate::synthetic(kind, Duration::ZERO, SystemTime::now())
+    }
+
+    /// On a read-only /var, a corrupt state file can be neither used nor moved aside: nthd then
+    /// cannot record a reboot first, so it does not ask logind for one (it would reboot again on
+    /// every boot); a power-off, which cannot loop, still goes ahead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_reboot_reaches_logind_without_a_record() {
+        let name = "executor::tests::no_reboot_reaches_logind_without_a_record";
+        let fill = |d: &Path| std::fs::write(d.join("state.json"), b"{garbage").unwrap();
+        let Some(dir) = state::tests::in_read_only_dir(name, fill) else {
+            return;
+        };
+        let bus = PrivateBus::start().unwrap();
+        let fake = FakeLogind::serve(bus.address()).await.unwrap();
+        let st = load_state(&dir, SystemTime::now());
+        let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
+
+        let reboot = notice(NoticeKind::ScheduledReboot);
+        let out = exec
+            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
+            .await;
+        let Outcome::Failed(e) = out else {
+            panic!("the reboot was not refused: {out:?}");
+        };
+        assert!(e.contains("not rebooting"), "{e}");
+        assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
+
+        let spot = notice(NoticeKind::SpotTerminate);
+        let out = exec
+            .execute(&spot, PowerAction::PowerOff, &mut metrics(), &|| {})
+            .await;
+        assert_eq!(out, Outcome::Accepted);
+        assert_eq!(fake.power_off_count(), 1);
+        assert_eq!(std::fs::read(dir.join("state.json")).unwrap(), b"{garbage");
+    }
+}

@@ -65,12 +65,21 @@ pub(crate) enum StateError {
          writable by user nthd (StateDirectory=nthd in the unit, or NTHD_STATE_DIR)"
     )]
     Write { path: String, reason: String },
+    #[error(
+        "not writing the state file {path}: {why}. nthd keeps what it acts on in memory only, \
+         so it refuses to reboot (without a record it would reboot again on every boot) and \
+         still powers off. Make the state directory writable, move the file away (mv {path} \
+         {path}.bad), then restart nthd (systemctl restart nthd)"
+    )]
+    InMemoryOnly { path: String, why: String },
 }
 
 /// The state store.
 #[derive(Debug)]
 pub struct State {
-    path: Option<PathBuf>,
+    path: PathBuf,
+    /// Why the file is never written: it could not be used, nor moved aside.
+    in_memory_only: Option<String>,
     boot_id: String,
     records: Vec<Record>,
 }
@@ -177,14 +186,14 @@ impl State {
     /// Loads `dir/state.json`. A missing file is an empty state; a corrupt one is moved aside
     /// and reported, never fatal.
     pub fn load(dir: &Path, boot_id: String, now: SystemTime) -> (State, LoadReport) {
-        let path = dir.join("state.json");
         let mut report = LoadReport::default();
         let mut state = State {
-            path: Some(path.clone()),
+            path: dir.join("state.json"),
+            in_memory_only: None,
             boot_id,
             records: Vec::new(),
         };
-        match read_file(&path) {
+        match read_file(&state.path) {
             Ok(Some(file)) => state.keep(file.records, now, &mut report),
             Ok(None) => {}
             Err((tag, why)) => state.set_aside(&mut report, tag, why, now),
@@ -223,25 +232,27 @@ impl State {
 
     /// Moves a file that cannot be used out of the way, so it is kept for inspection and never
     /// overwritten; a symbolic link is moved itself (rename(2) never follows one). If even that
-    /// fails, the state stays in memory only: nthd then refuses to reboot (it cannot persist the
-    /// record first) rather than overwrite what it could not read.
+    /// fails, the state stays in memory only: every save is then an error, and nthd refuses to
+    /// reboot (it cannot persist the record first) rather than overwrite what it could not read.
     fn set_aside(&mut self, report: &mut LoadReport, tag: &str, why: String, now: SystemTime) {
-        let Some(path) = self.path.clone() else {
-            return;
-        };
-        let aside = path.with_file_name(format!("state.json.{tag}-{}", unix_now(now)));
-        match fs::rename(&path, &aside) {
-            Ok(()) => report.moved_aside = Some(aside),
+        let aside = self
+            .path
+            .with_file_name(format!("state.json.{tag}-{}", unix_now(now)));
+        match fs::rename(&self.path, &aside) {
+            Ok(()) => {
+                report.moved_aside = Some(aside);
+                report.error = Some(why);
+            }
             Err(e) => {
-                self.path = None;
+                let why = format!("{why}; it could not be moved aside either ({e})");
                 report.error = Some(format!(
-                    "{why}; it could not be moved aside either ({e}), so nthd keeps its state in \
-                     memory and leaves the file as it is"
+                    "{why}, so nthd keeps its state in memory only and leaves the file as it is; \
+                     it will not reboot until the state directory is writable and the file is \
+                     moved away (then restart nthd)"
                 ));
-                return;
+                self.in_memory_only = Some(why);
             }
         }
-        report.error = Some(why);
     }
 
     /// Every record kept.
@@ -308,19 +319,23 @@ impl State {
     }
 
     fn save(&self) -> Result<(), StateError> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
+        let path = self.path.display().to_string();
+        if let Some(why) = &self.in_memory_only {
+            let why = why.clone();
+            return Err(StateError::InMemoryOnly { path, why });
+        }
         let file = File {
             version: VERSION,
             records: self.records.clone(),
         };
-        let err = |reason: String| StateError::Write {
-            path: path.display().to_string(),
-            reason,
-        };
-        let body = serde_json::to_vec_pretty(&file).map_err(|e| err(e.to_string()))?;
-        write_atomic(path, &body).map_err(|e| err(e.to_string()))
+        let body = serde_json::to_vec_pretty(&file).map_err(|e| StateError::Write {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        write_atomic(&self.path, &body).map_err(|e| StateError::Write {
+            path,
+            reason: e.to_string(),
+        })
     }
 }
 
@@ -473,7 +488,7 @@ fn at_step(step: Step, tmp: &Path, path: &Path) {
 fn at_step(_: Step, _: &Path, _: &Path) {}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn t(s: u64) -> SystemTime {
@@ -873,5 +888,97 @@ mod tests {
             "its target is untouched"
         );
         assert!(fs::symlink_metadata(dir.path().join("state.json")).is_err());
+    }
+
+    /// Set, in the child [`in_read_only_dir`] starts, to the read-only directory.
+    const READ_ONLY_DIR: &str = "NTHD_TEST_READ_ONLY_DIR";
+
+    /// Runs the test `name` of this test binary again in a private mount namespace where a new
+    /// directory, filled by `fill`, is a read-only bind mount: root ignores permission bits, a
+    /// read-only file system it does not. In that child, returns the directory; in the parent
+    /// (after checking that the child passed) and where this cannot be done (not root, no
+    /// unshare(1), no mount namespaces), `None`.
+    pub(crate) fn in_read_only_dir(name: &str, fill: impl FnOnce(&Path)) -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os(READ_ONLY_DIR) {
+            return Some(PathBuf::from(dir));
+        }
+        if crate::logind::effective_uid() != 0 {
+            eprintln!("not root: cannot make a read-only bind mount here (CI runs as root)");
+            return None;
+        }
+        let probe = std::process::Command::new("unshare")
+            .args(["-m", "true"])
+            .status();
+        if !matches!(probe, Ok(s) if s.success()) {
+            eprintln!("unshare -m does not work here ({probe:?}): install util-linux");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        fill(dir.path());
+        let script = r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" &&
+            exec "$0" --exact "$2" --nocapture --test-threads=1"#;
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", script])
+            .arg(std::env::current_exe().unwrap())
+            .arg(dir.path())
+            .arg(name)
+            .env(READ_ONLY_DIR, dir.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{name} in a read-only {}: {stdout}{stderr}",
+            dir.path().display()
+        );
+        None
+    }
+
+    /// A corrupt state file in a read-only state directory (a read-only /var) cannot be moved
+    /// aside: every record is then an error naming the file and the fix, so a reboot, which
+    /// must be recorded first, is refused.
+    #[test]
+    fn a_file_that_cannot_be_set_aside_makes_every_record_an_error() {
+        let garbage = b"{\"version\":1,\"records\":[{garbage";
+        let name = "state::tests::a_file_that_cannot_be_set_aside_makes_every_record_an_error";
+        let Some(dir) =
+            in_read_only_dir(name, |d| fs::write(d.join("state.json"), garbage).unwrap())
+        else {
+            return;
+        };
+        let (mut s, r) = State::load(&dir, "b".into(), t(NOW));
+        assert_eq!(r.moved_aside, None);
+        let why = r.error.unwrap_or_default();
+        assert!(
+            why.contains("could not be moved aside") && why.contains("will not reboot"),
+            "{why}"
+        );
+        let e = s
+            .record("e", Some("e"), PowerAction::Reboot, Phase::Started, t(NOW))
+            .unwrap_err()
+            .to_string();
+        let file = dir.join("state.json").display().to_string();
+        for want in [
+            file.as_str(),
+            "is corrupt",
+            "Read-only file system",
+            "refuses to reboot",
+            "restart nthd",
+        ] {
+            assert!(e.contains(want), "{want:?} not in: {e}");
+        }
+        assert_eq!(
+            s.acted_ids(),
+            Vec::<String>::new(),
+            "a started record does not count"
+        );
+        assert_eq!(
+            fs::read(dir.join("state.json")).unwrap(),
+            garbage,
+            "left as it is"
+        );
     }
 }
