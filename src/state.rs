@@ -1,7 +1,9 @@
 //! What nthd acted on, persisted in its state directory so it acts once across restarts.
 //!
 //! A record is written *before* the logind call (phase `started`) and again after it succeeds
-//! (phase `done`), atomically (temporary file, fsync, rename, fsync of the directory).
+//! (phase `done`), atomically (temporary file, fsync, rename, fsync of the directory). The
+//! executor writes off the runtime thread: a reboot waits for its `started` record, a power-off
+//! is called while it is being written.
 //!
 //! Notices without a platform event id (a spot notice, a GCP preemption) are scoped to the boot
 //! they were seen in: after a reboot the same action name is a new notice. Notices with an event
@@ -11,6 +13,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -82,6 +85,37 @@ pub struct State {
     in_memory_only: Option<String>,
     boot_id: String,
     records: Vec<Record>,
+    /// The number of the last [`Snapshot`] taken.
+    taken: u64,
+    /// The number of the last [`Snapshot`] written.
+    written: Arc<Mutex<u64>>,
+}
+
+/// The state file's content at one moment, to be written off the async runtime (the write
+/// fsyncs, and a stalled disk must not hold up a logind call). Snapshots land in the order they
+/// were taken: one that finds a newer one already written leaves it, as that holds all it holds.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    path: PathBuf,
+    body: Vec<u8>,
+    number: u64,
+    written: Arc<Mutex<u64>>,
+}
+
+impl Snapshot {
+    /// Writes the file (atomically, durably), unless a newer snapshot is already written.
+    pub(crate) fn write(self) -> Result<(), StateError> {
+        let mut last = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if *last > self.number {
+            return Ok(());
+        }
+        write_atomic(&self.path, &self.body).map_err(|e| StateError::Write {
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        *last = self.number;
+        Ok(())
+    }
 }
 
 /// What loading found, for the log.
@@ -192,6 +226,8 @@ impl State {
             in_memory_only: None,
             boot_id,
             records: Vec::new(),
+            taken: 0,
+            written: Arc::new(Mutex::new(0)),
         };
         match read_file(&state.path) {
             Ok(Some(file)) => state.keep(file.records, now, &mut report),
@@ -255,6 +291,11 @@ impl State {
         }
     }
 
+    /// The state file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Every record kept.
     pub fn records(&self) -> &[Record] {
         &self.records
@@ -297,7 +338,9 @@ impl State {
             .collect()
     }
 
-    /// Records a phase of an action and writes the file.
+    /// Records a phase of an action and writes the file, in one go (the executor notes and
+    /// writes apart, to write off the runtime thread).
+    #[cfg(test)]
     pub(crate) fn record(
         &mut self,
         id: &str,
@@ -306,6 +349,19 @@ impl State {
         phase: Phase,
         now: SystemTime,
     ) -> Result<(), StateError> {
+        self.note(id, event_id, action, phase, now);
+        self.save()
+    }
+
+    /// Records a phase of an action in memory only; [`State::snapshot`] then gives what to write.
+    pub(crate) fn note(
+        &mut self,
+        id: &str,
+        event_id: Option<&str>,
+        action: PowerAction,
+        phase: Phase,
+        now: SystemTime,
+    ) {
         self.records.retain(|r| r.id != id);
         self.records.push(Record {
             id: id.to_string(),
@@ -315,10 +371,16 @@ impl State {
             boot_id: self.boot_id.clone(),
             at_unix: unix_now(now),
         });
-        self.save()
     }
 
-    fn save(&self) -> Result<(), StateError> {
+    /// Drops the record of `id` in memory (a reboot refused because its record did not land).
+    pub(crate) fn forget(&mut self, id: &str) {
+        self.records.retain(|r| r.id != id);
+    }
+
+    /// The file's content as of now, to [`Snapshot::write`]; an error when the state is in memory
+    /// only (a file that could not be used nor moved aside).
+    pub(crate) fn snapshot(&mut self) -> Result<Snapshot, StateError> {
         let path = self.path.display().to_string();
         if let Some(why) = &self.in_memory_only {
             let why = why.clone();
@@ -329,13 +391,20 @@ impl State {
             records: self.records.clone(),
         };
         let body = serde_json::to_vec_pretty(&file).map_err(|e| StateError::Write {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        write_atomic(&self.path, &body).map_err(|e| StateError::Write {
             path,
             reason: e.to_string(),
+        })?;
+        self.taken += 1;
+        Ok(Snapshot {
+            path: self.path.clone(),
+            body,
+            number: self.taken,
+            written: Arc::clone(&self.written),
         })
+    }
+
+    fn save(&mut self) -> Result<(), StateError> {
+        self.snapshot()?.write()
     }
 }
 
@@ -980,5 +1049,22 @@ pub(crate) mod tests {
             garbage,
             "left as it is"
         );
+    }
+
+    /// Writes run off the async runtime and may land out of order: a Started snapshot whose
+    /// write comes last must not undo the Done written before it.
+    #[test]
+    fn an_older_snapshot_never_overwrites_a_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = State::load(dir.path(), "b".into(), t(NOW));
+        s.note("x", None, PowerAction::Reboot, Phase::Started, t(NOW));
+        let started = s.snapshot().unwrap();
+        s.note("x", None, PowerAction::Reboot, Phase::Done, t(NOW));
+        let done = s.snapshot().unwrap();
+        done.write().unwrap();
+        started.write().unwrap();
+        let (s2, _) = State::load(dir.path(), "b".into(), t(NOW));
+        assert_eq!(s2.records().len(), 1);
+        assert_eq!(s2.records()[0].phase, Phase::Done);
     }
 }
