@@ -6,6 +6,7 @@
 //!   someone else's), and records the notice as done;
 //! - writes the state record before the call, and refuses a reboot it could not record (the
 //!   event still listed after the reboot would look new, and nthd would reboot on every boot);
+//!   the write (fsyncs) runs off the runtime thread, and a power-off does not wait for it;
 //! - bounds the logind call, and names the real cause of a refusal (see `logind.rs`);
 //! - records the result, counts it in the metrics and logs it with a stable journald
 //!   `MESSAGE_ID`.
@@ -35,6 +36,13 @@ pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a logind property read may take.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long the executor waits for a state write (file and directory fsync). A reboot whose
+/// record did not land in this time is refused; a power-off has gone ahead by then.
+pub(crate) const WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// A state write under way on the blocking pool.
+type Write = tokio::task::JoinHandle<Result<(), state::StateError>>;
 
 /// What came of one [`Executor::execute`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +93,11 @@ pub(crate) struct Executor {
     dry_run: bool,
     /// The planner's retry delay, named in failure messages; `None` when nobody retries (a drill).
     retry: Option<Duration>,
+    /// How long to wait for a state write: [`WRITE_WAIT`].
+    write_wait: Duration,
+    /// Holds the state writes back until opened: a stalled disk, in tests.
+    #[cfg(test)]
+    gate: Option<std::sync::Arc<Gate>>,
 }
 
 impl Executor {
@@ -100,6 +113,9 @@ impl Executor {
             state,
             dry_run,
             retry,
+            write_wait: WRITE_WAIT,
+            #[cfg(test)]
+            gate: None,
         }
     }
 
@@ -128,7 +144,7 @@ impl Executor {
         } else {
             keepalive();
             if self.shutdown_under_way().await {
-                self.stand_down(n, action)
+                self.stand_down(n, action).await
             } else {
                 self.call(n, action, keepalive).await
             }
@@ -146,26 +162,53 @@ impl Executor {
         )
     }
 
-    fn stand_down(&mut self, n: &Notice, action: PowerAction) -> Outcome {
+    async fn stand_down(&mut self, n: &Notice, action: PowerAction) -> Outcome {
         tracing::info!(
             nthd_notice_id = n.id.as_str(),
             "logind is already preparing for shutdown; not calling {} again for {}",
             action.method(),
             n.id
         );
-        self.record(n, action, Phase::Done);
+        let done = self.start_record(n, action, Phase::Done);
+        self.finish_record(done).await;
         Outcome::AlreadyShuttingDown
     }
 
     async fn call(&mut self, n: &Notice, action: PowerAction, keepalive: &dyn Fn()) -> Outcome {
-        if !self.record(n, action, Phase::Started) && action == PowerAction::Reboot {
-            return self.failed(n, action, self.unrecorded_reboot(n));
-        }
+        let started = self.start_record(n, action, Phase::Started);
+        // A reboot's record must be on disk first. A power-off's is written beside the call: a
+        // stalled disk must hold up neither the call nor the watchdog.
+        let started = match action {
+            PowerAction::Reboot => {
+                keepalive();
+                if !self.finish_record(started).await {
+                    return self.refuse_unrecorded_reboot(n);
+                }
+                None
+            }
+            PowerAction::PowerOff => Some(started),
+        };
         keepalive();
         let answer = tokio::time::timeout(CALL_TIMEOUT, self.logind.act(action)).await;
+        if let Some(started) = started {
+            keepalive();
+            self.finish_record(started).await;
+        }
+        keepalive();
+        self.answered(n, action, answer).await
+    }
+
+    /// What came of the logind call.
+    async fn answered(
+        &mut self,
+        n: &Notice,
+        action: PowerAction,
+        answer: Result<Result<(), crate::logind::LogindError>, tokio::time::error::Elapsed>,
+    ) -> Outcome {
         match answer {
             Ok(Ok(())) => {
-                self.record(n, action, Phase::Done);
+                let done = self.start_record(n, action, Phase::Done);
+                self.finish_record(done).await;
                 log_accepted(n, action);
                 Outcome::Accepted
             }
@@ -182,6 +225,14 @@ impl Executor {
                 self.failed(n, action, e)
             }
         }
+    }
+
+    /// Refuses a reboot whose record did not land. Its write may still land later: the record
+    /// is dropped and that written too, so a reboot that never happened never counts as done.
+    fn refuse_unrecorded_reboot(&mut self, n: &Notice) -> Outcome {
+        self.state.forget(&n.id);
+        drop(self.spawn_write());
+        self.failed(n, PowerAction::Reboot, self.unrecorded_reboot(n))
     }
 
     fn unrecorded_reboot(&self, n: &Notice) -> String {
@@ -209,19 +260,75 @@ impl Executor {
         Outcome::Failed(e)
     }
 
-    /// Records a phase of an action; false (and logged) when the file could not be written.
-    fn record(&mut self, n: &Notice, action: PowerAction, phase: Phase) -> bool {
+    /// Records a phase of an action in memory, and starts writing the file off the runtime
+    /// thread.
+    fn start_record(&mut self, n: &Notice, action: PowerAction, phase: Phase) -> Write {
         let at = SystemTime::now();
-        match self
-            .state
-            .record(&n.id, n.event_id.as_deref(), action, phase, at)
-        {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!("{e}");
-                false
+        self.state
+            .note(&n.id, n.event_id.as_deref(), action, phase, at);
+        self.spawn_write()
+    }
+
+    /// Writes the state file as it is now, on the blocking pool.
+    fn spawn_write(&mut self) -> Write {
+        let snapshot = self.state.snapshot();
+        #[cfg(test)]
+        let gate = self.gate.clone();
+        tokio::task::spawn_blocking(move || {
+            #[cfg(test)]
+            if let Some(g) = gate {
+                g.wait();
             }
+            snapshot?.write()
+        })
+    }
+
+    /// Waits for a state write, at most [`WRITE_WAIT`]; false (and logged) when it failed or did
+    /// not finish in time (it then goes on in the background).
+    async fn finish_record(&self, write: Write) -> bool {
+        let e = match tokio::time::timeout(self.write_wait, write).await {
+            Ok(Ok(Ok(()))) => return true,
+            Ok(Ok(Err(e))) => e.to_string(),
+            Ok(Err(e)) => format!(
+                "writing the state file {} failed: {e}",
+                self.state.path().display()
+            ),
+            Err(_) => {
+                tracing::warn!(
+                    "the state file {} was not written within {}: is the disk stalled (dmesg)? \
+                     nthd goes on without it, and may act on this notice again if it restarts \
+                     before the write lands",
+                    self.state.path().display(),
+                    timefmt::format_duration(self.write_wait)
+                );
+                return false;
+            }
+        };
+        tracing::error!("{e}");
+        false
+    }
+}
+
+/// A gate the state writes wait at until a test opens it: a stalled disk.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Gate {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+#[cfg(test)]
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
         }
+    }
+
+    pub(crate) fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
     }
 }
 
@@ -287,4 +394,171 @@ pub(crate) fn load_state(dir: &Path, now: SystemTime) -> State {
         );
     }
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MetricsOptions;
+    use crate::notice::NoticeKind;
+    use nthd_testkit::logind::{FakeLogind, PrivateBus};
+    use std::sync::Arc;
+
+    fn metrics() -> Metrics {
+        Metrics::new(MetricsOptions {
+            textfile: None,
+            listen: None,
+        })
+    }
+
+    /// A drill's notice of `kind`, due now.
+    fn notice(kind: NoticeKind) -> Notice {
+        crate::simulate::synthetic(kind, Duration::ZERO, SystemTime::now())
+    }
+
+    /// On a read-only /var, a corrupt state file can be neither used nor moved aside: nthd then
+    /// cannot record a reboot first, so it does not ask logind for one (it would reboot again on
+    /// every boot); a power-off, which cannot loop, still goes ahead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_reboot_reaches_logind_without_a_record() {
+        let name = "executor::tests::no_reboot_reaches_logind_without_a_record";
+        let fill = |d: &Path| std::fs::write(d.join("state.json"), b"{garbage").unwrap();
+        let Some(dir) = state::tests::in_read_only_dir(name, fill) else {
+            return;
+        };
+        let bus = PrivateBus::start().unwrap();
+        let fake = FakeLogind::serve(bus.address()).await.unwrap();
+        let st = load_state(&dir, SystemTime::now());
+        let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
+
+        let reboot = notice(NoticeKind::ScheduledReboot);
+        let out = exec
+            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
+            .await;
+        let Outcome::Failed(e) = out else {
+            panic!("the reboot was not refused: {out:?}");
+        };
+        assert!(e.contains("not rebooting"), "{e}");
+        assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
+
+        let spot = notice(NoticeKind::SpotTerminate);
+        let out = exec
+            .execute(&spot, PowerAction::PowerOff, &mut metrics(), &|| {})
+            .await;
+        assert_eq!(out, Outcome::Accepted);
+        assert_eq!(fake.power_off_count(), 1);
+        assert_eq!(std::fs::read(dir.join("state.json")).unwrap(), b"{garbage");
+    }
+
+    /// Opens the gate when dropped, even on a panic: a blocking thread left at the gate would
+    /// keep the test's runtime from shutting down.
+    struct OpenOnDrop(Arc<Gate>);
+
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.0.open();
+        }
+    }
+
+    /// An executor over an empty state in `dir`, calling the fake logind on `bus`, whose state
+    /// writes wait at a closed gate (a stalled disk).
+    fn stalled(bus: &PrivateBus, dir: &Path) -> (Executor, OpenOnDrop) {
+        let st = load_state(dir, SystemTime::now());
+        let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
+        let gate = Arc::new(Gate::default());
+        exec.gate = Some(gate.clone());
+        (exec, OpenOnDrop(gate))
+    }
+
+    /// The phases recorded in `dir`'s state file (`None` while there is none), once they are
+    /// `want` or after 5 s.
+    async fn phases_written(dir: &Path, want: &[&str]) -> Option<Vec<String>> {
+        let mut got = None;
+        for _ in 0..100 {
+            let body = std::fs::read_to_string(dir.join("state.json")).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            got = v["records"].as_array().map(|records| {
+                let phase = |r: &serde_json::Value| r["phase"].as_str().unwrap_or("").to_string();
+                records.iter().map(phase).collect::<Vec<String>>()
+            });
+            if got.as_deref() == Some(&want.iter().map(|w| w.to_string()).collect::<Vec<_>>()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        got
+    }
+
+    /// The record is written before the call, but the call does not wait for the write: with
+    /// the disk stalled, PowerOff reaches logind while the file is still unwritten. The gate
+    /// opens only once logind has the call (or after 5 s, when it never got it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_state_write_does_not_hold_up_a_power_off() {
+        let bus = PrivateBus::start().unwrap();
+        let fake = Arc::new(FakeLogind::serve(bus.address()).await.unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let (mut exec, gate) = stalled(&bus, dir.path());
+        exec.write_wait = Duration::from_secs(30);
+        let watcher = tokio::spawn({
+            let (fake, gate, file) = (fake.clone(), gate.0.clone(), dir.path().join("state.json"));
+            async move {
+                let called = fake
+                    .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+                    .await;
+                let written = file.exists();
+                gate.open();
+                (called, written)
+            }
+        });
+        let spot = notice(NoticeKind::SpotTerminate);
+        let out = exec
+            .execute(&spot, PowerAction::PowerOff, &mut metrics(), &|| {})
+            .await;
+        let (called, written) = watcher.await.unwrap();
+        assert!(called, "PowerOff waited for the stalled state write");
+        assert!(
+            !written,
+            "the state file was written before the call: nothing was stalled"
+        );
+        assert_eq!(out, Outcome::Accepted);
+        let done = Some(vec!["done".to_string()]);
+        assert_eq!(phases_written(dir.path(), &["done"]).await, done);
+    }
+
+    /// A reboot waits for its record, at most `write_wait`: with the disk stalled, it is refused
+    /// without calling logind, and the record that lands late is undone, so the reboot that did
+    /// not happen never counts as done. Once the disk is back, the retry goes through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reboot_is_refused_when_its_record_does_not_land_in_time() {
+        let bus = PrivateBus::start().unwrap();
+        let fake = FakeLogind::serve(bus.address()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (mut exec, gate) = stalled(&bus, dir.path());
+        exec.write_wait = Duration::from_millis(300);
+        let reboot = notice(NoticeKind::ScheduledReboot);
+        let out = exec
+            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
+            .await;
+        let Outcome::Failed(e) = out else {
+            panic!("the reboot was not refused: {out:?}");
+        };
+        assert!(e.contains("not rebooting"), "{e}");
+        assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
+        drop(gate);
+        // The late Started write, and the one without it: whichever comes last, the file ends
+        // without the record.
+        assert_eq!(phases_written(dir.path(), &[]).await, Some(vec![]));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(phases_written(dir.path(), &[]).await, Some(vec![]));
+        assert!(exec.state().records().is_empty());
+
+        // The disk is back: the retry records the reboot, then calls logind.
+        let out = exec
+            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
+            .await;
+        assert_eq!(out, Outcome::Accepted);
+        assert_eq!(fake.reboot_count(), 1);
+        let done = Some(vec!["done".to_string()]);
+        assert_eq!(phases_written(dir.path(), &["done"]).await, done);
+    }
 }

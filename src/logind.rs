@@ -261,13 +261,33 @@ pub(crate) fn bus_address() -> String {
 #[derive(Default)]
 pub struct Logind {
     conn: Option<zbus::Connection>,
+    /// A test's private bus instead of the system bus.
+    #[cfg(test)]
+    address: Option<String>,
 }
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(25);
 
 impl Logind {
     pub(crate) fn new() -> Logind {
-        Logind { conn: None }
+        Logind::default()
+    }
+
+    /// A client of the bus at `address` (a test's private bus with a fake logind).
+    #[cfg(test)]
+    pub(crate) fn at(address: &str) -> Logind {
+        Logind {
+            conn: None,
+            address: Some(address.to_string()),
+        }
+    }
+
+    fn builder(&self) -> zbus::connection::Builder<'static> {
+        #[cfg(test)]
+        if let Some(a) = &self.address {
+            return zbus::connection::Builder::address(a.as_str());
+        }
+        zbus::connection::Builder::system()
     }
 
     async fn manager(&mut self) -> Result<ManagerProxy<'static>, LogindError> {
@@ -282,9 +302,7 @@ impl Logind {
         }
         let conn = tokio::time::timeout(
             Duration::from_secs(5),
-            zbus::connection::Builder::system()
-                .method_timeout(CALL_TIMEOUT)
-                .build(),
+            self.builder().method_timeout(CALL_TIMEOUT).build(),
         )
         .await
         .map_err(|_| LogindError::NoBus {

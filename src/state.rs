@@ -1,7 +1,9 @@
 //! What nthd acted on, persisted in its state directory so it acts once across restarts.
 //!
 //! A record is written *before* the logind call (phase `started`) and again after it succeeds
-//! (phase `done`), atomically (temporary file, fsync, rename, fsync of the directory).
+//! (phase `done`), atomically (temporary file, fsync, rename, fsync of the directory). The
+//! executor writes off the runtime thread: a reboot waits for its `started` record, a power-off
+//! is called while it is being written.
 //!
 //! Notices without a platform event id (a spot notice, a GCP preemption) are scoped to the boot
 //! they were seen in: after a reboot the same action name is a new notice. Notices with an event
@@ -11,6 +13,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -65,14 +68,54 @@ pub(crate) enum StateError {
          writable by user nthd (StateDirectory=nthd in the unit, or NTHD_STATE_DIR)"
     )]
     Write { path: String, reason: String },
+    #[error(
+        "not writing the state file {path}: {why}. nthd keeps what it acts on in memory only, \
+         so it refuses to reboot (without a record it would reboot again on every boot) and \
+         still powers off. Make the state directory writable, move the file away (mv {path} \
+         {path}.bad), then restart nthd (systemctl restart nthd)"
+    )]
+    InMemoryOnly { path: String, why: String },
 }
 
 /// The state store.
 #[derive(Debug)]
 pub struct State {
-    path: Option<PathBuf>,
+    path: PathBuf,
+    /// Why the file is never written: it could not be used, nor moved aside.
+    in_memory_only: Option<String>,
     boot_id: String,
     records: Vec<Record>,
+    /// The number of the last [`Snapshot`] taken.
+    taken: u64,
+    /// The number of the last [`Snapshot`] written.
+    written: Arc<Mutex<u64>>,
+}
+
+/// The state file's content at one moment, to be written off the async runtime (the write
+/// fsyncs, and a stalled disk must not hold up a logind call). Snapshots land in the order they
+/// were taken: one that finds a newer one already written leaves it, as that holds all it holds.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    path: PathBuf,
+    body: Vec<u8>,
+    number: u64,
+    written: Arc<Mutex<u64>>,
+}
+
+impl Snapshot {
+    /// Writes the file (atomically, durably), unless a newer snapshot is already written.
+    pub(crate) fn write(self) -> Result<(), StateError> {
+        let mut last = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if *last > self.number {
+            return Ok(());
+        }
+        write_atomic(&self.path, &self.body).map_err(|e| StateError::Write {
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        *last = self.number;
+        Ok(())
+    }
 }
 
 /// What loading found, for the log.
@@ -129,47 +172,77 @@ fn unix_now(now: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// Reads the state file without following a symbolic link in its place: root (a drill) would
+/// otherwise read whatever file the owner of the state directory points it at.
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The state file's content: `None` when there is none; when it cannot be used, why, with the
+/// tag of the name it is set aside under.
+fn read_file(path: &Path) -> Result<Option<File>, (&'static str, String)> {
+    let bytes = match read_no_follow(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let why = format!(
+                "{} is a symbolic link, which nthd does not follow (it would read or replace \
+                 whatever the link points to)",
+                path.display()
+            );
+            return Err(("unreadable", why));
+        }
+        Err(e) => return Err(("unreadable", format!("cannot read {}: {e}", path.display()))),
+    };
+    match serde_json::from_slice::<File>(&bytes) {
+        Ok(f) if f.version == VERSION => Ok(Some(f)),
+        Ok(f) => Err((
+            "unknown-version",
+            format!(
+                "{} has format version {}, which this nthd (version {VERSION}) does not know",
+                path.display(),
+                f.version
+            ),
+        )),
+        Err(e) => Err(("corrupt", format!("{} is corrupt ({e})", path.display()))),
+    }
+}
+
 impl State {
     /// Loads `dir/state.json`. A missing file is an empty state; a corrupt one is moved aside
     /// and reported, never fatal.
     pub fn load(dir: &Path, boot_id: String, now: SystemTime) -> (State, LoadReport) {
-        let path = dir.join("state.json");
         let mut report = LoadReport::default();
         let mut state = State {
-            path: Some(path.clone()),
+            path: dir.join("state.json"),
+            in_memory_only: None,
             boot_id,
             records: Vec::new(),
+            taken: 0,
+            written: Arc::new(Mutex::new(0)),
         };
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (state, report),
-            Err(e) => {
-                let why = format!("cannot read {}: {e}", path.display());
-                state.set_aside(&mut report, "unreadable", why, now);
-                return (state, report);
-            }
-        };
-        let file = match serde_json::from_slice::<File>(&bytes) {
-            Ok(f) if f.version == VERSION => f,
-            Ok(f) => {
-                let why = format!(
-                    "{} has format version {}, which this nthd (version {VERSION}) does not know",
-                    path.display(),
-                    f.version
-                );
-                state.set_aside(&mut report, "unknown-version", why, now);
-                return (state, report);
-            }
-            Err(e) => {
-                let why = format!("{} is corrupt ({e})", path.display());
-                state.set_aside(&mut report, "corrupt", why, now);
-                return (state, report);
-            }
-        };
+        match read_file(&state.path) {
+            Ok(Some(file)) => state.keep(file.records, now, &mut report),
+            Ok(None) => {}
+            Err((tag, why)) => state.set_aside(&mut report, tag, why, now),
+        }
+        (state, report)
+    }
+
+    /// Keeps the records loaded that still count.
+    fn keep(&mut self, records: Vec<Record>, now: SystemTime, report: &mut LoadReport) {
         let now_unix = unix_now(now);
         let cutoff = now_unix.saturating_sub(RETENTION.as_secs());
         let mut clamped = false;
-        for mut r in file.records {
+        for mut r in records {
             // A record "from the future" was written before the wall clock was set back: keep it
             // as of now (and write that back), or it would never expire.
             if r.at_unix > now_unix {
@@ -178,42 +251,49 @@ impl State {
             }
             // The wall clock may also have jumped forward: a record of this very boot is never
             // expired by it.
-            if r.at_unix < cutoff && r.boot_id != state.boot_id {
+            if r.at_unix < cutoff && r.boot_id != self.boot_id {
                 report.expired += 1;
-            } else if r.event_id.is_none() && r.boot_id != state.boot_id {
+            } else if r.event_id.is_none() && r.boot_id != self.boot_id {
                 report.dropped_other_boot += 1;
             } else {
-                state.records.push(r);
+                self.records.push(r);
             }
         }
-        report.loaded = state.records.len();
+        report.loaded = self.records.len();
         if clamped {
             // Best effort: if it fails, the next record written saves it.
-            let _ = state.save();
+            let _ = self.save();
         }
-        (state, report)
     }
 
     /// Moves a file that cannot be used out of the way, so it is kept for inspection and never
-    /// overwritten. If even that fails, the state stays in memory only: nthd then refuses to
+    /// overwritten; a symbolic link is moved itself (rename(2) never follows one). If even that
+    /// fails, the state stays in memory only: every save is then an error, and nthd refuses to
     /// reboot (it cannot persist the record first) rather than overwrite what it could not read.
     fn set_aside(&mut self, report: &mut LoadReport, tag: &str, why: String, now: SystemTime) {
-        let Some(path) = self.path.clone() else {
-            return;
-        };
-        let aside = path.with_file_name(format!("state.json.{tag}-{}", unix_now(now)));
-        match fs::rename(&path, &aside) {
-            Ok(()) => report.moved_aside = Some(aside),
+        let aside = self
+            .path
+            .with_file_name(format!("state.json.{tag}-{}", unix_now(now)));
+        match fs::rename(&self.path, &aside) {
+            Ok(()) => {
+                report.moved_aside = Some(aside);
+                report.error = Some(why);
+            }
             Err(e) => {
-                self.path = None;
+                let why = format!("{why}; it could not be moved aside either ({e})");
                 report.error = Some(format!(
-                    "{why}; it could not be moved aside either ({e}), so nthd keeps its state in \
-                     memory and leaves the file as it is"
+                    "{why}, so nthd keeps its state in memory only and leaves the file as it is; \
+                     it will not reboot until the state directory is writable and the file is \
+                     moved away (then restart nthd)"
                 ));
-                return;
+                self.in_memory_only = Some(why);
             }
         }
-        report.error = Some(why);
+    }
+
+    /// The state file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Every record kept.
@@ -258,7 +338,9 @@ impl State {
             .collect()
     }
 
-    /// Records a phase of an action and writes the file.
+    /// Records a phase of an action and writes the file, in one go (the executor notes and
+    /// writes apart, to write off the runtime thread).
+    #[cfg(test)]
     pub(crate) fn record(
         &mut self,
         id: &str,
@@ -267,6 +349,19 @@ impl State {
         phase: Phase,
         now: SystemTime,
     ) -> Result<(), StateError> {
+        self.note(id, event_id, action, phase, now);
+        self.save()
+    }
+
+    /// Records a phase of an action in memory only; [`State::snapshot`] then gives what to write.
+    pub(crate) fn note(
+        &mut self,
+        id: &str,
+        event_id: Option<&str>,
+        action: PowerAction,
+        phase: Phase,
+        now: SystemTime,
+    ) {
         self.records.retain(|r| r.id != id);
         self.records.push(Record {
             id: id.to_string(),
@@ -276,51 +371,40 @@ impl State {
             boot_id: self.boot_id.clone(),
             at_unix: unix_now(now),
         });
-        self.save()
     }
 
-    fn save(&self) -> Result<(), StateError> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
+    /// Drops the record of `id` in memory (a reboot refused because its record did not land).
+    pub(crate) fn forget(&mut self, id: &str) {
+        self.records.retain(|r| r.id != id);
+    }
+
+    /// The file's content as of now, to [`Snapshot::write`]; an error when the state is in memory
+    /// only (a file that could not be used nor moved aside).
+    pub(crate) fn snapshot(&mut self) -> Result<Snapshot, StateError> {
+        let path = self.path.display().to_string();
+        if let Some(why) = &self.in_memory_only {
+            let why = why.clone();
+            return Err(StateError::InMemoryOnly { path, why });
+        }
         let file = File {
             version: VERSION,
             records: self.records.clone(),
         };
-        let err = |reason: String| StateError::Write {
-            path: path.display().to_string(),
-            reason,
-        };
-        let body = serde_json::to_vec_pretty(&file).map_err(|e| err(e.to_string()))?;
-        write_atomic(path, &body).map_err(|e| err(e.to_string()))?;
-        give_to_dir_owner(path);
-        Ok(())
+        let body = serde_json::to_vec_pretty(&file).map_err(|e| StateError::Write {
+            path,
+            reason: e.to_string(),
+        })?;
+        self.taken += 1;
+        Ok(Snapshot {
+            path: self.path.clone(),
+            body,
+            number: self.taken,
+            written: Arc::clone(&self.written),
+        })
     }
-}
 
-/// When root writes the state file (a fire drill, `sudo nthd simulate --yes`), hands it to the
-/// owner of the state directory: the file is 0600, and the daemon, user nthd, must still read it
-/// at its next start.
-fn give_to_dir_owner(path: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let (Some(dir), Ok(file)) = (path.parent(), std::fs::metadata(path)) else {
-        return;
-    };
-    let Ok(d) = std::fs::metadata(dir) else {
-        return;
-    };
-    if file.uid() == 0 && d.uid() != 0 {
-        if let Err(e) = std::os::unix::fs::chown(path, Some(d.uid()), Some(d.gid())) {
-            tracing::warn!(
-                "cannot hand {} to uid {} (the state directory's owner): {e}; the daemon may not \
-                 read it. Fix with: chown {}:{} {}",
-                path.display(),
-                d.uid(),
-                d.uid(),
-                d.gid(),
-                path.display()
-            );
-        }
+    fn save(&mut self) -> Result<(), StateError> {
+        self.snapshot()?.write()
     }
 }
 
@@ -332,51 +416,148 @@ pub(crate) fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
 
 /// Replaces `path` atomically (readers see the old or the new file, never a partial one) with
 /// exactly `mode`, whatever the umask. `durable` adds the fsyncs that make it survive a crash.
+///
+/// Root (a drill, `sudo nthd simulate --yes`) may write into a directory another user owns, who
+/// can swap any name in it for a symbolic link at any moment. So the new file is created with
+/// O_EXCL and O_NOFOLLOW, handed to the directory's owner through its descriptor before the
+/// rename, and nothing touches `path` after the rename.
 pub(crate) fn write_replace(
     path: &Path,
     body: &[u8],
     mode: u32,
     durable: bool,
 ) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        use std::os::unix::fs::OpenOptionsExt;
-        // A leftover of a process that had this pid before; removing a symlink removes only
-        // the link. Then O_EXCL and O_NOFOLLOW: never write through a link someone planted.
+    // Opened once: its owner is read from this descriptor, and it is fsynced after the rename.
+    // Its owner cannot swap the directory itself: that takes write access to its parent.
+    let dir_fd = fs::File::open(dir).ok();
+    let owner = owner_to_hand_to(dir_fd.as_ref());
+    let result = write_new(&tmp, path, body, mode, durable, owner).and_then(|()| {
+        at_step(Step::BeforeRename, &tmp, path);
+        fs::rename(&tmp, path)
+    });
+    if let Err(e) = result {
+        // Removing a symbolic link removes only the link.
         let _ = fs::remove_file(&tmp);
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(mode)
-            .open(&tmp)?;
-        // fchmod is not subject to the umask (the unit's UMask=0077 would make 0644 into 0600).
-        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-        f.write_all(body)?;
-        if durable {
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, path)?;
-        if durable {
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    result
+    at_step(Step::Renamed, &tmp, path);
+    if let (true, Some(d)) = (durable, dir_fd) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Writes `body` to a new file at `tmp`, mode `mode`, owned by `owner` when given.
+fn write_new(
+    tmp: &Path,
+    path: &Path,
+    body: &[u8],
+    mode: u32,
+    durable: bool,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // A leftover of a process that had this pid before; removing a symlink removes only the
+    // link. Then O_EXCL and O_NOFOLLOW: never write through a link someone planted.
+    let _ = fs::remove_file(tmp);
+    at_step(Step::BeforeOpen, tmp, path);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(mode)
+        .open(tmp)?;
+    // fchmod is not subject to the umask (the unit's UMask=0077 would make 0644 into 0600).
+    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+    f.write_all(body)?;
+    at_step(Step::Written, tmp, path);
+    if let Some((uid, gid)) = owner {
+        at_step(Step::BeforeChown, tmp, path);
+        hand_over(&f, path, uid, gid);
+    }
+    if durable {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The owner to hand a new file to: the directory's, when root writes into a directory another
+/// user owns (the daemon, user nthd, must still read its 0600 state file after a drill).
+fn owner_to_hand_to(dir: Option<&fs::File>) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    if crate::logind::effective_uid() != 0 {
+        return None;
+    }
+    let d = dir?.metadata().ok()?;
+    (d.uid() != 0).then_some((d.uid(), d.gid()))
+}
+
+/// fchown(2) of the file being written: through its descriptor, so a name swapped for a link
+/// cannot make root chown something else.
+fn hand_over(f: &fs::File, path: &Path, uid: u32, gid: u32) {
+    if let Err(e) = std::os::unix::fs::fchown(f, Some(uid), Some(gid)) {
+        tracing::warn!(
+            "cannot hand {} to uid {uid} (the owner of its directory): {e}; the daemon may not \
+             read it. Fix with: chown -h {uid}:{gid} {}",
+            path.display(),
+            path.display()
+        );
+    }
+}
+
+/// The steps of [`write_replace`] a test can interpose at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The temporary file is about to be created.
+    BeforeOpen,
+    /// Its content is written.
+    Written,
+    /// It is about to be handed to the directory's owner.
+    BeforeChown,
+    /// It is about to be renamed over the file.
+    BeforeRename,
+    /// It has been.
+    Renamed,
+}
+
+/// A test's hook: called with the step, the temporary file and the file.
+#[cfg(test)]
+pub(crate) type Hook = Box<dyn FnMut(Step, &Path, &Path)>;
+
+#[cfg(test)]
+thread_local! {
+    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets (or with `None` clears) this thread's hook.
+#[cfg(test)]
+pub(crate) fn set_hook(hook: Option<Hook>) {
+    HOOK.with(|h| *h.borrow_mut() = hook);
 }
 
 #[cfg(test)]
-mod tests {
+fn at_step(step: Step, tmp: &Path, path: &Path) {
+    HOOK.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(step, tmp, path)
+        }
+    })
+}
+
+#[cfg(not(test))]
+fn at_step(_: Step, _: &Path, _: &Path) {}
+
+#[cfg(test)]
+pub(crate) mod tests {
     use super::*;
 
     fn t(s: u64) -> SystemTime {
@@ -629,17 +810,261 @@ mod tests {
     #[test]
     fn root_hands_the_file_to_the_owner_of_the_state_directory() {
         use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
-        let is_root = std::fs::metadata(dir.path()).unwrap().uid() == 0;
-        if !is_root {
+        if crate::logind::effective_uid() != 0 {
             eprintln!("not root: chown cannot be exercised here (CI runs as root)");
             return;
         }
+        let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::chown(dir.path(), Some(4242), Some(4343)).unwrap();
         let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
         s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
-        let m = std::fs::metadata(dir.path().join("state.json")).unwrap();
-        assert_eq!((m.uid(), m.gid()), (4242, 4343));
+        let m = fs::metadata(dir.path().join("state.json")).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4343, 0o600));
+        // The status file and the metrics textfile go the same way (fchown before the rename).
+        let status = dir.path().join("status.json");
+        write_replace(&status, b"{}", 0o644, false).unwrap();
+        let m = fs::metadata(&status).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4343, 0o644));
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no temporary file left"
+        );
+
+        // In a directory root owns, root's file stays root's.
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(dir.path(), Some(0), Some(4343)).unwrap();
+        write_atomic(&dir.path().join("state.json"), b"{}").unwrap();
+        let m = fs::metadata(dir.path().join("state.json")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (0, 0));
+    }
+
+    /// Replaces `link` (whatever is there) with a symbolic link to `target`, as user nthd could
+    /// in a directory it owns.
+    fn plant(link: &Path, target: &Path) {
+        let _ = fs::remove_file(link);
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+
+    /// One save as root into a directory owned by 4242:4343, with user nthd's symbolic link to
+    /// a root-owned 0600 file planted at `step` (over state.json, and over the temporary file
+    /// too when `swap_tmp`); what went wrong, if anything.
+    fn save_with_link_planted(step: Step, swap_tmp: bool) -> Vec<String> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(dir.path(), Some(4242), Some(4343)).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("shadow");
+        fs::write(&target, b"root:secret\n").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
+        let link_to = target.clone();
+        set_hook(Some(Box::new(move |at, tmp, path| {
+            if at == step {
+                plant(path, &link_to);
+                if swap_tmp {
+                    plant(tmp, &link_to);
+                }
+            }
+        })));
+        let saved = s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW));
+        set_hook(None);
+        let case = format!("link planted at {step:?} (over the temporary file too: {swap_tmp})");
+        let mut wrong = Vec::new();
+        let m = fs::symlink_metadata(&target).unwrap();
+        if (m.uid(), m.gid(), m.mode() & 0o7777) != (0, 0, 0o600) {
+            wrong.push(format!(
+                "{case}: the target is now {}:{} {:o}",
+                m.uid(),
+                m.gid(),
+                m.mode()
+            ));
+        }
+        if fs::read(&target).unwrap() != b"root:secret\n" {
+            wrong.push(format!("{case}: the target was written"));
+        }
+        if !swap_tmp && step != Step::Renamed {
+            // Only state.json was swapped, before the rename: the rename replaces the link itself
+            // with nthd's file, already handed to the directory's owner.
+            let f = fs::symlink_metadata(dir.path().join("state.json")).unwrap();
+            let got = (saved.is_ok(), f.file_type().is_file(), f.uid(), f.gid());
+            if got != (true, true, 4242, 4343) {
+                wrong.push(format!("{case}: (saved, regular file, uid, gid) = {got:?}"));
+            }
+        }
+        wrong
+    }
+
+    /// `sudo nthd simulate --yes` writes state.json as root in a directory user nthd owns: user
+    /// nthd swapping in a symbolic link at any moment must not make root write, chown or chmod
+    /// what the link points to.
+    #[test]
+    fn root_never_chowns_or_writes_through_a_planted_link() {
+        if crate::logind::effective_uid() != 0 {
+            eprintln!("not root: the chown to the directory's owner cannot happen here");
+            return;
+        }
+        let steps = [
+            Step::BeforeOpen,
+            Step::Written,
+            Step::BeforeChown,
+            Step::BeforeRename,
+            Step::Renamed,
+        ];
+        let mut wrong = Vec::new();
+        for step in steps {
+            for swap_tmp in [false, true] {
+                wrong.extend(save_with_link_planted(step, swap_tmp));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// A symbolic link planted as state.json is never read through (root would read any file
+    /// with it): it is set aside as unreadable, and the rename moves the link, not its target.
+    #[test]
+    fn a_linked_state_file_is_set_aside_not_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("elsewhere.json");
+        let body = format!(
+            r#"{{"version":1,"records":[{{"id":"x","action":"reboot","phase":"done","boot_id":"b","at_unix":{NOW}}}]}}"#
+        );
+        fs::write(&target, &body).unwrap();
+        plant(&dir.path().join("state.json"), &target);
+        let (s, r) = State::load(dir.path(), "b".into(), t(NOW));
+        assert!(
+            s.records().is_empty(),
+            "read through the link: {:?}",
+            s.records()
+        );
+        let why = r.error.as_deref().unwrap_or_default();
+        assert!(why.contains("symbolic link"), "{r:?}");
+        let aside = r.moved_aside.expect("the link is set aside");
+        assert!(
+            aside.ends_with(format!("state.json.unreadable-{NOW}")),
+            "{aside:?}"
+        );
+        assert_eq!(
+            fs::read_link(&aside).unwrap(),
+            target,
+            "the link itself was moved"
+        );
+        assert_eq!(
+            fs::read_to_string(&target).unwrap(),
+            body,
+            "its target is untouched"
+        );
+        assert!(fs::symlink_metadata(dir.path().join("state.json")).is_err());
+    }
+
+    /// Set, in the child [`in_read_only_dir`] starts, to the read-only directory.
+    const READ_ONLY_DIR: &str = "NTHD_TEST_READ_ONLY_DIR";
+
+    /// Runs the test `name` of this test binary again in a private mount namespace where a new
+    /// directory, filled by `fill`, is a read-only bind mount: root ignores permission bits, a
+    /// read-only file system it does not. In that child, returns the directory; in the parent
+    /// (after checking that the child passed) and where this cannot be done (not root, no
+    /// unshare(1), no mount namespaces), `None`.
+    pub(crate) fn in_read_only_dir(name: &str, fill: impl FnOnce(&Path)) -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os(READ_ONLY_DIR) {
+            return Some(PathBuf::from(dir));
+        }
+        if crate::logind::effective_uid() != 0 {
+            eprintln!("not root: cannot make a read-only bind mount here (CI runs as root)");
+            return None;
+        }
+        let probe = std::process::Command::new("unshare")
+            .args(["-m", "true"])
+            .status();
+        if !matches!(probe, Ok(s) if s.success()) {
+            eprintln!("unshare -m does not work here ({probe:?}): install util-linux");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        fill(dir.path());
+        let script = r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" &&
+            exec "$0" --exact "$2" --nocapture --test-threads=1"#;
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", script])
+            .arg(std::env::current_exe().unwrap())
+            .arg(dir.path())
+            .arg(name)
+            .env(READ_ONLY_DIR, dir.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{name} in a read-only {}: {stdout}{stderr}",
+            dir.path().display()
+        );
+        None
+    }
+
+    /// A corrupt state file in a read-only state directory (a read-only /var) cannot be moved
+    /// aside: every record is then an error naming the file and the fix, so a reboot, which
+    /// must be recorded first, is refused.
+    #[test]
+    fn a_file_that_cannot_be_set_aside_makes_every_record_an_error() {
+        let garbage = b"{\"version\":1,\"records\":[{garbage";
+        let name = "state::tests::a_file_that_cannot_be_set_aside_makes_every_record_an_error";
+        let Some(dir) =
+            in_read_only_dir(name, |d| fs::write(d.join("state.json"), garbage).unwrap())
+        else {
+            return;
+        };
+        let (mut s, r) = State::load(&dir, "b".into(), t(NOW));
+        assert_eq!(r.moved_aside, None);
+        let why = r.error.unwrap_or_default();
+        assert!(
+            why.contains("could not be moved aside") && why.contains("will not reboot"),
+            "{why}"
+        );
+        let e = s
+            .record("e", Some("e"), PowerAction::Reboot, Phase::Started, t(NOW))
+            .unwrap_err()
+            .to_string();
+        let file = dir.join("state.json").display().to_string();
+        for want in [
+            file.as_str(),
+            "is corrupt",
+            "Read-only file system",
+            "refuses to reboot",
+            "restart nthd",
+        ] {
+            assert!(e.contains(want), "{want:?} not in: {e}");
+        }
+        assert_eq!(
+            s.acted_ids(),
+            Vec::<String>::new(),
+            "a started record does not count"
+        );
+        assert_eq!(
+            fs::read(dir.join("state.json")).unwrap(),
+            garbage,
+            "left as it is"
+        );
+    }
+
+    /// Writes run off the async runtime and may land out of order: a Started snapshot whose
+    /// write comes last must not undo the Done written before it.
+    #[test]
+    fn an_older_snapshot_never_overwrites_a_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = State::load(dir.path(), "b".into(), t(NOW));
+        s.note("x", None, PowerAction::Reboot, Phase::Started, t(NOW));
+        let started = s.snapshot().unwrap();
+        s.note("x", None, PowerAction::Reboot, Phase::Done, t(NOW));
+        let done = s.snapshot().unwrap();
+        done.write().unwrap();
+        started.write().unwrap();
+        let (s2, _) = State::load(dir.path(), "b".into(), t(NOW));
+        assert_eq!(s2.records().len(), 1);
+        assert_eq!(s2.records()[0].phase, Phase::Done);
     }
 }
