@@ -71,7 +71,8 @@ pub struct WebhookOptions {
     pub headers_file: Option<PathBuf>,
     /// Time allowed to set up one connection (TCP and TLS).
     pub connect_timeout: Duration,
-    /// Time allowed for one attempt, answer included.
+    /// Time allowed for one attempt, up to the answer's status line and headers. Its body is
+    /// then read for at most a second: the status alone decides the outcome.
     pub attempt_timeout: Duration,
     /// How long an event is retried when its notice has no deadline.
     pub retry_cap: Duration,

@@ -308,6 +308,33 @@ async fn a_hanging_receiver_blocks_neither_send_nor_the_others() {
 }
 
 #[tokio::test]
+async fn a_2xx_whose_body_stalls_is_delivered_once() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let r = Receiver::start(Script::StallBody(200)).await;
+    let mut o = opts(&[r.url("/")]);
+    o.attempt_timeout = Duration::from_secs(2);
+    let w = Webhooks::start(&o, context()).unwrap();
+    w.send(Event::notice(&notice(soon(120)), &decision()));
+    let start = Instant::now();
+    w.drain(Duration::from_secs(8)).await;
+    let took = start.elapsed();
+    // Long enough for two attempt timeouts and a retry, had the body been waited for.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = logs.text();
+    assert_eq!(r.count(), 1, "the status line said 200: no retry\n{text}");
+    assert!(
+        text.contains("delivered io.nthd.notice") && text.contains("HTTP 200, attempt 1"),
+        "{text}"
+    );
+    assert!(!text.contains("WARN"), "{text}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the body was waited for past its bound: {took:?}"
+    );
+}
+
+#[tokio::test]
 async fn send_returns_at_once() {
     let slow = Receiver::start(Script::Hang).await;
     let mut o = opts(&[slow.url("/")]);
