@@ -482,6 +482,13 @@ fn slack_format_golden() {
             ActionResult::Failed("Access denied".into()),
         ),
         Event::canceled(&n, "the notice is no longer listed"),
+        Event::notice(
+            &Notice {
+                detail: "<!channel> & <http://x|y>".into(),
+                ..n.clone()
+            },
+            &decision(),
+        ),
     ];
     let mut got = Vec::new();
     for e in cases {
@@ -511,6 +518,59 @@ fn slack_format_golden() {
     assert_eq!(
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(&want)
+    );
+}
+
+/// Slack reads `<…>` as a link, mention or command and `&` as the start of an entity; nthd
+/// means none of them, so every `<`, `>` and `&` it sends is escaped.
+#[test]
+fn slack_text_escapes_what_slack_would_interpret() {
+    let mut n = notice(Some(at(T0 + 120)));
+    n.detail = "<!channel> & <http://x|y>".into();
+    let mut ctx = context();
+    ctx.identity.instance_type = Some("<@U0123>".into());
+    let cases = [
+        Event::notice(&n, &decision()),
+        Event::action(
+            &n,
+            PowerAction::PowerOff,
+            ActionResult::Failed("a <b> & c".into()),
+        ),
+        Event::canceled(&n, "<!here> withdrawn & gone"),
+    ];
+    for e in cases {
+        let (_, body) = e.render(&ctx, WebhookFormat::Slack);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let text = v["text"].as_str().unwrap();
+        assert!(
+            text.ends_with(" — &lt;!channel&gt; &amp; &lt;http://x|y&gt;"),
+            "{text}"
+        );
+        assert!(text.contains("&lt;@U0123&gt;"), "{text}");
+        assert!(!text.contains(['<', '>']), "{text}");
+        let unescaped = text
+            .replace("&lt;", "")
+            .replace("&gt;", "")
+            .replace("&amp;", "");
+        assert!(!unescaped.contains('&'), "a bare & in {text}");
+    }
+    let (_, body) = Event::action(
+        &n,
+        PowerAction::PowerOff,
+        ActionResult::Failed("a <b> & c".into()),
+    )
+    .render(&ctx, WebhookFormat::Slack);
+    assert!(
+        String::from_utf8_lossy(&body).contains("failed: a &lt;b&gt; &amp; c"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let (_, body) =
+        Event::canceled(&n, "<!here> withdrawn & gone").render(&ctx, WebhookFormat::Slack);
+    assert!(
+        String::from_utf8_lossy(&body).contains("canceled: &lt;!here&gt; withdrawn &amp; gone"),
+        "{}",
+        String::from_utf8_lossy(&body)
     );
 }
 
