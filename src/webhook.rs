@@ -183,6 +183,41 @@ pub fn parse_url(s: &str) -> Result<WebhookUrl, String> {
     Ok(WebhookUrl { uri, origin })
 }
 
+/// The warning for secret headers that would travel unencrypted: `None` unless there are
+/// headers and at least one URL is plain `http://`. It names those URLs' origins and the
+/// headers' names, never their values.
+pub fn plain_http_warning(opts: &WebhookOptions, headers: &SecretHeaders) -> Option<String> {
+    if headers.is_empty() {
+        return None;
+    }
+    let plain: Vec<&str> = opts
+        .urls
+        .iter()
+        .filter(|u| !u.is_https())
+        .map(WebhookUrl::origin)
+        .collect();
+    if plain.is_empty() {
+        return None;
+    }
+    let file = opts
+        .headers_file
+        .as_ref()
+        .map(|p| format!(" {}", p.display()))
+        .unwrap_or_default();
+    let (s, these) = if plain.len() == 1 {
+        ("", "this webhook")
+    } else {
+        ("s", "these webhooks")
+    };
+    Some(format!(
+        "webhook{s} {}: the secret headers from --webhook-headers-file{file} ({}) are sent \
+         over plain http, unencrypted: anyone on the network path can read them. Use an \
+         https:// URL for {these}",
+        plain.join(", "),
+        headers.names().join(", ")
+    ))
+}
+
 /// A URL for an error message: everything up to the host, never its path or query.
 fn redact(s: &str) -> String {
     let start = s.find("://").map(|i| i + 3).unwrap_or(0);
@@ -235,6 +270,48 @@ pub enum WebhookError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_warning_names_the_plain_urls_and_the_header_names() {
+        let path = std::path::Path::new("/etc/nthd/webhook-headers");
+        let secret = headers::parse(path, "Authorization: Bearer s3cr3t\nX-Team: a\n").unwrap();
+        let with = |urls: &[&str]| WebhookOptions {
+            urls: urls.iter().map(|u| parse_url(u).unwrap()).collect(),
+            headers_file: Some(path.to_path_buf()),
+            ..WebhookOptions::default()
+        };
+        let mixed = with(&[
+            "https://a.example/x",
+            "http://b.example:8080/T0/SECRET",
+            "http://c.example/",
+        ]);
+        let w = plain_http_warning(&mixed, &secret).unwrap();
+        assert!(
+            w.starts_with("webhooks http://b.example:8080, http://c.example: ")
+                && w.contains("--webhook-headers-file /etc/nthd/webhook-headers")
+                && w.contains("(authorization, x-team)")
+                && w.contains("unencrypted")
+                && w.ends_with("Use an https:// URL for these webhooks"),
+            "{w}"
+        );
+        for never in ["s3cr3t", "SECRET", "a.example"] {
+            assert!(!w.contains(never), "{never:?} in {w}");
+        }
+        let one = plain_http_warning(&with(&["http://b.example/"]), &secret).unwrap();
+        assert!(
+            one.starts_with("webhook http://b.example: ") && one.ends_with("this webhook"),
+            "{one}"
+        );
+        assert_eq!(
+            plain_http_warning(&with(&["https://a.example/"]), &secret),
+            None
+        );
+        assert_eq!(
+            plain_http_warning(&mixed, &SecretHeaders::none()),
+            None,
+            "no header, nothing secret in the clear"
+        );
+    }
 
     #[test]
     fn urls_are_checked() {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use nthd::notice::{Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId};
 use nthd::policy::{Action, Decision, PowerAction, When};
 use nthd::webhook::{
-    parse_url, probe, probe_with_headers, ActionResult, Context, Event, ProbeOutcome,
-    SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
+    parse_url, plain_http_warning, probe, probe_with_headers, ActionResult, Context, Event,
+    ProbeOutcome, SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
 };
 use webhook_support::{Receiver, Script};
 
@@ -396,6 +396,46 @@ async fn secret_headers_are_sent_and_never_shown() {
         !text.contains("s3cr3t") && !format!("{probed:?}").contains("s3cr3t"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn secret_headers_over_plain_http_are_warned_about_once() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let f = headers_file(
+        "Authorization: Bearer s3cr3t-token\nX-Tenant: blue\n",
+        0o600,
+    );
+    let me = nthd_testkit::effective_uid();
+    let mut o = opts(&[
+        "https://secure.example.com/hook".to_string(),
+        "http://plain.example.com:8080/hook?key=QUERYSECRET".to_string(),
+    ]);
+    o.headers_file = Some(f.path().to_path_buf());
+    let h = SecretHeaders::load(f.path(), me).unwrap();
+    let warning = plain_http_warning(&o, &h).expect("a plain-http URL with secret headers");
+    // The daemon's entry point (which wants the file owned by root) when the tests run as root.
+    let w = if me == 0 {
+        Webhooks::start(&o, context()).unwrap()
+    } else {
+        Webhooks::start_with_headers(&o, h, context()).unwrap()
+    };
+    w.drain(Duration::from_millis(100)).await;
+    let text = logs.text();
+    let warns: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warns.len(), 1, "one warning at start:\n{text}");
+    assert!(warns[0].ends_with(&warning), "{text}");
+    for want in [
+        "webhook http://plain.example.com:8080:",
+        "authorization, x-tenant",
+        "unencrypted",
+        "https://",
+    ] {
+        assert!(warning.contains(want), "{want:?} in {warning}");
+    }
+    for never in ["s3cr3t", "blue", "QUERYSECRET", "secure.example.com"] {
+        assert!(!text.contains(never), "{never:?} in {text}");
+    }
 }
 
 #[tokio::test]

@@ -83,7 +83,8 @@ impl Webhooks {
         Webhooks::start_with_headers(opts, headers, context)
     }
 
-    /// [`Webhooks::start`] with headers already loaded (`opts.headers_file` is not read).
+    /// [`Webhooks::start`] with headers already loaded (`opts.headers_file` is not read). Warns
+    /// once if the headers would go to a plain `http://` URL.
     pub fn start_with_headers(
         opts: &WebhookOptions,
         headers: SecretHeaders,
@@ -100,6 +101,9 @@ impl Webhooks {
         });
         if opts.urls.is_empty() {
             return Ok(Webhooks { shared, task: None });
+        }
+        if let Some(w) = super::plain_http_warning(opts, &headers) {
+            tracing::warn!("{w}");
         }
         let d = Arc::new(Deliverer {
             client: Client::new(opts, headers)?,
