@@ -2,10 +2,12 @@
 //! action it cancels is POSTed to the `--webhook` URLs, as a CloudEvents 1.0 structured-mode
 //! event (`application/cloudevents+json`) or as a Slack/Teams `{"text": …}` message.
 //!
-//! Delivery never delays the power-off: [`Webhooks::send`] only queues the event, and a
-//! background task delivers it to every URL at once, retrying with backoff until the notice's
-//! deadline (15 minutes when it has none). Receivers deduplicate on the event's stable `id`
-//! (at-least-once delivery). An unreachable receiver costs one warning per failure streak.
+//! Delivery never delays the power-off: [`Webhooks::send`] only queues the event, and one
+//! background task per URL delivers it, retrying with backoff until the notice's deadline
+//! (15 minutes when it has none). Each URL has its own backlog and its own
+//! attempts in flight, so a dead receiver never holds back a live one. Receivers deduplicate
+//! on the event's stable `id` (at-least-once delivery). An unreachable receiver costs one
+//! warning per failure streak.
 //!
 //! **TLS roots.** HTTPS uses rustls with the `ring` provider and the system's CA store, read
 //! through rustls-native-certs (`/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR` when
@@ -37,6 +39,7 @@
 mod client;
 mod event;
 mod headers;
+mod lane;
 mod probe;
 mod sender;
 
@@ -78,10 +81,17 @@ pub struct WebhookOptions {
     pub retry_cap: Duration,
     /// The first delay between attempts; it doubles up to a minute.
     pub backoff: Duration,
-    /// Events waiting for delivery; when full, the oldest is dropped.
+    /// Events pending for one URL (waiting or being attempted); past it, that URL's oldest is
+    /// dropped.
     pub queue: usize,
-    /// Requests in flight at once, over all URLs.
-    pub concurrency: usize,
+    /// Attempts in flight at once to one URL. Each URL has its own: a receiver that hangs
+    /// holds only its own.
+    pub per_url: usize,
+    /// A URL that has failed this long without a single success is dead: it keeps at most
+    /// `dead_queue` events pending.
+    pub dead_after: Duration,
+    /// Events pending for a dead URL; past it, its oldest is dropped.
+    pub dead_queue: usize,
 }
 
 impl Default for WebhookOptions {
@@ -95,7 +105,9 @@ impl Default for WebhookOptions {
             retry_cap: Duration::from_secs(15 * 60),
             backoff: Duration::from_secs(1),
             queue: 64,
-            concurrency: 16,
+            per_url: 4,
+            dead_after: Duration::from_secs(5 * 60),
+            dead_queue: 8,
         }
     }
 }

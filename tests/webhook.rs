@@ -334,6 +334,79 @@ async fn a_2xx_whose_body_stalls_is_delivered_once() {
     );
 }
 
+/// A port nothing listens on (connections are refused).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A flapping notice with a deadline weeks away (as AWS scheduled events have), one receiver
+/// that accepts and never answers, one that refuses: every event still reaches the live one
+/// at once, and each dead one keeps only a few events, dropped with one warning naming it.
+#[tokio::test]
+async fn dead_urls_never_starve_a_live_one() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let hang = Receiver::start(Script::Hang).await;
+    let refused = format!("http://127.0.0.1:{}/", closed_port());
+    let live = Receiver::start(Script::Statuses(vec![200])).await;
+    let mut o = opts(&[hang.url("/"), refused.clone(), live.url("/")]);
+    o.attempt_timeout = Duration::from_millis(500);
+    o.dead_after = Duration::from_millis(500);
+    o.dead_queue = 6;
+    let w = Webhooks::start(&o, context()).unwrap();
+    const EVENTS: usize = 200;
+    let far = soon(30 * 24 * 3600);
+    for i in 0..EVENTS {
+        let mut n = notice(far);
+        n.id = format!("aws/scheduled/instance-stop:{i}");
+        w.send(Event::notice(&n, &decision()));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        live.wait_for(EVENTS, Duration::from_secs(5)).await,
+        "the live receiver got {} of {EVENTS} events",
+        live.count()
+    );
+    let mut ids: Vec<String> = live
+        .all()
+        .iter()
+        .map(|q| q.json()["id"].to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), EVENTS, "every event, once");
+    let end = Instant::now() + Duration::from_secs(5);
+    while w.pending().iter().any(|&p| p > 6) && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pending = w.pending();
+    assert!(
+        pending[0] <= 6 && pending[1] <= 6,
+        "dead URLs' backlogs: {pending:?}"
+    );
+    assert_eq!(pending[2], 0, "{pending:?}");
+    let text = logs.text();
+    for origin in [
+        format!("http://127.0.0.1:{}", hang.port),
+        refused.trim_end_matches('/').to_string(),
+    ] {
+        let drops = text
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("dropping the oldest"))
+            .filter(|l| l.contains(&format!("webhook {origin}: ")))
+            .count();
+        assert_eq!(drops, 1, "one drop warning for {origin}:\n{text}");
+    }
+    let live_origin = format!("webhook http://127.0.0.1:{}:", live.port);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains(&live_origin)),
+        "the live URL never failed:\n{text}"
+    );
+}
+
 #[tokio::test]
 async fn send_returns_at_once() {
     let slow = Receiver::start(Script::Hang).await;

@@ -2,7 +2,6 @@
 //! one-line Slack/Teams message.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -397,9 +396,6 @@ struct ResultData<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a String>,
 }
-
-/// An event with the context it was sent in, as queued.
-pub(crate) type Queued = (Event, Arc<Context>);
 
 #[cfg(test)]
 mod tests {
