@@ -4,7 +4,7 @@
 //!
 //! Delivery never delays the power-off: [`Webhooks::send`] only queues the event, and one
 //! background task per URL delivers it, retrying with backoff until the notice's deadline
-//! (15 minutes when it has none). Each URL has its own backlog and its own
+//! (15 minutes when it has none, 1 hour at most). Each URL has its own backlog and its own
 //! attempts in flight, so a dead receiver never holds back a live one. Receivers deduplicate
 //! on the event's stable `id` (at-least-once delivery). An unreachable receiver costs one
 //! warning per failure streak.
@@ -79,6 +79,9 @@ pub struct WebhookOptions {
     pub attempt_timeout: Duration,
     /// How long an event is retried when its notice has no deadline.
     pub retry_cap: Duration,
+    /// The longest an event is retried, whatever its notice's deadline (AWS schedules some
+    /// events weeks ahead).
+    pub retry_limit: Duration,
     /// The first delay between attempts; it doubles up to a minute.
     pub backoff: Duration,
     /// Events pending for one URL (waiting or being attempted); past it, that URL's oldest is
@@ -103,6 +106,7 @@ impl Default for WebhookOptions {
             connect_timeout: Duration::from_secs(3),
             attempt_timeout: Duration::from_secs(10),
             retry_cap: Duration::from_secs(15 * 60),
+            retry_limit: Duration::from_secs(60 * 60),
             backoff: Duration::from_secs(1),
             queue: 64,
             per_url: 4,

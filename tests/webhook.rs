@@ -408,6 +408,27 @@ async fn dead_urls_never_starve_a_live_one() {
 }
 
 #[tokio::test]
+async fn retries_stop_at_the_retry_limit_when_the_deadline_is_weeks_away() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let r = Receiver::start(Script::Statuses(vec![503])).await;
+    let mut o = opts(&[r.url("/")]);
+    o.retry_limit = Duration::from_millis(1500);
+    let w = Webhooks::start(&o, context()).unwrap();
+    w.send(Event::notice(&notice(soon(30 * 24 * 3600)), &decision()));
+    let start = Instant::now();
+    w.drain(Duration::from_secs(10)).await;
+    let took = start.elapsed();
+    let n = r.count();
+    assert!((2..=12).contains(&n), "{n} attempts");
+    assert!(took < Duration::from_secs(5), "retries went on: {took:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(r.count(), n, "no attempt after the limit");
+    let text = logs.text();
+    assert!(text.contains("for at most 1s"), "{text}");
+}
+
+#[tokio::test]
 async fn send_returns_at_once() {
     let slow = Receiver::start(Script::Hang).await;
     let mut o = opts(&[slow.url("/")]);

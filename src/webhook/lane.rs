@@ -40,6 +40,7 @@ struct Limits {
     dead_after: Duration,
     dead_queue: usize,
     backoff: Duration,
+    retry_limit: Duration,
 }
 
 /// One URL's deliveries.
@@ -118,6 +119,7 @@ impl Lane {
                 dead_after: opts.dead_after,
                 dead_queue: opts.dead_queue.max(1),
                 backoff: opts.backoff,
+                retry_limit: opts.retry_limit,
             },
             state: Mutex::new(State::default()),
             wake: Notify::new(),
@@ -318,9 +320,12 @@ impl Lane {
         }
         st.streak.since = Some(Instant::now());
         let then = if retrying {
-            "nthd retries each event until its notice's deadline"
+            format!(
+                "nthd retries each event until its notice's deadline, for at most {}",
+                format_duration(self.limits.retry_limit)
+            )
         } else {
-            "the event is not retried"
+            "the event is not retried".to_string()
         };
         tracing::warn!(
             "webhook {}: {cause}; {hint}. {then}; no further warning until it recovers",

@@ -1,6 +1,6 @@
 //! Delivery: `send` renders an event once and hands it to every URL's lane without waiting;
 //! each lane (see `lane.rs`) delivers on its own, with its own backlog and its own attempts in
-//! flight, retrying until the notice's deadline.
+//! flight, retrying until the notice's deadline (at most `retry_limit`).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,6 +22,7 @@ pub struct Webhooks {
     context: Mutex<Arc<Context>>,
     format: WebhookFormat,
     retry_cap: Duration,
+    retry_limit: Duration,
 }
 
 impl fmt::Debug for Webhooks {
@@ -62,6 +63,7 @@ impl Webhooks {
             context: Mutex::new(Arc::new(context)),
             format: opts.format,
             retry_cap: opts.retry_cap,
+            retry_limit: opts.retry_limit,
         };
         if opts.urls.is_empty() {
             return Ok(w);
@@ -94,7 +96,12 @@ impl Webhooks {
             notice: event.notice_ref().id.clone(),
             ctype,
             body: Bytes::from(body),
-            until: retry_until(event.deadline(), self.retry_cap),
+            until: retry_until(
+                event.deadline(),
+                SystemTime::now(),
+                self.retry_cap,
+                self.retry_limit,
+            ),
         });
         for lane in &self.lanes {
             lane.push(job.clone());
@@ -143,7 +150,35 @@ impl Webhooks {
     }
 }
 
-/// Retries go on until the notice's deadline, or `cap` from now when it has none.
-fn retry_until(deadline: Option<SystemTime>, cap: Duration) -> SystemTime {
-    deadline.unwrap_or_else(|| SystemTime::now() + cap)
+/// Retries go on until the notice's deadline, or `cap` from `now` when it has none; never
+/// past `limit` from `now` (an AWS scheduled event's deadline can be weeks away).
+fn retry_until(
+    deadline: Option<SystemTime>,
+    now: SystemTime,
+    cap: Duration,
+    limit: Duration,
+) -> SystemTime {
+    deadline.unwrap_or(now + cap).min(now + limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_end_at_the_deadline_or_the_limit_whichever_comes_first() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (cap, limit) = (Duration::from_secs(900), Duration::from_secs(3600));
+        let soon = now + Duration::from_secs(120);
+        assert_eq!(retry_until(Some(soon), now, cap, limit), soon);
+        let weeks = now + Duration::from_secs(21 * 86_400);
+        assert_eq!(retry_until(Some(weeks), now, cap, limit), now + limit);
+        assert_eq!(retry_until(None, now, cap, limit), now + cap);
+        assert_eq!(
+            retry_until(None, now, cap, Duration::from_secs(60)),
+            now + Duration::from_secs(60)
+        );
+        let past = now - Duration::from_secs(60);
+        assert_eq!(retry_until(Some(past), now, cap, limit), past);
+    }
 }
