@@ -2,10 +2,12 @@
 //! action it cancels is POSTed to the `--webhook` URLs, as a CloudEvents 1.0 structured-mode
 //! event (`application/cloudevents+json`) or as a Slack/Teams `{"text": …}` message.
 //!
-//! Delivery never delays the power-off: [`Webhooks::send`] only queues the event, and a
-//! background task delivers it to every URL at once, retrying with backoff until the notice's
-//! deadline (15 minutes when it has none). Receivers deduplicate on the event's stable `id`
-//! (at-least-once delivery). An unreachable receiver costs one warning per failure streak.
+//! Delivery never delays the power-off: [`Webhooks::send`] only queues the event, and one
+//! background task per URL delivers it, retrying with backoff until the notice's deadline
+//! (15 minutes when it has none, 1 hour at most). Each URL has its own backlog and its own
+//! attempts in flight, so a dead receiver never holds back a live one. Receivers deduplicate
+//! on the event's stable `id` (at-least-once delivery). An unreachable receiver costs one
+//! warning per failure streak.
 //!
 //! **TLS roots.** HTTPS uses rustls with the `ring` provider and the system's CA store, read
 //! through rustls-native-certs (`/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR` when
@@ -37,6 +39,7 @@
 mod client;
 mod event;
 mod headers;
+mod lane;
 mod probe;
 mod sender;
 
@@ -71,16 +74,27 @@ pub struct WebhookOptions {
     pub headers_file: Option<PathBuf>,
     /// Time allowed to set up one connection (TCP and TLS).
     pub connect_timeout: Duration,
-    /// Time allowed for one attempt, answer included.
+    /// Time allowed for one attempt, up to the answer's status line and headers. Its body is
+    /// then read for at most a second: the status alone decides the outcome.
     pub attempt_timeout: Duration,
     /// How long an event is retried when its notice has no deadline.
     pub retry_cap: Duration,
+    /// The longest an event is retried, whatever its notice's deadline (AWS schedules some
+    /// events weeks ahead).
+    pub retry_limit: Duration,
     /// The first delay between attempts; it doubles up to a minute.
     pub backoff: Duration,
-    /// Events waiting for delivery; when full, the oldest is dropped.
+    /// Events pending for one URL (waiting or being attempted); past it, that URL's oldest is
+    /// dropped.
     pub queue: usize,
-    /// Requests in flight at once, over all URLs.
-    pub concurrency: usize,
+    /// Attempts in flight at once to one URL. Each URL has its own: a receiver that hangs
+    /// holds only its own.
+    pub per_url: usize,
+    /// A URL that has failed this long without a single success is dead: it keeps at most
+    /// `dead_queue` events pending.
+    pub dead_after: Duration,
+    /// Events pending for a dead URL; past it, its oldest is dropped.
+    pub dead_queue: usize,
 }
 
 impl Default for WebhookOptions {
@@ -92,9 +106,12 @@ impl Default for WebhookOptions {
             connect_timeout: Duration::from_secs(3),
             attempt_timeout: Duration::from_secs(10),
             retry_cap: Duration::from_secs(15 * 60),
+            retry_limit: Duration::from_secs(60 * 60),
             backoff: Duration::from_secs(1),
             queue: 64,
-            concurrency: 16,
+            per_url: 4,
+            dead_after: Duration::from_secs(5 * 60),
+            dead_queue: 8,
         }
     }
 }
@@ -180,6 +197,41 @@ pub fn parse_url(s: &str) -> Result<WebhookUrl, String> {
     }
     let origin = format!("{scheme}://{}", auth.as_str().to_ascii_lowercase());
     Ok(WebhookUrl { uri, origin })
+}
+
+/// The warning for secret headers that would travel unencrypted: `None` unless there are
+/// headers and at least one URL is plain `http://`. It names those URLs' origins and the
+/// headers' names, never their values.
+pub fn plain_http_warning(opts: &WebhookOptions, headers: &SecretHeaders) -> Option<String> {
+    if headers.is_empty() {
+        return None;
+    }
+    let plain: Vec<&str> = opts
+        .urls
+        .iter()
+        .filter(|u| !u.is_https())
+        .map(WebhookUrl::origin)
+        .collect();
+    if plain.is_empty() {
+        return None;
+    }
+    let file = opts
+        .headers_file
+        .as_ref()
+        .map(|p| format!(" {}", p.display()))
+        .unwrap_or_default();
+    let (s, these) = if plain.len() == 1 {
+        ("", "this webhook")
+    } else {
+        ("s", "these webhooks")
+    };
+    Some(format!(
+        "webhook{s} {}: the secret headers from --webhook-headers-file{file} ({}) are sent \
+         over plain http, unencrypted: anyone on the network path can read them. Use an \
+         https:// URL for {these}",
+        plain.join(", "),
+        headers.names().join(", ")
+    ))
 }
 
 /// A URL for an error message: everything up to the host, never its path or query.
@@ -302,6 +354,48 @@ pub fn setup_check(opts: &WebhookOptions) -> Result<(), WebhookError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_warning_names_the_plain_urls_and_the_header_names() {
+        let path = std::path::Path::new("/etc/nthd/webhook-headers");
+        let secret = headers::parse(path, "Authorization: Bearer s3cr3t\nX-Team: a\n").unwrap();
+        let with = |urls: &[&str]| WebhookOptions {
+            urls: urls.iter().map(|u| parse_url(u).unwrap()).collect(),
+            headers_file: Some(path.to_path_buf()),
+            ..WebhookOptions::default()
+        };
+        let mixed = with(&[
+            "https://a.example/x",
+            "http://b.example:8080/T0/SECRET",
+            "http://c.example/",
+        ]);
+        let w = plain_http_warning(&mixed, &secret).unwrap();
+        assert!(
+            w.starts_with("webhooks http://b.example:8080, http://c.example: ")
+                && w.contains("--webhook-headers-file /etc/nthd/webhook-headers")
+                && w.contains("(authorization, x-team)")
+                && w.contains("unencrypted")
+                && w.ends_with("Use an https:// URL for these webhooks"),
+            "{w}"
+        );
+        for never in ["s3cr3t", "SECRET", "a.example"] {
+            assert!(!w.contains(never), "{never:?} in {w}");
+        }
+        let one = plain_http_warning(&with(&["http://b.example/"]), &secret).unwrap();
+        assert!(
+            one.starts_with("webhook http://b.example: ") && one.ends_with("this webhook"),
+            "{one}"
+        );
+        assert_eq!(
+            plain_http_warning(&with(&["https://a.example/"]), &secret),
+            None
+        );
+        assert_eq!(
+            plain_http_warning(&mixed, &SecretHeaders::none()),
+            None,
+            "no header, nothing secret in the clear"
+        );
+    }
 
     #[test]
     fn urls_are_checked() {

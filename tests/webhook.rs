@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use nthd::notice::{Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId};
 use nthd::policy::{Action, Decision, PowerAction, When};
 use nthd::webhook::{
-    parse_url, probe, probe_with_headers, ActionResult, Context, Event, ProbeOutcome,
-    SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
+    parse_url, plain_http_warning, probe, probe_with_headers, ActionResult, Context, Event,
+    ProbeOutcome, SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
 };
 use webhook_support::{Receiver, Script};
 
@@ -308,6 +308,127 @@ async fn a_hanging_receiver_blocks_neither_send_nor_the_others() {
 }
 
 #[tokio::test]
+async fn a_2xx_whose_body_stalls_is_delivered_once() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let r = Receiver::start(Script::StallBody(200)).await;
+    let mut o = opts(&[r.url("/")]);
+    o.attempt_timeout = Duration::from_secs(2);
+    let w = Webhooks::start(&o, context()).unwrap();
+    w.send(Event::notice(&notice(soon(120)), &decision()));
+    let start = Instant::now();
+    w.drain(Duration::from_secs(8)).await;
+    let took = start.elapsed();
+    // Long enough for two attempt timeouts and a retry, had the body been waited for.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = logs.text();
+    assert_eq!(r.count(), 1, "the status line said 200: no retry\n{text}");
+    assert!(
+        text.contains("delivered io.nthd.notice") && text.contains("HTTP 200, attempt 1"),
+        "{text}"
+    );
+    assert!(!text.contains("WARN"), "{text}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the body was waited for past its bound: {took:?}"
+    );
+}
+
+/// A port nothing listens on (connections are refused).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A flapping notice with a deadline weeks away (as AWS scheduled events have), one receiver
+/// that accepts and never answers, one that refuses: every event still reaches the live one
+/// at once, and each dead one keeps only a few events, dropped with one warning naming it.
+#[tokio::test]
+async fn dead_urls_never_starve_a_live_one() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let hang = Receiver::start(Script::Hang).await;
+    let refused = format!("http://127.0.0.1:{}/", closed_port());
+    let live = Receiver::start(Script::Statuses(vec![200])).await;
+    let mut o = opts(&[hang.url("/"), refused.clone(), live.url("/")]);
+    o.attempt_timeout = Duration::from_millis(500);
+    o.dead_after = Duration::from_millis(500);
+    o.dead_queue = 6;
+    let w = Webhooks::start(&o, context()).unwrap();
+    const EVENTS: usize = 200;
+    let far = soon(30 * 24 * 3600);
+    for i in 0..EVENTS {
+        let mut n = notice(far);
+        n.id = format!("aws/scheduled/instance-stop:{i}");
+        w.send(Event::notice(&n, &decision()));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        live.wait_for(EVENTS, Duration::from_secs(5)).await,
+        "the live receiver got {} of {EVENTS} events",
+        live.count()
+    );
+    let mut ids: Vec<String> = live
+        .all()
+        .iter()
+        .map(|q| q.json()["id"].to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), EVENTS, "every event, once");
+    let end = Instant::now() + Duration::from_secs(5);
+    while w.pending().iter().any(|&p| p > 6) && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pending = w.pending();
+    assert!(
+        pending[0] <= 6 && pending[1] <= 6,
+        "dead URLs' backlogs: {pending:?}"
+    );
+    assert_eq!(pending[2], 0, "{pending:?}");
+    let text = logs.text();
+    for origin in [
+        format!("http://127.0.0.1:{}", hang.port),
+        refused.trim_end_matches('/').to_string(),
+    ] {
+        let drops = text
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("dropping the oldest"))
+            .filter(|l| l.contains(&format!("webhook {origin}: ")))
+            .count();
+        assert_eq!(drops, 1, "one drop warning for {origin}:\n{text}");
+    }
+    let live_origin = format!("webhook http://127.0.0.1:{}:", live.port);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains(&live_origin)),
+        "the live URL never failed:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_retry_limit_when_the_deadline_is_weeks_away() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let r = Receiver::start(Script::Statuses(vec![503])).await;
+    let mut o = opts(&[r.url("/")]);
+    o.retry_limit = Duration::from_millis(1500);
+    let w = Webhooks::start(&o, context()).unwrap();
+    w.send(Event::notice(&notice(soon(30 * 24 * 3600)), &decision()));
+    let start = Instant::now();
+    w.drain(Duration::from_secs(10)).await;
+    let took = start.elapsed();
+    let n = r.count();
+    assert!((2..=12).contains(&n), "{n} attempts");
+    assert!(took < Duration::from_secs(5), "retries went on: {took:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(r.count(), n, "no attempt after the limit");
+    let text = logs.text();
+    assert!(text.contains("for at most 1s"), "{text}");
+}
+
+#[tokio::test]
 async fn send_returns_at_once() {
     let slow = Receiver::start(Script::Hang).await;
     let mut o = opts(&[slow.url("/")]);
@@ -369,6 +490,46 @@ async fn secret_headers_are_sent_and_never_shown() {
         !text.contains("s3cr3t") && !format!("{probed:?}").contains("s3cr3t"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn secret_headers_over_plain_http_are_warned_about_once() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let f = headers_file(
+        "Authorization: Bearer s3cr3t-token\nX-Tenant: blue\n",
+        0o600,
+    );
+    let me = nthd_testkit::effective_uid();
+    let mut o = opts(&[
+        "https://secure.example.com/hook".to_string(),
+        "http://plain.example.com:8080/hook?key=QUERYSECRET".to_string(),
+    ]);
+    o.headers_file = Some(f.path().to_path_buf());
+    let h = SecretHeaders::load(f.path(), me).unwrap();
+    let warning = plain_http_warning(&o, &h).expect("a plain-http URL with secret headers");
+    // The daemon's entry point (which wants the file owned by root) when the tests run as root.
+    let w = if me == 0 {
+        Webhooks::start(&o, context()).unwrap()
+    } else {
+        Webhooks::start_with_headers(&o, h, context()).unwrap()
+    };
+    w.drain(Duration::from_millis(100)).await;
+    let text = logs.text();
+    let warns: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warns.len(), 1, "one warning at start:\n{text}");
+    assert!(warns[0].ends_with(&warning), "{text}");
+    for want in [
+        "webhook http://plain.example.com:8080:",
+        "authorization, x-tenant",
+        "unencrypted",
+        "https://",
+    ] {
+        assert!(warning.contains(want), "{want:?} in {warning}");
+    }
+    for never in ["s3cr3t", "blue", "QUERYSECRET", "secure.example.com"] {
+        assert!(!text.contains(never), "{never:?} in {text}");
+    }
 }
 
 #[tokio::test]
@@ -455,6 +616,13 @@ fn slack_format_golden() {
             ActionResult::Failed("Access denied".into()),
         ),
         Event::canceled(&n, "the notice is no longer listed"),
+        Event::notice(
+            &Notice {
+                detail: "<!channel> & <http://x|y>".into(),
+                ..n.clone()
+            },
+            &decision(),
+        ),
     ];
     let mut got = Vec::new();
     for e in cases {
@@ -484,6 +652,59 @@ fn slack_format_golden() {
     assert_eq!(
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(&want)
+    );
+}
+
+/// Slack reads `<…>` as a link, mention or command and `&` as the start of an entity; nthd
+/// means none of them, so every `<`, `>` and `&` it sends is escaped.
+#[test]
+fn slack_text_escapes_what_slack_would_interpret() {
+    let mut n = notice(Some(at(T0 + 120)));
+    n.detail = "<!channel> & <http://x|y>".into();
+    let mut ctx = context();
+    ctx.identity.instance_type = Some("<@U0123>".into());
+    let cases = [
+        Event::notice(&n, &decision()),
+        Event::action(
+            &n,
+            PowerAction::PowerOff,
+            ActionResult::Failed("a <b> & c".into()),
+        ),
+        Event::canceled(&n, "<!here> withdrawn & gone"),
+    ];
+    for e in cases {
+        let (_, body) = e.render(&ctx, WebhookFormat::Slack);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let text = v["text"].as_str().unwrap();
+        assert!(
+            text.ends_with(" — &lt;!channel&gt; &amp; &lt;http://x|y&gt;"),
+            "{text}"
+        );
+        assert!(text.contains("&lt;@U0123&gt;"), "{text}");
+        assert!(!text.contains(['<', '>']), "{text}");
+        let unescaped = text
+            .replace("&lt;", "")
+            .replace("&gt;", "")
+            .replace("&amp;", "");
+        assert!(!unescaped.contains('&'), "a bare & in {text}");
+    }
+    let (_, body) = Event::action(
+        &n,
+        PowerAction::PowerOff,
+        ActionResult::Failed("a <b> & c".into()),
+    )
+    .render(&ctx, WebhookFormat::Slack);
+    assert!(
+        String::from_utf8_lossy(&body).contains("failed: a &lt;b&gt; &amp; c"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let (_, body) =
+        Event::canceled(&n, "<!here> withdrawn & gone").render(&ctx, WebhookFormat::Slack);
+    assert!(
+        String::from_utf8_lossy(&body).contains("canceled: &lt;!here&gt; withdrawn &amp; gone"),
+        "{}",
+        String::from_utf8_lossy(&body)
     );
 }
 

@@ -41,7 +41,7 @@ pub(crate) enum Failure {
     ConnectTimeout,
     /// The TLS handshake failed (often: the server's CA is not trusted).
     Tls(String),
-    /// No complete answer within the attempt timeout.
+    /// No status line and headers within the attempt timeout.
     Timeout,
     /// Anything else (connection reset, protocol error).
     Other(String),
@@ -117,7 +117,8 @@ impl Client {
         })
     }
 
-    /// Sends one request; the body of the answer is read (up to a cap) and dropped.
+    /// Sends one request and returns as soon as the answer's status line and headers are in;
+    /// its body is read (for at most [`BODY_WAIT`] and 64 KiB) and dropped.
     pub(crate) async fn request(
         &self,
         method: Method,
@@ -148,21 +149,27 @@ impl Client {
         for (k, v) in self.headers.map() {
             req.headers_mut().append(k.clone(), v.clone());
         }
-        let work = async {
-            let resp = self.http.request(req).await.map_err(|e| classify(&e))?;
-            let status = resp.status().as_u16();
-            let allowed_origin = resp.headers().contains_key("webhook-allowed-origin");
-            drain_body(resp.into_body()).await;
-            Ok(Answer {
-                status,
-                allowed_origin,
-            })
-        };
-        tokio::time::timeout(self.timeout, work)
+        // The attempt timeout covers the request and the answer's status line and headers, not
+        // its body: once the status is known the outcome is, and a 2xx whose body is slow must
+        // not be retried (the receiver would get the event twice).
+        let resp = tokio::time::timeout(self.timeout, self.http.request(req))
             .await
-            .unwrap_or(Err(Failure::Timeout))
+            .map_err(|_| Failure::Timeout)?
+            .map_err(|e| classify(&e))?;
+        let status = resp.status().as_u16();
+        let allowed_origin = resp.headers().contains_key("webhook-allowed-origin");
+        let _ =
+            tokio::time::timeout(BODY_WAIT.min(self.timeout), drain_body(resp.into_body())).await;
+        Ok(Answer {
+            status,
+            allowed_origin,
+        })
     }
 }
+
+/// How long the body of an answer is read, after its status line, before it is dropped. The
+/// status alone decides the outcome; reading the body only lets the connection be reused.
+const BODY_WAIT: Duration = Duration::from_secs(1);
 
 /// Reads and drops at most 64 KiB of the answer, so the connection can be reused.
 async fn drain_body(mut body: hyper::body::Incoming) {

@@ -2,7 +2,6 @@
 //! one-line Slack/Teams message.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -293,10 +292,29 @@ impl Event {
         s
     }
 
+    /// The whole line is escaped: every piece of it (the metadata service's names, the notice's
+    /// detail, logind's error) is text, never a Slack link, mention or command.
     fn slack(&self, ctx: &Context) -> Vec<u8> {
-        serde_json::to_vec(&serde_json::json!({ "text": self.slack_text(ctx) }))
+        let text = slack_escape(&self.slack_text(ctx));
+        serde_json::to_vec(&serde_json::json!({ "text": text }))
             .expect("a string always serializes")
     }
+}
+
+/// Slack's "Escaping text": `&`, `<` and `>` are control characters in a message (`<!channel>`
+/// notifies everyone, `<http://x|y>` is a link), so text that means them literally carries
+/// `&amp;`, `&lt;` and `&gt;` instead.
+fn slack_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The CloudEvents `source`: `/nthd/<hostname>`, a URI reference; characters outside the
@@ -379,9 +397,6 @@ struct ResultData<'a> {
     error: Option<&'a String>,
 }
 
-/// An event with the context it was sent in, as queued.
-pub(crate) type Queued = (Event, Arc<Context>);
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +445,19 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), n_ids, "{ids:?}");
+    }
+
+    #[test]
+    fn slack_escape_covers_its_three_characters_only() {
+        assert_eq!(
+            slack_escape("<!channel> & <http://x|y> — \"é\" *b*"),
+            "&lt;!channel&gt; &amp; &lt;http://x|y&gt; — \"é\" *b*"
+        );
+        assert_eq!(
+            slack_escape("&amp;"),
+            "&amp;amp;",
+            "already-escaped text stays literal"
+        );
     }
 
     #[test]

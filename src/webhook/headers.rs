@@ -41,6 +41,11 @@ impl SecretHeaders {
         parse(path, &text)
     }
 
+    /// Whether there is no header at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The names, for messages.
     pub fn names(&self) -> Vec<String> {
         self.0.keys().map(|k| k.as_str().to_string()).collect()
@@ -108,7 +113,7 @@ fn check_permissions(path: &Path, uid: u32, mode: u32, owner: u32) -> Result<(),
     })
 }
 
-fn parse(path: &Path, text: &str) -> Result<SecretHeaders, WebhookError> {
+pub(super) fn parse(path: &Path, text: &str) -> Result<SecretHeaders, WebhookError> {
     let mut map = HeaderMap::new();
     for (i, line) in text.lines().enumerate() {
         let err = |reason: &str| WebhookError::HeadersSyntax {

@@ -42,6 +42,9 @@ pub enum Script {
     Statuses(Vec<u16>),
     /// Reads the request and never answers.
     Hang,
+    /// Answers the status line and headers of this status with `content-length: 100`, then
+    /// never sends the body.
+    StallBody(u16),
 }
 
 type Wrap = Arc<
@@ -137,6 +140,13 @@ async fn serve(mut s: Box<dyn Stream>, reqs: Arc<Mutex<Vec<Received>>>, script: 
         };
         let status = match &script {
             Script::Hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                return;
+            }
+            Script::StallBody(status) => {
+                let head = format!("HTTP/1.1 {status} X\r\ncontent-length: 100\r\n\r\n");
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.flush().await;
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 return;
             }
