@@ -27,18 +27,19 @@ pub enum SettingsError {
         /// The I/O error.
         reason: String,
     },
-    /// A line is not `KEY=value`, or its key is not made of letters, digits and `_`.
+    /// A line is not `KEY=value`, or its key is not made of letters, digits and `_`. The line
+    /// itself is never quoted: it can hold a secret (a webhook URL with a token in its path).
     #[error(
-        "{path} line {line}: `{text}` is not KEY=value (systemd EnvironmentFile syntax: no \
-         `export`, no shell expansion)"
+        "{path} line {line}: {problem} (systemd EnvironmentFile syntax: KEY=value, no `export`, \
+         no shell expansion); fix that line"
     )]
     Syntax {
         /// The file.
         path: String,
         /// The line number, from 1.
         line: usize,
-        /// The line, trimmed and cut at 80 characters.
-        text: String,
+        /// What is wrong, in words that quote nothing from the file.
+        problem: &'static str,
     },
 }
 
@@ -100,20 +101,20 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<(String, String)>, Se
         if l.is_empty() || l.starts_with('#') || l.starts_with(';') {
             continue;
         }
+        let syntax = |problem| SettingsError::Syntax {
+            path: path.display().to_string(),
+            line: i + 1,
+            problem,
+        };
         let Some((k, v)) = l.split_once('=') else {
-            return Err(SettingsError::Syntax {
-                path: path.display().to_string(),
-                line: i + 1,
-                text: l.chars().take(80).collect(),
-            });
+            return Err(syntax("no `=`"));
         };
         let k = k.trim();
+        if k.starts_with("export ") {
+            return Err(syntax("`export` before the name"));
+        }
         if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(SettingsError::Syntax {
-                path: path.display().to_string(),
-                line: i + 1,
-                text: l.chars().take(80).collect(),
-            });
+            return Err(syntax("the name is not letters, digits and `_`"));
         }
         out.push((k.to_string(), unquote(v.trim()).to_string()));
     }
@@ -209,7 +210,25 @@ mod tests {
             .to_string();
         assert!(e.contains("f line 2") && e.contains("export"), "{e}");
         let e = parse(p, "just words\n").unwrap_err().to_string();
-        assert!(e.contains("not KEY=value"), "{e}");
+        assert!(e.contains("line 1: no `=`"), "{e}");
+    }
+
+    /// A bad line can carry a secret (a webhook URL with its token in the path): the error names
+    /// the file, the line and the problem, and quotes nothing from the line.
+    #[test]
+    fn a_bad_line_is_never_quoted() {
+        let secret = "T0KEN-s3cr3t";
+        for text in [
+            format!("export NTHD_WEBHOOK=https://hooks.example/{secret}\n"),
+            format!("https://hooks.example/{secret}\n"),
+            format!("NTHD_A=1\nhttps://hooks.example/{secret}?a=b\n"),
+        ] {
+            let e = parse(Path::new("/etc/default/nthd"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("/etc/default/nthd line "), "{e}");
+            assert!(!e.contains(secret) && !e.contains("hooks"), "{e}");
+        }
     }
 
     #[test]
