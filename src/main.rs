@@ -18,6 +18,25 @@ fn status_anyway(args: &[String]) -> Option<ExitCode> {
     Some(nthd::status_command(&file, json, npd).unwrap_or(ExitCode::from(2)))
 }
 
+/// The settings files read and the assignments skipped in them: to the log for the daemon, on
+/// stderr for a command run by hand.
+fn report_settings(settings: &nthd::settings::Loaded, daemon: bool) {
+    if let Some(line) = settings.describe() {
+        if daemon {
+            tracing::info!("{line}");
+        } else {
+            eprintln!("nthd: {line}");
+        }
+    }
+    for skipped in &settings.skipped {
+        if daemon {
+            tracing::warn!("{skipped}");
+        } else {
+            eprintln!("nthd: warning: {skipped}");
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Before clap reads the environment: the packaged settings files, as the unit reads them.
     let args: Vec<String> = std::env::args_os()
@@ -50,12 +69,10 @@ fn main() -> ExitCode {
     if let Some(note) = nthd::logging::init(level, cli.opts.log_target) {
         tracing::warn!("{note}");
     }
-    if let Some(line) = settings.describe() {
-        match cli.command {
-            None | Some(nthd::config::Command::Run) => tracing::info!("{line}"),
-            Some(_) => eprintln!("nthd: {line}"),
-        }
-    }
+    report_settings(
+        &settings,
+        matches!(cli.command, None | Some(nthd::config::Command::Run)),
+    );
     match nthd::run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -6,8 +6,16 @@
 //! So before the command line is parsed, each `NTHD_*` variable of those files that is not
 //! already in the environment is put there. Flags and real environment variables still win.
 //! `--settings-file PATH` (or `NTHD_SETTINGS_FILE`) names another file, or `none`.
+//!
+//! The files are read exactly as systemd reads them ([`env_file`] has the rules): a file the
+//! unit starts with is a file every command accepts, with the same values. An assignment
+//! systemd ignores is skipped with a warning; a file systemd refuses stops the command.
 
-use std::path::{Path, PathBuf};
+mod env_file;
+
+use std::path::PathBuf;
+
+pub use env_file::Skipped;
 
 /// The files the packaged unit reads, in its order (a later file wins).
 pub(crate) const PACKAGED: [&str; 2] = ["/etc/default/nthd", "/etc/sysconfig/nthd"];
@@ -27,18 +35,31 @@ pub enum SettingsError {
         /// The I/O error.
         reason: String,
     },
-    /// A line is not `KEY=value`, or its key is not made of letters, digits and `_`.
+    /// A settings file holds a NUL byte: systemd refuses the whole file.
     #[error(
-        "{path} line {line}: `{text}` is not KEY=value (systemd EnvironmentFile syntax: no \
-         `export`, no shell expansion)"
+        "{path} line {line}: a NUL byte; systemd refuses a settings file that holds one and \
+         would pass none of its settings to the daemon: remove the byte, or pass {FLAG} none"
     )]
-    Syntax {
+    Nul {
         /// The file.
         path: String,
-        /// The line number, from 1.
+        /// The line of the first NUL byte, from 1.
         line: usize,
-        /// The line, trimmed and cut at 80 characters.
-        text: String,
+    },
+    /// An assignment's name or value is not UTF-8: systemd refuses the whole file. Nothing of
+    /// the assignment is quoted: a value can be a secret (a webhook URL with its token).
+    #[error(
+        "{path} line {line}: the {part} is not valid UTF-8; systemd refuses the whole file then \
+         and would pass none of its settings to the daemon: save the file as UTF-8, or pass \
+         {FLAG} none"
+    )]
+    Encoding {
+        /// The file.
+        path: String,
+        /// The line the assignment starts on, from 1.
+        line: usize,
+        /// `name` or `value`.
+        part: &'static str,
     },
 }
 
@@ -47,6 +68,8 @@ pub enum SettingsError {
 pub struct Loaded {
     /// Files read, with how many of their values were taken (not already in the environment).
     pub files: Vec<(PathBuf, usize)>,
+    /// Assignments skipped, as systemd skips them: one warning each.
+    pub skipped: Vec<Skipped>,
 }
 
 impl Loaded {
@@ -91,46 +114,8 @@ fn chosen(args: &[String], env: Option<String>) -> Option<String> {
     env
 }
 
-/// Parses systemd `EnvironmentFile=` syntax: `KEY=value` lines, `#` or `;` comments, optional
-/// single or double quotes around the value.
-pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<(String, String)>, SettingsError> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if l.is_empty() || l.starts_with('#') || l.starts_with(';') {
-            continue;
-        }
-        let Some((k, v)) = l.split_once('=') else {
-            return Err(SettingsError::Syntax {
-                path: path.display().to_string(),
-                line: i + 1,
-                text: l.chars().take(80).collect(),
-            });
-        };
-        let k = k.trim();
-        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(SettingsError::Syntax {
-                path: path.display().to_string(),
-                line: i + 1,
-                text: l.chars().take(80).collect(),
-            });
-        }
-        out.push((k.to_string(), unquote(v.trim()).to_string()));
-    }
-    Ok(out)
-}
-
-fn unquote(v: &str) -> &str {
-    for q in ['"', '\''] {
-        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
-            return &v[1..v.len() - 1];
-        }
-    }
-    v
-}
-
 /// Reads the chosen settings files and returns the `NTHD_*` values not already set in `env`.
-/// Missing files are skipped; unreadable or malformed ones are errors.
+/// Missing files are skipped; unreadable ones, and ones systemd refuses, are errors.
 pub(crate) fn read(
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
@@ -143,7 +128,7 @@ pub(crate) fn read(
     let mut taken: Vec<(String, String)> = Vec::new();
     let mut loaded = Loaded::default();
     for path in files {
-        let text = match std::fs::read_to_string(&path) {
+        let bytes = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
@@ -153,8 +138,10 @@ pub(crate) fn read(
                 })
             }
         };
+        let parsed = env_file::parse(&path, &bytes)?;
+        loaded.skipped.extend(parsed.skipped);
         let mut n = 0;
-        for (k, v) in parse(&path, &text)? {
+        for (k, v) in parsed.pairs {
             if !k.starts_with("NTHD_") || env(&k).is_some() {
                 continue;
             }
@@ -187,32 +174,6 @@ mod tests {
     }
 
     #[test]
-    fn parses_environment_file_syntax() {
-        let p = Path::new("f");
-        let v = parse(
-            p,
-            "# c\n; c\n\nNTHD_A=1\n NTHD_B = \"two words\" \nNTHD_C='x'\nNTHD_D=\nOTHER=y\n",
-        )
-        .unwrap();
-        assert_eq!(
-            v,
-            vec![
-                ("NTHD_A".into(), "1".into()),
-                ("NTHD_B".into(), "two words".into()),
-                ("NTHD_C".into(), "x".into()),
-                ("NTHD_D".into(), "".into()),
-                ("OTHER".into(), "y".into()),
-            ]
-        );
-        let e = parse(p, "NTHD_A=1\nexport NTHD_B=2\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("f line 2") && e.contains("export"), "{e}");
-        let e = parse(p, "just words\n").unwrap_err().to_string();
-        assert!(e.contains("not KEY=value"), "{e}");
-    }
-
-    #[test]
     fn environment_wins_later_file_wins_and_only_nthd_vars() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("s");
@@ -226,6 +187,38 @@ mod tests {
         assert_eq!(vars, vec![("NTHD_B".to_string(), "again".to_string())]);
         assert_eq!(loaded.files, vec![(f.clone(), 2)]);
         assert!(loaded.describe().unwrap().contains("(2 values)"));
+    }
+
+    /// A file the unit starts with is one every command reads: an assignment systemd ignores is
+    /// a warning, not an error, and the file's other values are still taken. A file systemd
+    /// refuses stops the command.
+    #[test]
+    fn skipped_lines_warn_and_refused_files_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s");
+        let file = args(&["nthd", "--settings-file", f.to_str().unwrap()]);
+        std::fs::write(
+            &f,
+            "NTHD_A=\"multi\\\nline\"\r\nexport NTHD_B=x\nNTHD_C='c' # no comment\n",
+        )
+        .unwrap();
+        let (vars, loaded) = read(&file, |_| None).unwrap();
+        let want = [("NTHD_A", "multiline"), ("NTHD_C", "c# no comment")];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(vars, want);
+        assert_eq!(loaded.files, vec![(f.clone(), 2)]);
+        let warnings: Vec<String> = loaded.skipped.iter().map(|s| s.to_string()).collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        // Line 3: the continuation makes the first assignment two lines.
+        let want = format!("{} line 3: `export`", f.display());
+        assert!(warnings[0].starts_with(&want), "{warnings:?}");
+
+        std::fs::write(&f, b"NTHD_A=1\nNTHD_WEBHOOK=caf\xe9\n").unwrap();
+        let e = read(&file, |_| None).unwrap_err().to_string();
+        assert!(e.contains("line 2: the value is not valid UTF-8"), "{e}");
     }
 
     #[test]

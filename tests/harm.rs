@@ -314,20 +314,58 @@ async fn commands_read_the_settings_file_and_the_environment_wins() {
     assert_eq!(e.logind.power_off_count(), 1, "{text}");
 }
 
-/// A settings file that exists but is unusable stops the command (exit 2) instead of
-/// silently falling back to defaults.
+/// A settings file systemd refuses (here a value that is not UTF-8) stops the command (exit 2)
+/// instead of silently falling back to defaults, and the message does not quote the value.
 #[test]
 fn an_unusable_settings_file_is_a_bad_setting() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nthd");
-    std::fs::write(&file, "export NTHD_DRY_RUN=true\n").unwrap();
+    std::fs::write(
+        &file,
+        b"NTHD_DRY_RUN=true\nNTHD_WEBHOOK=https://hooks.example/T0KEN-caf\xe9\n",
+    )
+    .unwrap();
     let out = nthd_cmd("unix:path=/nonexistent", &file)
         .arg("check")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("line 1") && err.contains("export"), "{err}");
+    assert!(
+        err.contains("line 2: the value is not valid UTF-8"),
+        "{err}"
+    );
+    assert!(!err.contains("T0KEN"), "{err}");
+}
+
+/// A settings file systemd accepts is one every command accepts: a continuation line and a
+/// quoted value are read as systemd reads them, and a line systemd ignores (`export`) is a
+/// warning naming its line, not exit 2.
+#[test]
+fn a_file_systemd_accepts_is_read_as_systemd_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nthd");
+    std::fs::write(
+        &file,
+        "NTHD_PROVIDER=a\\\nws\r\nNTHD_IMDS_ENDPOINT=\"http://127.0.0.1:9\"\n\
+         export NTHD_WEBHOOK=https://hooks.example/T0KEN\n",
+    )
+    .unwrap();
+    let out = nthd_cmd("unix:path=/nonexistent", &file)
+        .args(["check", "--root", "/nonexistent"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("settings from {} (2 values)", file.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("warning: {} line 4: `export`", file.display())),
+        "{err}"
+    );
+    assert!(!err.contains("T0KEN"), "{err}");
 }
 
 /// A spot notice, and nthd's PowerOff accepted by the fake logind (which then holds the

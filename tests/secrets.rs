@@ -207,6 +207,31 @@ fn no_error_path_echoes_a_webhook_secret() {
     }
 }
 
+/// A settings file line systemd skips, or a file it refuses, is reported by file and line only.
+#[test]
+fn settings_file_errors_never_quote_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("nthd");
+    let skipped = format!("NTHD_PROVIDER=aws\nexport NTHD_WEBHOOK=https://x/{PLANTED}\n");
+    let refused = format!("NTHD_PROVIDER=aws\nNTHD_WEBHOOK=https://x/{PLANTED}\u{0}\n");
+    for (name, text, code) in [("skipped", skipped, None), ("refused", refused, Some(2))] {
+        std::fs::write(&f, text).unwrap();
+        let (out, got) = run(
+            "unix:path=/nonexistent",
+            &["once"],
+            &[("NTHD_SETTINGS_FILE", f.to_str().unwrap())],
+        );
+        assert!(
+            out.contains("line 2"),
+            "{name}: the line is not named:\n{out}"
+        );
+        if code.is_some() {
+            assert_eq!(got, code, "{name}: {out}");
+        }
+        assert_clean(name, &out);
+    }
+}
+
 /// `nthd status` reads one file: a bad unrelated setting does not break it, nor the NPD plugin.
 #[test]
 fn status_ignores_a_bad_unrelated_setting() {
