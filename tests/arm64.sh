@@ -26,7 +26,6 @@ export CARGO_TERM_COLOR=never
 
 TARGET=aarch64-unknown-linux-musl
 RUNNER_VAR=CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER
-BINFMT=/proc/sys/fs/binfmt_misc
 t_all=$SECONDS
 log_dir=target/arm64
 mkdir -p "$log_dir"
@@ -49,31 +48,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 qemu=$(command -v qemu-aarch64-static)
 
-# binfmt_misc: mounted, enabled, and qemu-aarch64 registered and enabled. Debian registers it
-# through systemd-binfmt (/usr/lib/binfmt.d) or binfmt-support; neither runs where PID 1 is not
-# systemd (containers, this CI machine), so the entry is written here if it is missing.
-if [ ! -e "$BINFMT/register" ]; then
-    say "mounting binfmt_misc at $BINFMT"
-    mount -t binfmt_misc binfmt_misc "$BINFMT" || die "cannot mount binfmt_misc at $BINFMT"
-fi
-[ "$(head -n 1 "$BINFMT/status")" = enabled ] || echo 1 >"$BINFMT/status" ||
-    die "binfmt_misc is disabled and cannot be enabled"
-if [ ! -e "$BINFMT/qemu-aarch64" ]; then
-    conf=/usr/lib/binfmt.d/qemu-aarch64.conf
-    if command -v update-binfmts >/dev/null 2>&1 && [ -e /usr/share/binfmts/qemu-aarch64 ]; then
-        say "registering qemu-aarch64 (update-binfmts --import)"
-        update-binfmts --import qemu-aarch64 >/dev/null 2>&1 || true
-    fi
-    if [ ! -e "$BINFMT/qemu-aarch64" ]; then
-        [ -r "$conf" ] || die "$conf is missing (is qemu-user-static >= 7.2 installed?)"
-        say "registering qemu-aarch64 from $conf"
-        grep -v '^[[:space:]]*\(#\|$\)' "$conf" >"$BINFMT/register" ||
-            die "cannot register qemu-aarch64 with binfmt_misc"
-    fi
-fi
-[ "$(head -n 1 "$BINFMT/qemu-aarch64")" = enabled ] || echo 1 >"$BINFMT/qemu-aarch64" ||
-    die "qemu-aarch64 is registered but disabled, and cannot be enabled"
-say "binfmt: $(grep -E '^(interpreter|flags)' "$BINFMT/qemu-aarch64" | tr '\n' ' ')"
+# binfmt_misc: mounted, enabled, and qemu-aarch64 registered and enabled (shared with the
+# arm64 e2e tree's debootstrap, which may run first on a new machine).
+bash tests/binfmt-aarch64.sh || die "aarch64 binaries cannot run here (see above)"
 
 if ! rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
     say "rustup target add $TARGET"

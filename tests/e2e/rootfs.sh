@@ -161,11 +161,20 @@ ensure_host_tools() {
   need debootstrap systemd-nspawn nsenter flock
 }
 
+# binfmt_misc's name for a Debian architecture.
+_qemu_arch() { case "$1" in arm64) echo aarch64;; *) echo "$1";; esac; }
+
 main() {
   [[ $EUID -eq 0 ]] || die "rootfs.sh must run as root"
   local force=0
   [[ "${1:-}" == "--force" ]] && force=1
   ensure_host_tools
+  # A foreign tree (arm64 here) is debootstrapped and booted through qemu-user: register it with
+  # binfmt_misc first, or debootstrap fails at once with "Unable to execute target architecture"
+  # on a new machine where nothing else has registered it yet.
+  if [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]]; then
+    bash "$REPO/tests/binfmt-$(_qemu_arch "$E2E_ARCH").sh" >&2 || die "cannot run $E2E_ARCH binaries on this host"
+  fi
   mkdir -p "$E2E_DIR"
   exec 9>"$ROOTFS.lock"
   flock 9
