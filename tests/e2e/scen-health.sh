@@ -57,7 +57,8 @@ scen_extras_degrade() {
   expect_poweroff_through_lock 10 3000
 }
 
-# Runs the shipped NPD rules until they say CODE, and fails after TIMEOUT s (polls every 0.5 s).
+# An endpoint nothing answers on: the shipped NPD rules (run as NPD runs them) say unknown once
+# the 30 s bound has passed, not "no interruption pending", and all clear again once fixed.
 scen_blind_npd() {
   setup_node
   ct_put "$HERE/npd-run.py" npd-run.py >/dev/null
