@@ -404,6 +404,18 @@ mod tests {
     use nthd_testkit::logind::{FakeLogind, PrivateBus};
     use std::sync::Arc;
 
+    /// A reboot for `n` comes back refused ("not rebooting …") and never reaches logind.
+    async fn expect_reboot_refused(exec: &mut Executor, n: &Notice, fake: &FakeLogind) {
+        let out = exec
+            .execute(n, PowerAction::Reboot, &mut metrics(), &|| {})
+            .await;
+        let Outcome::Failed(e) = out else {
+            panic!("the reboot was not refused: {out:?}");
+        };
+        assert!(e.contains("not rebooting"), "{e}");
+        assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
+    }
+
     fn metrics() -> Metrics {
         Metrics::new(MetricsOptions {
             textfile: None,
@@ -432,14 +444,7 @@ mod tests {
         let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
 
         let reboot = notice(NoticeKind::ScheduledReboot);
-        let out = exec
-            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
-            .await;
-        let Outcome::Failed(e) = out else {
-            panic!("the reboot was not refused: {out:?}");
-        };
-        assert!(e.contains("not rebooting"), "{e}");
-        assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
+        expect_reboot_refused(&mut exec, &reboot, &fake).await;
 
         let spot = notice(NoticeKind::SpotTerminate);
         let out = exec
@@ -536,14 +541,7 @@ mod tests {
         let (mut exec, gate) = stalled(&bus, dir.path());
         exec.write_wait = Duration::from_millis(300);
         let reboot = notice(NoticeKind::ScheduledReboot);
-        let out = exec
-            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
-            .await;
-        let Outcome::Failed(e) = out else {
-            panic!("the reboot was not refused: {out:?}");
-        };
-        assert!(e.contains("not rebooting"), "{e}");
-        assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
+        expect_reboot_refused(&mut exec, &reboot, &fake).await;
         drop(gate);
         // The late Started write, and the one without it: whichever comes last, the file ends
         // without the record.

@@ -51,9 +51,40 @@ struct Series {
     actions: IntCounterVec,
     reads: IntCounterVec,
     last_ok: GaugeVec,
+    health: Health,
+}
+
+/// What nthd can vouch for: how long since a metadata read succeeded, whether it is blind, and
+/// which extras are off.
+struct Health {
     read_age: GaugeVec,
     blind: GaugeVec,
     extra_disabled: GaugeVec,
+}
+
+impl Health {
+    fn new(r: &Registry) -> Health {
+        Health {
+            read_age: gauge(
+                r,
+                "nthd_metadata_read_age_seconds",
+                "Seconds since the last successful metadata read, as of the last write.",
+                &[],
+            ),
+            blind: gauge(
+                r,
+                "nthd_metadata_blind",
+                "1 while no metadata read succeeded within the blind bound: nthd cannot see notices.",
+                &[],
+            ),
+            extra_disabled: gauge(
+                r,
+                "nthd_extra_disabled",
+                "1 while an optional feature (webhooks, metrics_listen, metrics_textfile) is disabled by a setup error.",
+                &["extra"],
+            ),
+        }
+    }
 }
 
 /// Registers a family and hands it back. The names are literals, so a failure is a bug every
@@ -120,24 +151,7 @@ impl Series {
                 "Unix time of the last successful metadata read.",
                 &[],
             ),
-            read_age: gauge(
-                &r,
-                "nthd_metadata_read_age_seconds",
-                "Seconds since the last successful metadata read, as of the last write.",
-                &[],
-            ),
-            blind: gauge(
-                &r,
-                "nthd_metadata_blind",
-                "1 while no metadata read succeeded within the blind bound: nthd cannot see notices.",
-                &[],
-            ),
-            extra_disabled: gauge(
-                &r,
-                "nthd_extra_disabled",
-                "1 while an optional feature (webhooks, metrics_listen, metrics_textfile) is disabled by a setup error.",
-                &["extra"],
-            ),
+            health: Health::new(&r),
             actions: counter(
                 &r,
                 "nthd_actions_total",
@@ -306,7 +320,7 @@ impl Metrics {
         if !self.has_reader() {
             return;
         }
-        let s = &self.series;
+        let s = &self.series.health;
         s.blind
             .with_label_values(&[] as &[&str])
             .set(if blind { 1.0 } else { 0.0 });
@@ -520,6 +534,62 @@ mod tests {
         assert!(!text.contains("nthd_imds_reads_total{"), "{text}");
         assert!(!text.contains("nthd_actions_total{"), "{text}");
         assert!(!text.contains("nthd_last_successful_poll"), "{text}");
+    }
+
+    #[test]
+    fn blindness_and_disabled_extras_are_exported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = Metrics::new(MetricsOptions {
+            textfile: Some(dir.path().join("nthd.prom")),
+            listen: None,
+        });
+        let extras = [("webhooks", true), ("metrics_listen", false)];
+        m.health(true, Some(Duration::from_secs(45)), &extras);
+        let text = m.render();
+        assert!(text.contains("\nnthd_metadata_blind 1\n"), "{text}");
+        assert!(
+            text.contains("\nnthd_metadata_read_age_seconds 45\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nthd_extra_disabled{extra=\"webhooks\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nthd_extra_disabled{extra=\"metrics_listen\"} 0"),
+            "{text}"
+        );
+        m.health(false, None, &extras);
+        assert!(m.render().contains("\nnthd_metadata_blind 0\n"));
+    }
+
+    #[test]
+    fn a_bad_or_busy_listen_address_disables_only_the_server() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _g = rt.enter();
+        let m = Metrics::new(MetricsOptions {
+            textfile: None,
+            listen: Some("not-an-address".into()),
+        });
+        let (listen, textfile) = m.problems();
+        assert!(
+            listen.unwrap().contains("is not an IP:PORT address"),
+            "{listen:?}"
+        );
+        assert_eq!(textfile, None);
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let m = Metrics::new(MetricsOptions {
+            textfile: None,
+            listen: Some(busy.local_addr().unwrap().to_string()),
+        });
+        let e = m.problems().0.unwrap();
+        assert!(
+            e.contains("cannot listen on") && e.contains("free the port"),
+            "{e}"
+        );
     }
 
     #[test]
