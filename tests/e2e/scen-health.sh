@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted scripts run inside the container
 # Scenarios of issue "never switched off by an extra, never all clear while blind", sourced by
 # run.sh: a webhook setup error degrades and the node is still drained; a daemon that cannot
 # read the metadata service is "unknown" to NPD, never "all clear"; the NPD DaemonSet's view of
