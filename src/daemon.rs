@@ -233,8 +233,6 @@ struct Daemon {
     extras: Reporter,
     /// Whether nthd was blind at the last status update, to log the change once.
     blind: Option<Option<SourceId>>,
-    /// What every webhook event says about this machine.
-    context: Context,
     watchdog: Watchdog,
     /// Whether READY=1 was sent.
     ready: bool,
@@ -671,7 +669,6 @@ impl Daemon {
             webhooks,
             extras: Reporter::default(),
             blind: None,
-            context: Context::for_this_host(),
             ready: false,
             opts: opts.clone(),
         }
@@ -697,8 +694,7 @@ impl Daemon {
                 self.status.set_cloud(det.cloud, &det.how, &describe);
                 let (all, source) = self.opts.blind_after(det.cloud);
                 self.status.set_blind_after(all, source);
-                self.context.cloud = Some(det.cloud);
-                self.webhooks.set_context(self.context.clone());
+                self.webhooks.update_context(|c| c.cloud = Some(det.cloud));
                 self.cloud = Some(det.cloud);
                 self.describe = describe;
             }
@@ -725,8 +721,7 @@ impl Daemon {
         }
         self.metrics.set_identity(&id);
         self.status.set_identity(&id);
-        self.context.identity = id;
-        self.webhooks.set_context(self.context.clone());
+        self.webhooks.update_context(|c| c.identity = id);
         self.update_status(false);
     }
 

@@ -97,10 +97,11 @@ impl WebhookSlot {
         self.problem.as_deref()
     }
 
-    /// Sets the context later events carry, now and after a later setup.
-    pub(crate) fn set_context(&mut self, context: Context) {
-        self.hooks.set_context(context.clone());
-        self.context = context;
+    /// Changes the context later events carry (the cloud, the identity, once known), now and
+    /// after a later setup. The slot holds the one copy; the daemon keeps none.
+    pub(crate) fn update_context(&mut self, change: impl FnOnce(&mut Context)) {
+        change(&mut self.context);
+        self.hooks.set_context(self.context.clone());
     }
 
     /// Stops delivery, waiting up to `within` for what is under way.

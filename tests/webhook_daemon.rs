@@ -69,6 +69,7 @@ async fn a_spot_interruption_sends_notice_then_action_around_the_poweroff() {
         let v = e.json();
         assert_eq!(v["specversion"], "1.0");
         assert_eq!(v["subject"], "i-0123456789abcdef0");
+        assert_eq!(v["data"]["cloud"], "aws");
         assert_eq!(v["data"]["instance_type"], "m5.large");
         assert_eq!(v["data"]["zone"], "us-east-1a");
         assert_eq!(v["data"]["notice"]["kind"], "spot-terminate");
