@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::config::Options;
 
 use crate::logind::{Logind, LogindError};
-use crate::notice::{Cloud, Notice};
+use crate::notice::{Cloud, Lifecycle, Notice};
 use crate::policy::{decide, PowerAction};
 use crate::provider::detect::{self, Detection, Dmi};
 use crate::provider::Provider;
@@ -164,6 +164,8 @@ struct Ctx<'a> {
     root: &'a Path,
     logind: Logind,
     cloud: Option<Cloud>,
+    /// Spot, preemptible or on-demand, when the metadata service said.
+    lifecycle: Option<Lifecycle>,
     /// logind's `InhibitDelayMaxUSec`, when logind answered.
     budget: Option<Duration>,
 }
@@ -176,6 +178,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
         root,
         logind: Logind::new(),
         cloud: None,
+        lifecycle: None,
         budget: None,
     };
     let mut out = vec![];
@@ -189,7 +192,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
                 None,
             ));
             c.cloud = Some(d.cloud);
-            out.extend(metadata_service(&c, d.cloud).await);
+            out.extend(metadata_service(&mut c, d.cloud).await);
         }
         Err(fail) => out.push(fail),
     }
@@ -277,7 +280,7 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
 }
 
 /// One read of every source: whether the metadata service answers, and what it lists now.
-async fn metadata_service(c: &Ctx<'_>, cloud: Cloud) -> Vec<Check> {
+async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
     let mut p = match crate::provider::build(cloud, &c.opts.provider_settings()) {
         Ok(p) => p,
         Err(e) => {
@@ -324,7 +327,22 @@ async fn metadata_service(c: &Ctx<'_>, cloud: Cloud) -> Vec<Check> {
             None => check("metadata service", true, Status::Pass, v, None),
         }
     };
+    if !obs.fresh.is_empty() {
+        c.lifecycle = instance_lifecycle(&mut p, limit).await;
+    }
     vec![answered, current_notices(c.opts, &obs.notices)]
+}
+
+/// Spot, preemptible or on-demand, from the instance identity; `None` when the cloud does not
+/// say (or does not answer in time).
+async fn instance_lifecycle(
+    p: &mut crate::provider::AnyProvider,
+    limit: Duration,
+) -> Option<Lifecycle> {
+    match tokio::time::timeout(limit, p.identity()).await {
+        Ok(Ok(identity)) => identity.lifecycle,
+        _ => None,
+    }
 }
 
 /// The notices listed now, each with what nthd would do.
@@ -515,10 +533,11 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
     let kubelet_overridden = settings.iter().any(|s| s.file.ends_with("99-kubelet.conf"))
         && !last.is_some_and(|s| s.file.ends_with("99-kubelet.conf"));
     let value = format!(
-        "InhibitDelayMaxUSec = {}, notice lead time on {} = {}{origin}",
+        "InhibitDelayMaxUSec = {}, notice lead time on {} = {}, lifecycle {}{origin}",
         format_duration(budget),
         c.cloud.map(|c| c.name()).unwrap_or("this cloud"),
-        format_duration(lead)
+        format_duration(lead),
+        c.lifecycle.map(Lifecycle::name).unwrap_or("unknown"),
     );
     let (st, fix) = if kubelet_overridden {
         let file = last
@@ -530,7 +549,7 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
         );
         (Status::Warn, Some(fix))
     } else if budget > lead {
-        (Status::Fail, Some(drain_too_long_fix(lead)))
+        longer_than_the_notice(c.lifecycle, lead)
     } else if budget < Duration::from_secs(15) {
         let fix = "too short to drain anything useful (5s is logind's default, which means \
                    kubelet's shutdownGracePeriod is not set): set shutdownGracePeriod in the \
@@ -618,6 +637,37 @@ async fn nthd_service(c: &mut Ctx<'_>) -> Check {
             Some("systemctl enable --now nthd".into()),
         ),
         Err(e) => check(NAME, true, Status::Fail, e.to_string(), None),
+    }
+}
+
+/// A drain longer than the notice: a failure on spot/preemptible capacity, whose notice cuts it
+/// off, and when the lifecycle is unknown (it may be spot); only a note on on-demand capacity,
+/// where no spot notice bounds the shutdown.
+fn longer_than_the_notice(
+    lifecycle: Option<Lifecycle>,
+    lead: Duration,
+) -> (Status, Option<String>) {
+    match lifecycle {
+        Some(Lifecycle::OnDemand) => {
+            let note = format!(
+                "on-demand instance: the {} limit is the spot/preemption notice's, which does not \
+                 apply here. If this node group may also run spot instances, {}",
+                format_duration(lead),
+                drain_too_long_fix(lead)
+            );
+            (Status::Info, Some(note))
+        }
+        Some(Lifecycle::Spot | Lifecycle::Preemptible) => {
+            (Status::Fail, Some(drain_too_long_fix(lead)))
+        }
+        None => {
+            let fix = format!(
+                "{}. (The instance's lifecycle could not be read, so it is taken as spot; on an \
+                 on-demand instance this is only a note)",
+                drain_too_long_fix(lead)
+            );
+            (Status::Fail, Some(fix))
+        }
     }
 }
 
@@ -723,8 +773,11 @@ pub(crate) async fn check_command(
         for c in &checks {
             println!(" {} {:<30} {}", mark(c.status), c.name, c.value);
             if let Some(f) = &c.fix {
-                if c.status != Status::Pass {
-                    println!("   {:<30} fix: {f}", "");
+                // An info check's text is a note, not something to fix.
+                match c.status {
+                    Status::Pass => {}
+                    Status::Info => println!("   {:<30} note: {f}", ""),
+                    _ => println!("   {:<30} fix: {f}", ""),
                 }
             }
         }

@@ -66,12 +66,14 @@ impl Cloud {
         }
     }
 
-    /// The default metadata endpoint of this cloud. Tencent's is a host name: its documentation
-    /// gives no address, so nthd resolves the name through the node's DNS.
+    /// The default metadata endpoint of this cloud. Every one is an address, so that nthd needs
+    /// no DNS and the packaged unit's `IPAddressAllow=` can admit it. Tencent documents only the
+    /// name `metadata.tencentyun.com`, which resolves to 169.254.0.23 on CVM; the name still
+    /// works through `NTHD_IMDS_ENDPOINT`.
     pub fn default_endpoint(self) -> &'static str {
         match self {
             Cloud::Alibaba => "http://100.100.100.200",
-            Cloud::Tencent => "http://metadata.tencentyun.com",
+            Cloud::Tencent => "http://169.254.0.23",
             Cloud::Aws | Cloud::Gcp | Cloud::Azure => "http://169.254.169.254",
         }
     }

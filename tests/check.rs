@@ -244,6 +244,63 @@ async fn drain_budget_longer_than_the_notice_fails_with_what_to_set() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_budget_longer_than_the_notice_is_only_a_note_on_on_demand() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    e.logind.set_inhibit_delay_max(Duration::from_secs(150));
+    // A spot instance: the 2-minute notice cuts the drain off.
+    e.imds.set_identity("aws");
+    let (ok, v) = run(&e, &[]).await;
+    assert!(!ok, "{v:#}");
+    let db = get(&v, "drain budget");
+    assert_eq!(
+        (db["status"].as_str(), db["required"].as_bool()),
+        (Some("fail"), Some(true))
+    );
+    assert!(
+        db["value"].as_str().unwrap().contains("lifecycle spot"),
+        "{db:#}"
+    );
+    // On-demand: no spot notice bounds the shutdown, so the check passes with a note.
+    e.imds.set(
+        "/latest/meta-data/instance-life-cycle",
+        Response::text(200, "on-demand"),
+    );
+    let (ok, v) = run(&e, &[]).await;
+    assert!(
+        ok,
+        "an on-demand node is not bound by the spot notice: {v:#}"
+    );
+    let db = get(&v, "drain budget");
+    assert_eq!(
+        (db["status"].as_str(), db["required"].as_bool()),
+        (Some("info"), Some(false))
+    );
+    assert!(
+        db["value"]
+            .as_str()
+            .unwrap()
+            .contains("lifecycle on-demand"),
+        "{db:#}"
+    );
+    let note = db["fix"].as_str().unwrap();
+    assert!(
+        note.contains("on-demand instance") && note.contains("at most 1m50s"),
+        "{db:#}"
+    );
+    // Unknown again (the mock stops answering the lifecycle): conservative, a failure.
+    e.imds.clear("/latest/meta-data/instance-life-cycle");
+    let (ok, v) = run(&e, &[]).await;
+    assert!(!ok, "{v:#}");
+    let db = get(&v, "drain budget");
+    assert_eq!(db["status"], "fail");
+    assert!(
+        db["fix"].as_str().unwrap().contains("taken as spot"),
+        "{db:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_metadata_and_missing_logind_fail() {
     let e = env().await;
     e.logind.stop().await.unwrap();

@@ -74,12 +74,31 @@ async fn observe_until(p: &mut Tencent, f: impl Fn(&Observation) -> bool) -> Obs
 }
 
 #[test]
-fn the_default_endpoint_is_a_host_name_the_client_accepts() {
+fn the_default_endpoint_is_the_link_local_address_and_the_host_name_still_works() {
+    // An address, so that nthd needs no DNS and the unit's IPAddressAllow= can admit it.
     let base = Cloud::Tencent.default_endpoint();
-    assert_eq!(base, "http://metadata.tencentyun.com");
-    let c = client(base);
+    assert_eq!(base, "http://169.254.0.23");
     assert_eq!(
-        c.url(SPOT_PATH),
+        client(base).url(SPOT_PATH),
+        "http://169.254.0.23/latest/meta-data/spot/termination-time"
+    );
+    // The documented name remains accepted as NTHD_IMDS_ENDPOINT.
+    use clap::Parser;
+    let cli = nthd::config::Cli::try_parse_from([
+        "nthd",
+        "--provider",
+        "tencent",
+        "--imds-endpoint",
+        "http://metadata.tencentyun.com",
+    ])
+    .unwrap();
+    cli.opts.validate().unwrap();
+    assert_eq!(
+        cli.opts.provider_settings().endpoint.as_deref(),
+        Some("http://metadata.tencentyun.com")
+    );
+    assert_eq!(
+        client("http://metadata.tencentyun.com").url(SPOT_PATH),
         "http://metadata.tencentyun.com/latest/meta-data/spot/termination-time"
     );
     assert_eq!(Cloud::Tencent.name(), "tencent");

@@ -32,3 +32,56 @@ fn readme_documents_every_env_var_and_default() {
         );
     }
 }
+
+/// The unit's `IPAddressAllow=` values, in order.
+fn unit_allow_list() -> Vec<String> {
+    let unit =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/nthd.service"))
+            .unwrap();
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("IPAddressAllow="))
+        .expect("systemd/nthd.service has an IPAddressAllow= line");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn the_unit_admits_every_default_endpoint_and_the_docs_list_what_it_admits() {
+    use nthd::notice::Cloud;
+    let allowed = unit_allow_list();
+    for cloud in [
+        Cloud::Aws,
+        Cloud::Gcp,
+        Cloud::Azure,
+        Cloud::Alibaba,
+        Cloud::Tencent,
+    ] {
+        // An address, not a name: IPAddressDeny=any also blocks DNS.
+        let host = cloud.default_endpoint().trim_start_matches("http://");
+        assert!(
+            allowed.iter().any(|a| a == host),
+            "{cloud}'s default endpoint {host} is not in the unit's IPAddressAllow= {allowed:?}"
+        );
+    }
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let security = readme
+        .split("## Security")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a Security section");
+    let packaging =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/README.md"))
+            .unwrap();
+    let line = format!("IPAddressAllow={}", allowed.join(" "));
+    assert!(
+        packaging.contains(&line),
+        "packaging/README.md does not quote {line}"
+    );
+    for a in &allowed {
+        assert!(
+            security.contains(a.as_str()),
+            "README's Security section does not list {a}"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
 use nthd_fuzz::{body, check_notice};
 
-const URL: &str = "http://metadata.tencentyun.com/latest/meta-data/spot/termination-time";
+const URL: &str = "http://169.254.0.23/latest/meta-data/spot/termination-time";
 
 fuzz_target!(|data: &[u8]| {
     let Some(body) = body(data) else { return };

@@ -147,10 +147,15 @@ impl Dmi {
     }
 }
 
-/// Probes one cloud's metadata service. `Ok(how)` when it answers as that cloud would.
-async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, String> {
-    let client = ImdsClient::new(base, opts.clone()).map_err(|e| e.to_string())?;
-    let (method, path, headers): (Method, &str, Vec<(&'static str, &str)>) = match cloud {
+/// Where the probe of `cloud` goes: `endpoint` when set, else the cloud's default address.
+/// Every default is an IP address, so no probe waits on DNS and all fit in one timeout.
+fn probe_base(cloud: Cloud, endpoint: Option<&str>) -> &str {
+    endpoint.unwrap_or(cloud.default_endpoint())
+}
+
+/// The request that tells `cloud` apart: method, path and headers.
+fn probe_request(cloud: Cloud) -> (Method, &'static str, Vec<(&'static str, &'static str)>) {
+    match cloud {
         Cloud::Aws => (
             Method::PUT,
             super::aws::TOKEN_PATH,
@@ -168,7 +173,13 @@ async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String,
         ),
         Cloud::Alibaba => (Method::GET, "/latest/meta-data/instance-id", vec![]),
         Cloud::Tencent => (Method::GET, "/latest/meta-data/", vec![]),
-    };
+    }
+}
+
+/// Probes one cloud's metadata service. `Ok(how)` when it answers as that cloud would.
+async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, String> {
+    let client = ImdsClient::new(base, opts.clone()).map_err(|e| e.to_string())?;
+    let (method, path, headers) = probe_request(cloud);
     let url = client.url(path);
     let reply = client
         .send(method, path, &headers, None, None)
@@ -200,7 +211,7 @@ pub(crate) async fn detect(
         max_body: 64 * 1024,
         endpoint_set: endpoint.is_some(),
     };
-    let base = |c: Cloud| endpoint.unwrap_or(c.default_endpoint());
+    let base = |c: Cloud| probe_base(c, endpoint);
     let (aws, gcp, azure, alibaba, tencent) = tokio::join!(
         probe(Cloud::Aws, base(Cloud::Aws), &opts),
         probe(Cloud::Gcp, base(Cloud::Gcp), &opts),
@@ -210,7 +221,9 @@ pub(crate) async fn detect(
     );
     // GCP and Azure demand their own headers, so they are the most specific answers; AWS's
     // token PUT is next; Alibaba's plain GET of instance-id follows. Tencent's GET of the
-    // meta-data directory is the least specific: AWS IMDSv1 and Alibaba answer it too.
+    // meta-data directory is the least specific: AWS IMDSv1 and Alibaba answer it too, which
+    // matters when NTHD_IMDS_ENDPOINT sends every probe to one service (by default Tencent's
+    // goes to its own address, 169.254.0.23).
     for (cloud, r) in [
         (Cloud::Gcp, gcp),
         (Cloud::Azure, azure),
@@ -325,6 +338,39 @@ mod tests {
         ] {
             assert!(s.contains(want), "{want} missing from {s}");
         }
+    }
+
+    #[test]
+    fn every_default_probe_goes_to_an_address_and_tencent_to_169_254_0_23() {
+        let opts = ClientOptions::default();
+        let url = |c: Cloud, endpoint: Option<&str>| {
+            ImdsClient::new(probe_base(c, endpoint), opts.clone())
+                .unwrap()
+                .url(probe_request(c).1)
+        };
+        assert_eq!(
+            url(Cloud::Tencent, None),
+            "http://169.254.0.23/latest/meta-data/"
+        );
+        // No default needs DNS: a host name would be blocked by the unit's IPAddressDeny=any.
+        for c in [
+            Cloud::Aws,
+            Cloud::Gcp,
+            Cloud::Azure,
+            Cloud::Alibaba,
+            Cloud::Tencent,
+        ] {
+            let host = probe_base(c, None).trim_start_matches("http://");
+            assert!(
+                host.parse::<std::net::IpAddr>().is_ok(),
+                "{c}'s probe goes to {host}, not an address"
+            );
+        }
+        // NTHD_IMDS_ENDPOINT still sends every probe, Tencent's too, to the one it names.
+        assert_eq!(
+            url(Cloud::Tencent, Some("http://metadata.tencentyun.com")),
+            "http://metadata.tencentyun.com/latest/meta-data/"
+        );
     }
 
     async fn mock(routes: &[&str]) -> nthd_testkit::imds::MockImds {

@@ -1,4 +1,4 @@
-//! Tencent Cloud CVM instance metadata (`http://metadata.tencentyun.com`).
+//! Tencent Cloud CVM instance metadata (`http://169.254.0.23`, `metadata.tencentyun.com`).
 //!
 //! One source: `meta-data/spot/termination-time`, polled every `poll_interval`, with no header
 //! and no token. It answers 404 unless this is a spot instance about to be reclaimed; then the
@@ -9,8 +9,10 @@
 //! The lead time of the notice is not stated in the pages we could read; see
 //! [`Cloud::notice_lead_time`] for what nthd assumes.
 //!
-//! The default endpoint is a host name, not an address: it is resolved through the node's DNS
-//! on every new connection (the client keeps connections alive between polls).
+//! The default endpoint is the address 169.254.0.23, which `metadata.tencentyun.com` (the only
+//! name Tencent documents) resolves to on CVM: nthd needs no DNS, and the packaged unit's
+//! `IPAddressAllow=` lists it. The host name is accepted through `NTHD_IMDS_ENDPOINT`; it is
+//! then resolved through the node's DNS on every new connection.
 
 use std::time::{Duration, Instant};
 
@@ -173,7 +175,7 @@ mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
 
-    const U: &str = "http://metadata.tencentyun.com/latest/meta-data/spot/termination-time";
+    const U: &str = "http://169.254.0.23/latest/meta-data/spot/termination-time";
 
     fn unix(n: &Notice) -> u64 {
         n.deadline
