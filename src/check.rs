@@ -549,7 +549,7 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
         );
         (Status::Warn, Some(fix))
     } else if budget > lead {
-        longer_than_the_notice(c.lifecycle, lead)
+        longer_than_the_notice(c.cloud, c.lifecycle, lead, budget)
     } else if budget < Duration::from_secs(15) {
         let fix = "too short to drain anything useful (5s is logind's default, which means \
                    kubelet's shutdownGracePeriod is not set): set shutdownGracePeriod in the \
@@ -642,12 +642,25 @@ async fn nthd_service(c: &mut Ctx<'_>) -> Check {
 
 /// A drain longer than the notice: a failure on spot/preemptible capacity, whose notice cuts it
 /// off, and when the lifecycle is unknown (it may be spot); only a note on on-demand capacity,
-/// where no spot notice bounds the shutdown.
+/// where no spot notice bounds the shutdown. GCP is the exception: an on-demand VM whose
+/// `onHostMaintenance` is `TERMINATE` gets about 60 s of `maintenance-event` notice, so a drain
+/// longer than that still fails there.
 fn longer_than_the_notice(
+    cloud: Option<Cloud>,
     lifecycle: Option<Lifecycle>,
     lead: Duration,
+    budget: Duration,
 ) -> (Status, Option<String>) {
     match lifecycle {
+        Some(Lifecycle::OnDemand) if cloud == Some(Cloud::Gcp) && budget > GCP_MAINTENANCE_LEAD => {
+            let fix = format!(
+                "on-demand GCP instance: a host maintenance that terminates the VM \
+                 (onHostMaintenance=TERMINATE) is announced about {} ahead, so {}",
+                format_duration(GCP_MAINTENANCE_LEAD),
+                drain_too_long_fix(GCP_MAINTENANCE_LEAD)
+            );
+            (Status::Fail, Some(fix))
+        }
         Some(Lifecycle::OnDemand) => {
             let note = format!(
                 "on-demand instance: the {} limit is the spot/preemption notice's, which does not \
@@ -670,6 +683,9 @@ fn longer_than_the_notice(
         }
     }
 }
+
+/// GCP's `maintenance-event` lead before a terminating host maintenance (about 60 s).
+const GCP_MAINTENANCE_LEAD: Duration = Duration::from_secs(60);
 
 /// What to set when kubelet's drain outlasts the notice. EKS's Amazon Linux 2023 AMIs (1.34
 /// and later) ship `shutdownGracePeriod: 2m30s`, longer than the 2-minute spot notice.
@@ -908,5 +924,25 @@ mod tests {
         let nf = check("d", false, Status::Fail, "", None);
         assert!(all_required_pass(&[p.clone(), w.clone(), nf]));
         assert!(!all_required_pass(&[p, w, f]));
+    }
+
+    #[test]
+    fn on_demand_gcp_is_still_bound_by_the_maintenance_notice() {
+        let od = Some(Lifecycle::OnDemand);
+        let lead = Cloud::Gcp.notice_lead_time();
+        let (st, fix) = longer_than_the_notice(Some(Cloud::Gcp), od, lead, Duration::from_secs(90));
+        assert_eq!(st, Status::Fail);
+        let fix = fix.unwrap();
+        assert!(
+            fix.contains("onHostMaintenance=TERMINATE") && fix.contains("at most 50s"),
+            "{fix}"
+        );
+        // Within the 60 s maintenance notice: only the note about spot.
+        let (st, _) = longer_than_the_notice(Some(Cloud::Gcp), od, lead, Duration::from_secs(45));
+        assert_eq!(st, Status::Info);
+        // AWS on-demand: no notice bounds a stop or terminate.
+        let lead = Cloud::Aws.notice_lead_time();
+        let (st, _) = longer_than_the_notice(Some(Cloud::Aws), od, lead, Duration::from_secs(150));
+        assert_eq!(st, Status::Info);
     }
 }
