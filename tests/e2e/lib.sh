@@ -18,7 +18,8 @@ E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="${REPO:-$(cd "$E2E_LIB_DIR/../.." && pwd)}"
 E2E_DIR="${E2E_DIR:-$REPO/target/e2e}"
 # E2E_SUITE: the Debian release booted (bookworm = Debian 12 with systemd 252, the default;
-# trixie = Debian 13 with systemd 257). Each release has its own cached tree.
+# bullseye = Debian 11 with 247; trixie = Debian 13 with 257; sid with the newest, 262 at the
+# time of writing). Each release has its own cached tree.
 E2E_SUITE="${E2E_SUITE:-bookworm}"
 # E2E_ARCH: the Debian architecture of the tree (default: the host's; arm64 boots through
 # qemu-user-static + binfmt_misc). E2E_FLAVOUR: empty, or "install" for a tree that also
@@ -149,9 +150,13 @@ ct_boot() {
   # unreaped child still answers kill -0.)
   (
     trap '' INT  # Ctrl-C is handled by the harness' trap (ct_cleanup)
-    systemd-nspawn --quiet -D "$ROOTFS" -M "$CT_NAME" \
+    # As production hosts run: a cgroup v2 hierarchy (systemd >= 258, sid's, boots on no
+    # other) and the bpf() syscall allowed, so systemd in the container can attach its BPF
+    # cgroup programs and nthd.service's IPAddressDeny=/IPAddressAllow= are enforced
+    # (ct_require_ip_firewall checks that they are).
+    SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 systemd-nspawn --quiet -D "$ROOTFS" -M "$CT_NAME" \
       --volatile=overlay --register=no --keep-unit --private-network \
-      --link-journal=no -b --console=pipe \
+      --system-call-filter=bpf --link-journal=no -b --console=pipe \
       --bind="$dir:/e2e" --bind="$dir/journal:/var/log/journal" \
       "$@" </dev/null >"$dir/console.log" 2>&1 &
     echo $! >"$dir/nspawn.pid"
@@ -186,7 +191,30 @@ ct_boot() {
   done
   CT_BOOT_MS=$(( $(now_ms) - CT_START_MS ))
   [[ "$st" == degraded ]] && { log "note: container is degraded; failed units:"; ct_exec systemctl --failed --no-legend >&2 || true; }
-  return 0
+  ct_require_ip_firewall
+}
+
+# The container runs as production hosts do, or the run fails: a cgroup v2 hierarchy, and
+# systemd enforcing a unit's IPAddressDeny= (its BPF cgroup firewall), without which
+# nthd.service's allow-list would silently not be in effect.  The probe sends one UDP datagram
+# to 127.0.0.1:9 from a transient unit, once with IPAddressDeny=any (a firewall drops it at
+# once with EPERM) and once without (must go out, or the probe proves nothing).  --collect: the
+# refused probe's failed unit must not leave the container "degraded".
+ct_require_ip_firewall() {
+  local fs send='echo probe >/dev/udp/127.0.0.1/9' denied
+  fs="$(ct_exec stat -fc %T /sys/fs/cgroup)"
+  [[ "$fs" == cgroup2fs ]] || { log "the container's /sys/fs/cgroup is $fs, not cgroup2fs (cgroup v2)"; return 1; }
+  ct_exec systemd-run -P -q bash -c "$send" ||
+    { log "IP firewall probe: a UDP send from a transient unit fails even without IPAddressDeny="; return 1; }
+  if denied="$(ct_exec systemd-run -P -q --collect -p IPAddressDeny=any bash -c "$send" 2>&1)"; then
+    log "IPAddressDeny= is NOT enforced in this container: systemd cannot attach its BPF cgroup" \
+        "firewall (needs cgroup v2 and the bpf() syscall: SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1," \
+        "--system-call-filter=bpf, a kernel with CONFIG_CGROUP_BPF), so nthd.service's" \
+        "IPAddressAllow= would not be tested"
+    return 1
+  fi
+  [[ "$denied" == *"not permitted"* ]] || { log "IP firewall probe failed, but not with EPERM: $denied"; return 1; }
+  CT_IP_FIREWALL=enforced
 }
 
 # Run a command inside the container (container paths, clean environment).
@@ -215,13 +243,13 @@ ct_wait_exit() {
 }
 _ct_exited() { ! ct_alive; }
 
-# Give the container's network the link-local IMDS addresses (AWS/GCP/Azure
-# 169.254.169.254, Alibaba 100.100.100.200) on lo.  The container has a
+# Give the container's network the metadata addresses on lo: AWS/GCP/Azure 169.254.169.254,
+# Alibaba 100.100.100.200, Tencent 169.254.0.23 (all in nthd.service's IPAddressAllow=), and
+# 169.254.0.99, which the unit does not allow (the sandbox scenarios).  The container has a
 # private netns, so this cannot touch the host.
 ct_net_setup() {
-  ct_sh 'ip link set lo up &&
-         ip addr replace 169.254.169.254/32 dev lo &&
-         ip addr replace 100.100.100.200/32 dev lo'
+  ct_sh 'ip link set lo up && for a in 169.254.169.254 100.100.100.200 169.254.0.23 169.254.0.99; do
+           ip addr replace "$a/32" dev lo || exit 1; done'
 }
 
 # Copy a host file into the container via the bind mount; prints the
@@ -270,6 +298,9 @@ ct_cleanup() {
 # control API is on the same addresses under /_mock/.
 
 MOCK_URL="http://169.254.169.254"
+# Where the mock listens (its control API is at MOCK_URL, one of them).  A scenario that must
+# find only one cloud (tencent-auto) sets both before setup_node.
+MOCK_LISTEN=(169.254.169.254:80 100.100.100.200:80)
 
 # Usage: mock_start [extra mock args...]
 mock_start() {
@@ -288,10 +319,12 @@ for what in log events; do
 done
 exit 0
 EOF
+  local listen=() a
+  for a in "${MOCK_LISTEN[@]}"; do listen+=(--listen "$a"); done
   ct_exec systemd-run --quiet --unit=mock-imds --service-type=simple \
     -p StandardOutput=journal -p StandardError=journal \
     -p Before=nthd.service -p "ExecStop=/bin/sh /e2e/bin/mock-dump.sh" \
-    "$bin" --listen 169.254.169.254:80 --listen 100.100.100.200:80 "$@" || return 1
+    "$bin" "${listen[@]}" "$@" || return 1
   wait_until 10 mock_healthy || { log "mock IMDS not healthy"; ct_exec systemctl status --no-pager mock-imds >&2; return 1; }
 }
 mock_healthy() { ct_exec curl -sf -m 2 -o /dev/null "$MOCK_URL/_mock/health"; }

@@ -32,6 +32,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/scenario.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-health.sh
 . "$HERE/scen-health.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-sandbox.sh
+. "$HERE/scen-sandbox.sh"
 
 # Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
 # rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
@@ -52,7 +54,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
-           neighbour observability extras-degrade blind-npd npd-daemonset-restart)
+           neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -61,7 +63,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
 
 
 # Boot a node with nthd installed and configured.
-# Usage: setup_node [--no-mock] [--no-kubelet] [--provider P] [--endpoint URL]
+# Usage: setup_node [--no-mock] [--no-kubelet] [--provider P] [--endpoint URL ("": none)]
 #                   [--env NTHD_X=value]...   (extra /etc/default/nthd lines)
 #                   [--pre FUNCTION]  (run after the mock is up, before nthd
 #                                      is configured: initial routes/config)
@@ -91,8 +93,9 @@ setup_node() {
     step "before nthd is configured: $pre"
     "$pre"
   fi
-  step "configure nthd ($provider, $endpoint)"
-  nthd_configure "NTHD_PROVIDER=$provider" "NTHD_IMDS_ENDPOINT=$endpoint" ${env[@]+"${env[@]}"} \
+  step "configure nthd ($provider, ${endpoint:-the default endpoint})"
+  [[ -z "$endpoint" ]] || env=("NTHD_IMDS_ENDPOINT=$endpoint" ${env[@]+"${env[@]}"})
+  nthd_configure "NTHD_PROVIDER=$provider" ${env[@]+"${env[@]}"} \
     || fail "nthd did not come back after reconfiguration"
 }
 
@@ -121,19 +124,6 @@ logind_as() {
   local user="$1"; shift
   ct_exec runuser -u "$user" -- busctl call org.freedesktop.login1 /org/freedesktop/login1 \
     org.freedesktop.login1.Manager "$@" 2>&1
-}
-
-# Does systemd in the container enforce IPAddressDeny= (BPF cgroup
-# firewall)?  On cgroup-v1/hybrid hosts it silently does not, so nthd.service's
-# IPAddressAllow= is not exercised by this suite there.  Informational only.
-probe_ip_firewall() {
-  local code
-  code="$(ct_exec systemd-run -P -q -p IPAddressDeny=any curl -s -m 2 -o /dev/null -w '%{http_code}' "$IMDS/_mock/health" 2>/dev/null)" || true
-  if [[ "$code" == 200 ]]; then
-    log "note: IPAddressDeny= is NOT enforced in this container (no BPF cgroup firewall, e.g. cgroup v1/hybrid host): nthd.service's IP allow-list is untested here"
-  else
-    log "IPAddressDeny= is enforced in this container (nthd.service's IP allow-list is in effect)"
-  fi
 }
 
 # The mock's request log as saved on disk: the copy its ExecStop= wrote
@@ -177,7 +167,7 @@ scen_spot_terminate() {
   log "nthd main pid $(nthd_main_pid) runs as $user; $(ct_exec /usr/bin/nthd --version 2>&1 | head -n1)"
   log "booted: $(ct_exec systemctl --version | head -n1); polkit $(polkit_version); $(ct_exec dpkg-query -W -f '${Package} ${Version} ${Architecture}' libc6 2>/dev/null)"
   expect_nthd_arch
-  probe_ip_firewall
+  log "cgroup v2, IPAddressDeny= enforced (ct_boot's probe): nthd.service's IP allow-list is in effect"
   step "spot terminate notice"
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_poweroff_through_lock 10 2000
