@@ -7,8 +7,9 @@
 #      binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS), and the Packer
 #      example through Debian's Packer; the metrics through Debian's promtool and node_exporter
 #   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
-#      with real systemd, dbus, polkit and logind: every scenario on Debian 12; the core set on
-#      Debian 11 and 13 (with the fault scenarios on 13); spot-terminate on an arm64 Debian 12
+#      with real systemd, dbus, polkit and logind, on cgroup v2 with the unit's IP firewall
+#      enforced: every scenario on Debian 12; the core set on
+#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid); spot-terminate on an arm64 Debian 12
 #      booted through qemu-user; the installers (tarball, rpm, cloud-init, sysext)
 #   4. the aarch64 build of the test suite under qemu-user
 #   5. smoke runs of the benchmark and the fuzzers, and cargo-deny
@@ -111,6 +112,12 @@ if [ $quick = 0 ]; then
         bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \
         scoped-grant check logind-restart polkitd-restart upgrade-while-deferred neighbour \
         block-inhibitor sighup-and-restart bad-setting azure-restart-mid-drain shutdown-cancelled
+    # Debian sid: the newest systemd (262 when written), which boots only on cgroup v2.
+    stage "real-system e2e, Debian sid (newest systemd), core set, block inhibitor and faults" \
+        env E2E_SUITE=sid bash tests/e2e/run.sh spot-terminate no-action-defaults \
+        polkit-denied-then-restored scoped-grant check logind-restart polkitd-restart \
+        upgrade-while-deferred neighbour block-inhibitor sighup-and-restart bad-setting \
+        azure-restart-mid-drain shutdown-cancelled
     stage "real-system e2e, arm64 Debian 12 under qemu-user, spot-terminate" env E2E_ARCH=arm64 \
         bash tests/e2e/run.sh spot-terminate
     stage "installers: tarball, rpm, cloud-init, sysext on booted Debian 11, 12, 13" \

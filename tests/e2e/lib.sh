@@ -150,6 +150,7 @@ ct_boot() {
   # unreaped child still answers kill -0.)
   (
     trap '' INT  # Ctrl-C is handled by the harness' trap (ct_cleanup)
+    _ct_own_cgroup enter "$CT_NAME"
     # As production hosts run: a cgroup v2 hierarchy (systemd >= 258, sid's, boots on no
     # other) and the bpf() syscall allowed, so systemd in the container can attach its BPF
     # cgroup programs and nthd.service's IPAddressDeny=/IPAddressAllow= are enforced
@@ -162,6 +163,7 @@ ct_boot() {
     echo $! >"$dir/nspawn.pid"
     wait $!; rc=$?
     now_ms >"$dir/nspawn.exit_ms"
+    _ct_own_cgroup leave "$CT_NAME"
     echo "$rc" >"$dir/nspawn.rc"
   ) </dev/null >/dev/null 2>&1 &  # must not hold the caller's stdout/stderr pipes open
   CT_WATCHER_PID=$!
@@ -216,6 +218,29 @@ ct_require_ip_firewall() {
   [[ "$denied" == *"not permitted"* ]] || { log "IP firewall probe failed, but not with EPERM: $denied"; return 1; }
   CT_IP_FIREWALL=enforced
 }
+
+# Each container in a cgroup v2 subtree of its own.  With --keep-unit --register=no, nspawn
+# puts the container's systemd in "payload" (and itself in "supervisor") below the cgroup it
+# was started in; on a host whose PID 1 is not systemd that is the hierarchy's root for every
+# container, so two containers at once (neighbour, or the demo beside the suite) would share
+# one system.slice/nthd.service, its processes and its BPF firewall.  The watcher subshell
+# moves itself into <its cgroup>/e2e-NAME before starting nspawn and back out after.
+# Usage: _ct_own_cgroup enter|leave|remove NAME   (leave: the watcher, from inside; remove: the
+# harness, from outside.  Best effort: without cgroup2 there is no subtree to make.)
+_ct_own_cgroup() {
+  local mnt cur dir
+  mnt="$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)"
+  [[ -n "$mnt" ]] || return 0
+  cur="$(sed -n 's/^0:://p' /proc/self/cgroup)"
+  case "$1" in
+    enter) dir="$mnt${cur%/}/e2e-$2"; mkdir -p "$dir" && echo "$BASHPID" >"$dir/cgroup.procs";;
+    leave) dir="$mnt$cur"; [[ "$dir" == */e2e-"$2" ]] || return 0
+           echo "$BASHPID" >"${dir%/*}/cgroup.procs" && _ct_rm_cgroup "$dir";;
+    remove) _ct_rm_cgroup "$mnt${cur%/}/e2e-$2";;
+  esac
+  return 0
+}
+_ct_rm_cgroup() { [[ ! -d "$1" ]] || find "$1" -depth -type d -exec rmdir {} + 2>/dev/null || true; }
 
 # Run a command inside the container (container paths, clean environment).
 ct_exec() {
@@ -550,9 +575,12 @@ NB_NSPAWN_PID=""; NB_PID=""; NB_DIR=""
 # Usage: nb_boot HOSTDIR
 nb_boot() {
   NB_DIR="$1"; mkdir -p "$NB_DIR"
-  systemd-nspawn --quiet -D "$ROOTFS" -M "nthd-neighbour-$$" --volatile=overlay --register=no \
-    --keep-unit --private-network --link-journal=no -b --console=pipe --bind="$NB_DIR:/e2e" \
-    </dev/null >"$NB_DIR/console.log" 2>&1 &
+  # Booted as ct_boot boots: cgroup v2, bpf() allowed, in a cgroup subtree of its own.
+  ( _ct_own_cgroup enter "nthd-neighbour-$$"
+    SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn --quiet -D "$ROOTFS" \
+      -M "nthd-neighbour-$$" --volatile=overlay --register=no --keep-unit --private-network \
+      --system-call-filter=bpf --link-journal=no -b --console=pipe --bind="$NB_DIR:/e2e" \
+  ) </dev/null >"$NB_DIR/console.log" 2>&1 &
   NB_NSPAWN_PID=$!
   wait_until "$E2E_BOOT_TIMEOUT" _nb_running || { log "neighbour did not boot"; tail -n 20 "$NB_DIR/console.log" >&2; return 1; }
   mkdir -p "$NB_DIR/bin"; cp -f "$(nthd_deb_path)" "$NB_DIR/bin/nthd.deb"
@@ -588,6 +616,7 @@ nb_stop() {
   [[ -n "$NB_NSPAWN_PID" ]] || return 0
   [[ -z "$NB_PID" ]] || kill -KILL "$NB_PID" 2>/dev/null
   wait_until 10 _nb_exited || kill -KILL "$NB_NSPAWN_PID" 2>/dev/null
+  wait_until 5 _nb_exited; _ct_own_cgroup remove "nthd-neighbour-$$"
   NB_NSPAWN_PID=""; NB_PID=""
 }
 _nb_exited() { ! kill -0 "$NB_NSPAWN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$NB_NSPAWN_PID/stat" 2>/dev/null)" == Z ]]; }

@@ -54,7 +54,8 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
-           neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto)
+           neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
+           sandbox-imds sandbox-webhook)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).

@@ -58,3 +58,77 @@ scen_tencent_auto() {
   timing "$n reads of $TENCENT_SPOT through the packaged unit's allow-list"
 }
 _journal_has() { ct_journal -u nthd | grep -qF -- "$1"; }
+
+# A command run the way nthd.service runs it, in a transient unit with the unit's user, its
+# settings and its IP firewall (the README's "run it inside the unit's sandbox" block).
+# Prints the output and returns the command's status (bash: mapfile).  Usage: in_unit_sandbox ARGS...
+in_unit_sandbox() {
+  ct_exec bash -c 'mapfile -t props < <(systemctl show nthd -p IPAddressDeny -p IPAddressAllow -p RestrictAddressFamilies)
+         systemd-run --pipe --wait --quiet --collect -p User=nthd -p EnvironmentFile=-/etc/default/nthd \
+           "${props[@]/#/-p}" /usr/bin/nthd "$@" 2>&1' bash "$@"
+}
+
+# Text that names the unit's allow-list as the cause for ADDRESS, with the drop-in.
+expect_names_the_allow_list() {
+  local what="$1" addr="$2" text="$3"
+  [[ "$text" == *"IPAddressAllow=$addr"* && "$text" == *"systemctl edit nthd"* ]] \
+    || fail "$what does not name the unit's allow-list and the drop-in for $addr: $(tail -c 600 <<<"$text")"
+  [[ "$text" != *"slow or throttling"* ]] || fail "$what blames a slow metadata service: $(grep -m1 'slow or throttling' <<<"$text")"
+  log "$what: $(grep -m1 -F "IPAddressAllow=$addr" <<<"$text" | cut -c1-400)"
+}
+
+scen_sandbox_imds() {
+  MOCK_LISTEN+=("$BLOCKED_IMDS:80")
+  setup_node --endpoint "http://$BLOCKED_IMDS"
+  ct_exec curl -sf -m 2 -o /dev/null "http://$BLOCKED_IMDS/_mock/health" \
+    || fail "the mock does not answer at $BLOCKED_IMDS outside the unit"
+  step "the daemon: the unit's allow-list is named as the cause, never a slow service"
+  wait_until 20 _journal_has "IPAddressAllow=$BLOCKED_IMDS" \
+    || fail "no journal line names IPAddressAllow=$BLOCKED_IMDS: $(ct_journal -u nthd -p warning | tail -n 3)"
+  expect_names_the_allow_list "the daemon's log" "$BLOCKED_IMDS" "$(ct_journal -u nthd)"
+  expect_nthd_active
+  local out
+  step "nthd check, run by hand outside the unit: the daemon's unit blocks the endpoint"
+  out="$(ct_exec /usr/bin/nthd check 2>&1)" && fail "nthd check passed although the unit blocks $BLOCKED_IMDS"
+  expect_names_the_allow_list "nthd check" "$BLOCKED_IMDS" "$out"
+  step "nthd once inside the unit's sandbox"
+  out="$(in_unit_sandbox once)" && fail "nthd once succeeded inside a sandbox that blocks $BLOCKED_IMDS"
+  expect_names_the_allow_list "nthd once" "$BLOCKED_IMDS" "$out"
+  step "the drop-in the message gives: nthd reads the metadata service, a spot notice powers off"
+  ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
+         printf "[Service]\nIPAddressAllow=%s\n" "$1" >/etc/systemd/system/nthd.service.d/allow.conf &&
+         systemctl daemon-reload && systemctl restart nthd' "$BLOCKED_IMDS" || fail "could not add the drop-in"
+  NTHD_START_MS="$(now_ms)"
+  wait_until 10 _read_from "$BLOCKED_IMDS" || fail "nthd still does not reach $BLOCKED_IMDS with the drop-in"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
+}
+# nthd's reads that reached the mock at ADDRESS since NTHD_START_MS.
+_read_from() {
+  local n; n="$(mock_log | hjq --arg a "$1:" --argjson since "$NTHD_START_MS" \
+    '[.[] | select((.local | startswith($a)) and .t_ms >= $since and (.path | startswith("/_mock") | not))] | length')"
+  ((n > 0))
+}
+
+# A receiver on 127.0.0.1:8099 (the mock, which answers and logs any path) that nthd.service
+# may not reach: the packaged unit, without the README's webhook drop-in.
+scen_sandbox_webhook() {
+  MOCK_LISTEN+=(127.0.0.1:8099)
+  setup_node --env NTHD_WEBHOOK=http://127.0.0.1:8099/events --env NTHD_SLOW_POLL_INTERVAL=2s
+  ct_exec curl -s -m 2 -o /dev/null -X POST http://127.0.0.1:8099/events \
+    || fail "the receiver does not answer outside the unit"
+  local out
+  step "nthd check, run by hand outside the unit: the daemon's unit blocks the receiver"
+  out="$(ct_exec /usr/bin/nthd check 2>&1)" && fail "nthd check passed although the unit blocks the webhook"
+  expect_names_the_allow_list "nthd check" 127.0.0.1 "$out"
+  step "a rebalance recommendation: its event cannot go out, and the log says why"
+  set_route "$AWS_REBALANCE" "{\"noticeTime\":\"$(iso_in 0)\"}" || fail "set rebalance route"
+  wait_until 20 _journal_has "IPAddressAllow=127.0.0.1" \
+    || fail "no journal line names IPAddressAllow=127.0.0.1: $(ct_journal -u nthd -p warning | tail -n 3)"
+  expect_names_the_allow_list "the daemon's log" 127.0.0.1 "$(ct_journal -u nthd)"
+  NTHD_START_MS=0
+  ! _read_from 127.0.0.1 || fail "a request from nthd reached the receiver through the firewall"
+  step "the node is protected all the same: a spot notice powers off"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
+}
