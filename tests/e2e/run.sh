@@ -710,6 +710,7 @@ scen_block_inhibitor() {
   ct_exec systemd-run -q --unit=blocker systemd-inhibit --what=shutdown --mode=block \
     --who=backup-agent --why='nightly backup' sleep 600 || fail "could not start the blocker"
   wait_until 5 _block_held || fail "the block inhibitor is not listed"
+  _can_power_off_while_blocked "$sysver"
   step "nthd check names the holder"
   out="$(nthd_check_as_nthd --json 2>/dev/null)" && rc=0 || rc=$?
   ((rc != 0)) || fail "nthd check passed with a block inhibitor held"
@@ -730,6 +731,18 @@ scen_block_inhibitor() {
   (( prep - t_rel <= 6500 )) || fail "PrepareForShutdown $(fmt_ms $((prep - t_rel))) after the release: more than one retry interval"
   timing "release -> prepare $(fmt_ms $((prep - t_rel)))"
   expect_poweroff_through_lock 5
+}
+# What logind's CanPowerOff tells user nthd while the block is held: from systemd 260 on it
+# must say so (262 answers "inhibited"; inhibitor-blocked and challenge-inhibitor-blocked are
+# the other new answers), before that challenge or yes.
+_can_power_off_while_blocked() {
+  local major answer
+  major="$(sed -E 's/^s "([0-9]+).*/\1/' <<<"$1")"
+  answer="$(logind_as nthd CanPowerOff)"
+  log "CanPowerOff as nthd while the block is held (systemd $major): $answer"
+  if [[ "$major" =~ ^[0-9]+$ ]] && ((major >= 260)); then
+    [[ "$answer" == *'"inhibited"'* || "$answer" == *inhibitor-blocked* ]] || fail "systemd $major's CanPowerOff does not report the block: $answer"
+  fi
 }
 _block_held() { ct_exec systemd-inhibit --list --mode=block 2>/dev/null | grep -q backup-agent; }
 
