@@ -33,7 +33,8 @@ pub struct ProviderSettings {
     pub client: ClientOptions,
     /// `--poll-interval`; `None` means the cloud's default ([`ProviderSettings::poll_interval_for`]).
     pub poll_interval: Option<Duration>,
-    /// `--slow-poll-interval` (AWS rebalance recommendations and scheduled events).
+    /// `--slow-poll-interval` (AWS scheduled events; rebalance recommendations when the boost
+    /// is off, see [`aws::AwsOptions::rebalance_interval`]).
     pub slow_poll_interval: Duration,
     /// `--gcp-wait`: how long one GCP long-poll waits.
     pub gcp_wait: Duration,
