@@ -334,7 +334,9 @@ pub struct Options {
     #[arg(long, env = "NTHD_AWS_REBALANCE_BOOST", default_value = "200ms", value_parser = boost_interval, allow_hyphen_values = true, global = true, value_name = "DURATION|off")]
     pub aws_rebalance_boost: Boost,
 
-    /// How often slow sources are read (AWS rebalance and scheduled events).
+    /// How often slow sources are read (AWS scheduled events; AWS rebalance recommendations
+    /// when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance
+    /// while a TERMINATE maintenance is listed).
     #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = "20s", value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]
     pub slow_poll_interval: Duration,
 

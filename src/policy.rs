@@ -1107,6 +1107,44 @@ mod tests {
         assert!(p.next_wakeup().is_none());
     }
 
+    /// A deadline that moves while its action is deferred (GCP re-reads the maintenance window
+    /// every slow poll) moves the action, earlier or later, announced or not, even when it
+    /// comes in an observation where its source was not read afresh.
+    #[test]
+    fn a_moved_deadline_moves_the_deferred_action() {
+        let mut p = Planner::new(PolicyConfig::default());
+        let budget = Some(Duration::from_secs(60));
+        let lead = 60 + 120;
+        let mut n = notice(
+            NoticeKind::GcpTerminateMaintenance,
+            "gcp/m",
+            Some(NOW + 3600),
+        );
+        p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), budget);
+        assert_eq!(p.next_wakeup(), Some(t(NOW + 3600 - lead)));
+        // Earlier by half an hour, in an observation that read nothing afresh.
+        n.deadline = Some(t(NOW + 1800));
+        let c = p.observe(std::slice::from_ref(&n), &[], t(NOW + 20), budget);
+        assert_eq!(announces(&c), 1);
+        let at = t(NOW + 1800 - lead);
+        assert!(c
+            .iter()
+            .any(|c| matches!(c, Effect::Scheduled { at: a, .. } if *a == at)));
+        assert_eq!(p.next_wakeup(), Some(at));
+        // Later by 30 s: a drift, not announced, but the action follows it.
+        n.deadline = Some(t(NOW + 1830));
+        let c = p.observe(std::slice::from_ref(&n), &[], t(NOW + 40), budget);
+        assert_eq!(announces(&c), 0);
+        assert!(c.iter().any(|c| matches!(c, Effect::Drifted { .. })));
+        let at2 = t(NOW + 1830 - lead);
+        assert_eq!(p.next_wakeup(), Some(at2));
+        assert!(executes(&p.tick(at)).is_empty(), "the old time is gone");
+        assert_eq!(
+            executes(&p.tick(at2)),
+            vec![("gcp/m".into(), PowerAction::PowerOff)]
+        );
+    }
+
     #[test]
     fn deferred_action_fires_when_due() {
         let mut p = Planner::new(PolicyConfig::default());

@@ -468,6 +468,69 @@ async fn a_rebalance_recommendation_speeds_up_spot_reads_for_a_while() {
     assert!(p.boosted());
 }
 
+/// Observes, each poll when due, until spot is boosted or `limit` has passed; how long that took.
+async fn time_to_boost(p: &mut Aws, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        tokio::time::sleep_until(p.next_due().min(start + limit).into()).await;
+        p.observe().await;
+        if p.boosted() {
+            return Some(start.elapsed());
+        }
+    }
+    None
+}
+
+/// With the defaults (20 s slow poll, 200 ms boost) the boost starts within 5 s of a rebalance
+/// recommendation appearing: the recommendation is read every 4 s, not on the slow poll. The
+/// scheduled events stay on the slow poll, and with the boost off so does the recommendation.
+#[tokio::test]
+async fn the_boost_starts_within_5s_of_a_rebalance_recommendation() {
+    let on = MockImds::start("127.0.0.1:0").await.unwrap();
+    let off = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p_on = provider(&on, AwsOptions::default());
+    let mut p_off = provider(
+        &off,
+        AwsOptions {
+            rebalance_boost: None,
+            ..AwsOptions::default()
+        },
+    );
+    assert!(p_on
+        .describe()
+        .contains("rebalance recommendation every 4s, scheduled events every 20s"));
+    assert!(p_off
+        .describe()
+        .contains("rebalance recommendation every 20s, scheduled events every 20s"));
+    // The first observation reads every source; the recommendation appears just after it.
+    assert!(p_on.observe().await.ok() && p_off.observe().await.ok());
+    let rebalance = Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#);
+    on.set(aws::REBALANCE_PATH, rebalance.clone());
+    off.set(aws::REBALANCE_PATH, rebalance);
+    let limit = Duration::from_secs(5);
+    let (took, _) = tokio::join!(
+        time_to_boost(&mut p_on, limit),
+        time_to_boost(&mut p_off, limit)
+    );
+    let took = took.expect("spot was not boosted within 5 s of the recommendation");
+    assert!(
+        took >= Duration::from_millis(3500),
+        "read on the 4 s grid: {took:?}"
+    );
+    assert_eq!(on.count(aws::REBALANCE_PATH), 2, "at 0 s and 4 s");
+    assert_eq!(
+        on.count(aws::SCHEDULED_PATH),
+        1,
+        "scheduled events stay on the slow poll"
+    );
+    assert_eq!(
+        off.count(aws::REBALANCE_PATH),
+        1,
+        "boost off: on the slow poll"
+    );
+    assert_eq!(off.count(aws::SCHEDULED_PATH), 1);
+}
+
 // ------------------------------------------------------------------------------------ identity
 
 async fn identity_mock() -> MockImds {

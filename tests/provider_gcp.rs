@@ -17,6 +17,7 @@ fn provider_with(m: &MockImds, wait: Duration, client: ClientOptions) -> Gcp {
         GcpOptions {
             wait,
             retry_interval: RETRY,
+            ..GcpOptions::default()
         },
     )
 }
@@ -598,7 +599,7 @@ async fn next_due_is_the_retry_time_when_nothing_long_polls() {
 }
 
 /// TERMINATE_ON_HOST_MAINTENANCE comes about an hour ahead on GPU VMs: the notice carries the
-/// start that `instance/upcoming-maintenance` announces, read once, so the policy can wait for
+/// start that `instance/upcoming-maintenance` announces, so the policy can wait for
 /// the last safe moment. Without an announcement (404, `{ }`, the "no notifications" error) the
 /// notice has no deadline, so nthd acts at once.
 #[tokio::test]
@@ -628,7 +629,7 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
         nthd::timefmt::parse_any("2030-06-01T10:00:00Z"),
         "{n:?}"
     );
-    // Read once per notice, not on every observation.
+    // Not re-read on every observation (every `upcoming_interval`, 20 s by default).
     for _ in 0..3 {
         p.observe().await;
     }
@@ -657,6 +658,128 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
             .unwrap();
         assert_eq!(n.deadline, None, "{status} {body}");
     }
+}
+
+fn window(start: &str) -> Response {
+    Response::json(
+        200,
+        format!(
+            r#"{{"can_reschedule": "true", "maintenance_status": "PENDING", "type": "SCHEDULED", "window_start_time": "{start}", "window_end_time": "2030-06-02T00:00:00Z"}}"#
+        ),
+    )
+}
+
+fn maintenance_deadline(o: &Observation) -> Option<std::time::SystemTime> {
+    o.notices
+        .iter()
+        .find(|n| n.kind == NoticeKind::GcpTerminateMaintenance)
+        .expect("the maintenance notice")
+        .deadline
+}
+
+/// Google can move a maintenance window while the TERMINATE notice is listed (GPU VMs are
+/// warned about an hour ahead): `instance/upcoming-maintenance` is re-read every
+/// `upcoming_interval`, and `observe()` returns for that re-read even while both long-polls
+/// still wait, so the next observation carries the new start as the notice's deadline.
+#[tokio::test]
+async fn a_moved_maintenance_window_moves_the_deadline() {
+    use nthd::provider::gcp::UPCOMING_PATH;
+    let m = quiet_mock().await;
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+    );
+    m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
+    let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
+    let mut p = Gcp::new(
+        client,
+        GcpOptions {
+            wait: Duration::from_secs(60),
+            retry_interval: RETRY,
+            upcoming_interval: Duration::from_millis(300),
+        },
+    );
+    assert!(p
+        .describe()
+        .contains("instance/upcoming-maintenance every 300ms"));
+    let o = p.observe().await;
+    assert_eq!(
+        maintenance_deadline(&o),
+        nthd::timefmt::parse_any("2030-06-01T10:00:00Z")
+    );
+    m.set(UPCOMING_PATH, window("2030-06-01T12:00:00Z"));
+    let t = Instant::now();
+    let o = tokio::time::timeout(Duration::from_secs(5), p.observe())
+        .await
+        .expect("observe() returns for the re-read while the long-polls wait 60 s");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(
+        maintenance_deadline(&o),
+        nthd::timefmt::parse_any("2030-06-01T12:00:00Z"),
+        "the moved window is the new deadline"
+    );
+    assert!(o.fresh.is_empty() && o.ok(), "no key answered: {o:?}");
+    assert_eq!(m.count(UPCOMING_PATH), 2);
+    // A failed re-read keeps the start read before; a window withdrawn means at once.
+    m.set(UPCOMING_PATH, Response::text(503, "busy"));
+    let o = p.observe().await;
+    assert_eq!(
+        maintenance_deadline(&o),
+        nthd::timefmt::parse_any("2030-06-01T12:00:00Z")
+    );
+    m.set(UPCOMING_PATH, Response::json(200, "{ }"));
+    let o = p.observe().await;
+    assert_eq!(maintenance_deadline(&o), None);
+    // Once the maintenance is no longer listed, it is not read any more.
+    m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
+    let mut gone = false;
+    for _ in 0..3 {
+        gone = p.observe().await.notices.is_empty();
+        if gone {
+            break;
+        }
+    }
+    assert!(gone, "the maintenance is no longer listed");
+    let before = m.count(UPCOMING_PATH);
+    // Both long-polls wait 60 s: nothing is due, and observe() does not return.
+    let waited = tokio::time::timeout(Duration::from_millis(800), p.observe()).await;
+    assert!(waited.is_err(), "{waited:?}");
+    assert_eq!(m.count(UPCOMING_PATH), before);
+}
+
+/// The re-read follows `upcoming_interval`, not the observations: here `maintenance-event`
+/// has no ETag, so it is polled every 100 ms, and in 2 s the window is read about 5 times.
+#[tokio::test]
+async fn the_maintenance_window_is_not_reread_on_every_poll() {
+    use nthd::provider::gcp::UPCOMING_PATH;
+    let m = quiet_mock().await;
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE").with_header("ETag", ""),
+    );
+    m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
+    let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
+    let mut p = Gcp::new(
+        client,
+        GcpOptions {
+            wait: Duration::from_secs(30),
+            retry_interval: RETRY,
+            upcoming_interval: Duration::from_millis(500),
+        },
+    );
+    let t = Instant::now();
+    let mut observations = 0;
+    while t.elapsed() < Duration::from_millis(2200) {
+        let o = p.observe().await;
+        assert!(maintenance_deadline(&o).is_some());
+        observations += 1;
+    }
+    let reads = m.count(UPCOMING_PATH);
+    assert!(observations >= 12, "{observations} observations");
+    assert!(
+        (4..=6).contains(&reads),
+        "{reads} reads in 2.2 s, every 500 ms"
+    );
 }
 
 // ------------------------------------------------------------------------------------ identity

@@ -33,7 +33,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_needs_command" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
@@ -94,7 +94,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
@@ -147,7 +147,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
@@ -202,7 +202,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
@@ -257,7 +257,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
@@ -311,7 +311,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_using_subcommand status" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r
@@ -367,7 +367,7 @@ tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
-complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS rebalance and scheduled events)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l gcp-wait -d 'GCP: how long one long-poll (wait_for_change) waits before it is re-armed' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l request-timeout -d 'Timeout for one metadata request' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l settings-file -d 'Settings file read, as the packaged unit reads it, for variables not already in the environment (default: /etc/default/nthd, then /etc/sysconfig/nthd; `none` reads none)' -r

@@ -3,8 +3,11 @@
 //! Four sources, each polled at a rate that fits its lead time:
 //! - `spot/instance-action` (2 minutes ahead, best effort): every poll interval;
 //! - `autoscaling/target-lifecycle-state`: every 3 poll intervals;
-//! - `events/recommendations/rebalance` (10–20 minutes ahead) and
-//!   `events/maintenance/scheduled` (days ahead): every slow poll interval.
+//! - `events/recommendations/rebalance` (10–20 minutes ahead): every
+//!   [`REBALANCE_READ_INTERVAL`] while the rebalance boost is on, so that the boost starts
+//!   within 5 s of the recommendation; every slow poll interval when it is off (or when that is
+//!   shorter);
+//! - `events/maintenance/scheduled` (days ahead): every slow poll interval.
 //!
 //! The session token is cached and refreshed before it expires; a 401 drops it and the read is
 //! retried once with a new one. nthd never falls back to IMDSv1 on its own.
@@ -52,6 +55,10 @@ const SRC_ASG: SourceId = SourceId::new("aws/autoscaling/target-lifecycle-state"
 /// How long spot is read faster after a rebalance recommendation appeared, at most.
 pub(crate) const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
 
+/// How often the rebalance recommendation is read while the boost is on: the boost starts at
+/// most this long (plus one read) after the recommendation appears, well within 5 s.
+pub const REBALANCE_READ_INTERVAL: Duration = Duration::from_secs(4);
+
 /// The IPv6 endpoint, for IPv6-only subnets.
 pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
 
@@ -60,7 +67,8 @@ pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
 pub struct AwsOptions {
     /// How often spot is read; the Auto Scaling state is read every 3 of these.
     pub poll_interval: Duration,
-    /// How often the rebalance recommendation and the scheduled events are read.
+    /// How often the scheduled events are read, and the rebalance recommendation when the
+    /// boost is off ([`AwsOptions::rebalance_interval`]).
     pub slow_poll_interval: Duration,
     /// Allow plain IMDSv1 reads when the token PUT is refused.
     pub allow_imdsv1: bool,
@@ -83,6 +91,23 @@ impl Default for AwsOptions {
             token_ttl: Duration::from_secs(21600),
             rebalance_boost: Some(Duration::from_millis(200)),
             boost_max: BOOST_MAX,
+        }
+    }
+}
+
+impl AwsOptions {
+    /// Whether a rebalance recommendation makes spot reads faster at all.
+    fn boosts(&self) -> bool {
+        self.rebalance_boost.is_some_and(|b| b < self.poll_interval)
+    }
+
+    /// How often the rebalance recommendation is read: every [`REBALANCE_READ_INTERVAL`] when
+    /// it boosts spot reads (a shorter slow poll interval still wins), else every slow poll
+    /// interval, since nothing but the log would see it sooner.
+    pub fn rebalance_interval(&self) -> Duration {
+        match self.boosts() {
+            true => self.slow_poll_interval.min(REBALANCE_READ_INTERVAL),
+            false => self.slow_poll_interval,
         }
     }
 }
@@ -135,12 +160,11 @@ impl Aws {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: AwsOptions) -> Aws {
         let now = Instant::now();
-        let slow = opts.slow_poll_interval;
         let sources = vec![
             SourceState::new(SRC_SPOT, opts.poll_interval, now),
             SourceState::new(SRC_ASG, opts.poll_interval * 3, now),
-            SourceState::new(SRC_REBALANCE, slow, now),
-            SourceState::new(SRC_SCHEDULED, slow, now),
+            SourceState::new(SRC_REBALANCE, opts.rebalance_interval(), now),
+            SourceState::new(SRC_SCHEDULED, opts.slow_poll_interval, now),
         ];
         Aws {
             token: TokenCache::new(
@@ -468,7 +492,7 @@ impl Provider for Aws {
 
     fn describe(&self) -> String {
         format!(
-            "AWS IMDS{} at {}: spot every {}{}, ASG every {}, rebalance and scheduled events every {}",
+            "AWS IMDS{} at {}: spot every {}{}, ASG every {}, rebalance recommendation every {}, scheduled events every {}",
             if self.v1_mode { "v1" } else { "v2" },
             self.client.base(),
             timefmt::format_duration(self.opts.poll_interval),
@@ -477,6 +501,7 @@ impl Provider for Aws {
                 None => String::new(),
             },
             timefmt::format_duration(self.opts.poll_interval * 3),
+            timefmt::format_duration(self.opts.rebalance_interval()),
             timefmt::format_duration(self.opts.slow_poll_interval),
         )
     }
@@ -703,6 +728,36 @@ mod tests {
         for other in ["scheduled", "SPOT", "", "capacity-block"] {
             assert_eq!(parse_life_cycle(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn rebalance_is_read_every_4s_only_while_it_boosts_spot() {
+        let secs = Duration::from_secs;
+        let d = AwsOptions::default();
+        assert_eq!(d.rebalance_interval(), secs(4));
+        let off = AwsOptions {
+            rebalance_boost: None,
+            ..AwsOptions::default()
+        };
+        assert_eq!(off.rebalance_interval(), secs(20), "boost off: slow poll");
+        let no_faster = AwsOptions {
+            rebalance_boost: Some(secs(2)),
+            ..AwsOptions::default()
+        };
+        assert_eq!(
+            no_faster.rebalance_interval(),
+            secs(20),
+            "a boost slower than spot's pace"
+        );
+        let short_slow = AwsOptions {
+            slow_poll_interval: secs(2),
+            ..AwsOptions::default()
+        };
+        assert_eq!(
+            short_slow.rebalance_interval(),
+            secs(2),
+            "a shorter slow poll wins"
+        );
     }
 
     #[test]

@@ -766,6 +766,10 @@ mod tests {
             ("Freeze", NoticeKind::AzureFreeze),
             ("freeze", NoticeKind::AzureFreeze),
             ("LiveMigrate", NoticeKind::Unknown),
+            // Spot rebalance recommendations ("Spot Plus" preview) have no documented
+            // EventType (README, Azure): whatever name one comes under is unknown, so it is
+            // logged and, with the defaults, neither acted on nor acknowledged.
+            ("SpotRebalanceRecommendation", NoticeKind::Unknown),
             ("", NoticeKind::Unknown),
         ] {
             let d = parse_document(

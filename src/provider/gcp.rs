@@ -40,11 +40,19 @@
 //!
 //! A 404 on either key is treated as "no notice" (logged once): both keys exist on every GCE VM,
 //! so this only happens on look-alike metadata servers.
+//!
+//! # Maintenance start
+//!
+//! While `maintenance-event` is TERMINATE_ON_HOST_MAINTENANCE, `instance/upcoming-maintenance`
+//! gives the notice its deadline (the window's start). It is read when the event appears and
+//! again every [`GcpOptions::upcoming_interval`] while it stays listed: `observe()` also returns
+//! when that re-read falls due, so a window Google moves moves the deferred power-off with it,
+//! even while both long-polls are still waiting.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::Method;
 
@@ -63,7 +71,8 @@ pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
 /// `TERMINATE_ON_HOST_MAINTENANCE`).
 pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-event";
 /// When the maintenance starts, on machine families that announce it (at least 7 days ahead
-/// for scheduled maintenance): read once when `maintenance-event` turns to TERMINATE.
+/// for scheduled maintenance): read when `maintenance-event` turns to TERMINATE, then every
+/// [`GcpOptions::upcoming_interval`] while it stays so.
 pub const UPCOMING_PATH: &str = "/computeMetadata/v1/instance/upcoming-maintenance";
 /// Path of the numeric instance id.
 pub const INSTANCE_ID_PATH: &str = "/computeMetadata/v1/instance/id";
@@ -102,6 +111,9 @@ pub struct GcpOptions {
     /// The first delay before a failed or misbehaving request is retried (it grows on repeated
     /// failures), and the poll interval when the server sends no ETags.
     pub retry_interval: Duration,
+    /// How often `instance/upcoming-maintenance` is re-read while a TERMINATE_ON_HOST_MAINTENANCE
+    /// notice is listed (the slow poll interval), so a moved window moves the deferred action.
+    pub upcoming_interval: Duration,
 }
 
 impl Default for GcpOptions {
@@ -109,6 +121,7 @@ impl Default for GcpOptions {
         GcpOptions {
             wait: Duration::from_secs(60),
             retry_interval: Duration::from_secs(1),
+            upcoming_interval: Duration::from_secs(20),
         }
     }
 }
@@ -230,13 +243,22 @@ impl Key {
     }
 }
 
+/// What `instance/upcoming-maintenance` said about the TERMINATE notice now listed.
+#[derive(Clone, Copy, Debug)]
+struct Upcoming {
+    /// The start of the maintenance; `None`: nothing announced, so power off at once.
+    start: Option<SystemTime>,
+    /// When it is read again.
+    next_read: Instant,
+}
+
 /// The GCP provider.
 pub struct Gcp {
     client: ImdsClient,
     opts: GcpOptions,
     keys: [Key; 2],
-    /// The start of the maintenance behind the TERMINATE notice now listed, once read.
-    upcoming: Option<Option<std::time::SystemTime>>,
+    /// Set while a TERMINATE notice is listed, from its first read on.
+    upcoming: Option<Upcoming>,
 }
 
 impl Gcp {
@@ -260,9 +282,10 @@ impl Gcp {
     }
 
     /// Gives a TERMINATE_ON_HOST_MAINTENANCE notice the maintenance's start as its deadline,
-    /// read once from `instance/upcoming-maintenance`. It comes about 60 s ahead on most VMs
-    /// but about an hour ahead on GPU VMs; with the start known, the policy powers off at the
-    /// last safe moment instead of throwing that hour away. Without one: at once.
+    /// from `instance/upcoming-maintenance`, read when the notice appears and again every
+    /// [`GcpOptions::upcoming_interval`] while it is listed. It comes about 60 s ahead on most
+    /// VMs but about an hour ahead on GPU VMs; with the start known, the policy powers off at
+    /// the last safe moment instead of throwing that hour away. Without one: at once.
     async fn add_maintenance_start(&mut self, obs: &mut Observation) {
         let listed = obs
             .notices
@@ -272,10 +295,11 @@ impl Gcp {
             self.upcoming = None;
             return;
         }
-        if self.upcoming.is_none() {
-            self.upcoming = Some(read_upcoming(self.client.clone()).await);
+        if self.upcoming.is_none_or(|u| u.next_read <= Instant::now()) {
+            let (client, interval) = (self.client.clone(), self.opts.upcoming_interval);
+            self.upcoming = Some(read_upcoming(client, self.upcoming, interval).await);
         }
-        let start = self.upcoming.flatten();
+        let start = self.upcoming.and_then(|u| u.start);
         for n in &mut obs.notices {
             if n.kind == NoticeKind::GcpTerminateMaintenance {
                 n.deadline = start;
@@ -287,6 +311,39 @@ impl Gcp {
                     );
                 }
             }
+        }
+    }
+
+    /// The first of: either key's request answering, or the re-read of
+    /// `instance/upcoming-maintenance` falling due (`None`). Both slots must be armed.
+    async fn first_answer(&mut self) -> Option<(usize, Attempt)> {
+        let reread = self.upcoming.map(|u| u.next_read);
+        let [a, b] = &mut self.keys;
+        match (a.inflight.as_mut(), b.inflight.as_mut()) {
+            (Some(a), Some(b)) => tokio::select! {
+                r = &mut a.fut => Some((0, r)),
+                r = &mut b.fut => Some((1, r)),
+                () = sleep_until_some(reread) => None,
+            },
+            _ => unreachable!("both slots are armed before"),
+        }
+    }
+
+    /// After key `first` answered, the other key: waits for a plain read that is due (the first
+    /// observation reads both), picks up a long-poll only if it has already answered, else
+    /// leaves it in flight.
+    async fn finish_other(&mut self, first: usize, obs: &mut Observation) {
+        let other = 1 - first;
+        let now = Instant::now();
+        let k = &mut self.keys[other];
+        let due_plain = k.not_before <= now;
+        let attempt = match k.inflight.as_mut() {
+            Some(f) if !f.long_poll && due_plain => Some((&mut f.fut).await),
+            Some(f) => poll_once(&mut f.fut).await,
+            None => None,
+        };
+        if let Some(attempt) = attempt {
+            self.finish(other, attempt, obs);
         }
     }
 
@@ -518,18 +575,68 @@ pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, 
     }))
 }
 
-/// Reads the start of the announced maintenance; `None` (power off at once) on any failure.
-async fn read_upcoming(client: ImdsClient) -> Option<std::time::SystemTime> {
+/// Reads the maintenance's start (again; `before` is the last read). A failed first read means
+/// "at once", as before any answer; a failed re-read keeps the start read before, since the
+/// event is still listed and a flaky read is no news. (A free function on the client: `Gcp` is
+/// not `Sync`, and `observe()` must be `Send`.)
+async fn read_upcoming(
+    client: ImdsClient,
+    before: Option<Upcoming>,
+    interval: Duration,
+) -> Upcoming {
+    let url = client.url(UPCOMING_PATH);
+    let start = match fetch_upcoming(client).await {
+        Ok(start) => {
+            if let Some(b) = before.filter(|b| b.start != start) {
+                tracing::info!(
+                    "{url}: the maintenance now starts {} (was {})",
+                    describe_start(start),
+                    describe_start(b.start)
+                );
+            }
+            start
+        }
+        Err(e) => match before {
+            None => {
+                tracing::warn!("{e}; powering off at once for the maintenance");
+                None
+            }
+            Some(b) => {
+                crate::logging::warn_limited("gcp-upcoming-reread", || {
+                    format!("{e}; keeping the maintenance start read before")
+                });
+                b.start
+            }
+        },
+    };
+    Upcoming {
+        start,
+        next_read: Instant::now() + interval,
+    }
+}
+
+/// Reads the start of the announced maintenance (`None`: nothing announced).
+async fn fetch_upcoming(client: ImdsClient) -> Result<Option<SystemTime>, ImdsError> {
     let url = client.url(UPCOMING_PATH);
     let reply = client
         .send(Method::GET, UPCOMING_PATH, &[FLAVOR], None, None)
-        .await;
-    match reply.and_then(|r| parse_upcoming_maintenance(&url, r.status, &r.body)) {
-        Ok(start) => start,
-        Err(e) => {
-            tracing::warn!("{e}; powering off at once for the maintenance");
-            None
-        }
+        .await?;
+    parse_upcoming_maintenance(&url, reply.status, &reply.body)
+}
+
+/// A maintenance start for the log.
+fn describe_start(start: Option<SystemTime>) -> String {
+    match start {
+        Some(t) => format!("at {}", timefmt::format_rfc3339(t)),
+        None => "at no announced time".into(),
+    }
+}
+
+/// Sleeps until `t`, or forever.
+async fn sleep_until_some(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -541,7 +648,7 @@ pub(crate) fn parse_upcoming_maintenance(
     url: &str,
     status: u16,
     body: &str,
-) -> Result<Option<std::time::SystemTime>, ImdsError> {
+) -> Result<Option<SystemTime>, ImdsError> {
     match status {
         200 => {}
         404 => return Ok(None),
@@ -616,10 +723,12 @@ impl Provider for Gcp {
     fn describe(&self) -> String {
         format!(
             "GCP metadata server at {}: long-polling instance/preempted and \
-             instance/maintenance-event (wait {}, retry after {})",
+             instance/maintenance-event (wait {}, retry after {}); \
+             instance/upcoming-maintenance every {} while a TERMINATE maintenance is listed",
             self.client.base(),
             timefmt::format_duration(Duration::from_secs(self.wait_secs())),
             timefmt::format_duration(self.opts.retry_interval),
+            timefmt::format_duration(self.opts.upcoming_interval),
         )
     }
 
@@ -632,31 +741,11 @@ impl Provider for Gcp {
                 k.arm(&self.client, wait_secs, lp_timeout);
             }
         }
-        // Whichever key answers first.
-        let (first, attempt) = {
-            let [a, b] = &mut self.keys;
-            match (a.inflight.as_mut(), b.inflight.as_mut()) {
-                (Some(a), Some(b)) => tokio::select! {
-                    r = &mut a.fut => (0, r),
-                    r = &mut b.fut => (1, r),
-                },
-                _ => unreachable!("both slots were armed above"),
-            }
-        };
-        self.finish(first, attempt, &mut obs);
-        // The other key: wait for a plain read that is due (the first observation reads both),
-        // pick up a long-poll only if it has already answered, else leave it in flight.
-        let other = 1 - first;
-        let now = Instant::now();
-        let k = &mut self.keys[other];
-        let due_plain = k.not_before <= now;
-        let attempt = match k.inflight.as_mut() {
-            Some(f) if !f.long_poll && due_plain => Some((&mut f.fut).await),
-            Some(f) => poll_once(&mut f.fut).await,
-            None => None,
-        };
-        if let Some(attempt) = attempt {
-            self.finish(other, attempt, &mut obs);
+        // Whichever key answers first; or only the maintenance start is re-read (no key
+        // answered, both stay in flight).
+        if let Some((first, attempt)) = self.first_answer().await {
+            self.finish(first, attempt, &mut obs);
+            self.finish_other(first, &mut obs).await;
         }
         for k in &self.keys {
             obs.notices.extend(k.last.iter().cloned());
@@ -667,10 +756,11 @@ impl Provider for Gcp {
 
     fn next_due(&self) -> Instant {
         // A long-polling key is always due (its not_before has passed); otherwise the earliest
-        // retry time.
+        // retry time, or the re-read of the maintenance start.
         self.keys
             .iter()
             .map(|k| k.not_before)
+            .chain(self.upcoming.map(|u| u.next_read))
             .min()
             .unwrap_or_else(Instant::now)
     }
@@ -828,6 +918,7 @@ mod tests {
             GcpOptions {
                 wait: Duration::from_millis(10),
                 retry_interval: Duration::from_millis(10),
+                ..GcpOptions::default()
             },
         );
         assert_eq!(g.wait_secs(), 1, "timeout_sec is at least 1");

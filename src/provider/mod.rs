@@ -33,7 +33,9 @@ pub struct ProviderSettings {
     pub client: ClientOptions,
     /// `--poll-interval`; `None` means the cloud's default ([`ProviderSettings::poll_interval_for`]).
     pub poll_interval: Option<Duration>,
-    /// `--slow-poll-interval` (AWS rebalance recommendations and scheduled events).
+    /// `--slow-poll-interval` (AWS scheduled events; rebalance recommendations when the boost
+    /// is off, see [`aws::AwsOptions::rebalance_interval`]; GCP `instance/upcoming-maintenance`
+    /// while a TERMINATE maintenance is listed).
     pub slow_poll_interval: Duration,
     /// `--gcp-wait`: how long one GCP long-poll waits.
     pub gcp_wait: Duration,
@@ -91,6 +93,7 @@ pub(crate) fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, I
             gcp::GcpOptions {
                 wait: s.gcp_wait,
                 retry_interval: poll_interval,
+                upcoming_interval: s.slow_poll_interval,
             },
         )),
         Cloud::Azure => AnyProvider::Azure(azure::Azure::new(
