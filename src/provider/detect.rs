@@ -210,6 +210,7 @@ pub(crate) async fn detect(
         request_timeout: timeout,
         max_body: 64 * 1024,
         endpoint_set: endpoint.is_some(),
+        ..ClientOptions::default()
     };
     let base = |c: Cloud| probe_base(c, endpoint);
     let (aws, gcp, azure, alibaba, tencent) = tokio::join!(

@@ -60,7 +60,8 @@ impl ProviderSettings {
         })
     }
 
-    fn endpoint_for(&self, cloud: Cloud) -> String {
+    /// The metadata base URL used on `cloud`.
+    pub(crate) fn endpoint_for(&self, cloud: Cloud) -> String {
         match cloud {
             Cloud::Aws => aws::endpoint(self.endpoint.as_deref(), self.aws_ipv6),
             c => self
