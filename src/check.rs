@@ -343,9 +343,14 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
         &c.root.join("sys/hypervisor/uuid"),
     );
     let endpoint = c.opts.imds_endpoint.as_deref();
-    detect::detect(&dmi, endpoint, Duration::from_secs(1))
-        .await
-        .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e.to_string())))
+    detect::detect(
+        &dmi,
+        endpoint,
+        Duration::from_secs(1),
+        c.sandbox.own.clone(),
+    )
+    .await
+    .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e.to_string())))
 }
 
 /// One read of every source: whether the metadata service answers, and what it lists now.

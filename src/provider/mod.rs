@@ -121,6 +121,7 @@ pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, det
         &detect::Dmi::system(),
         s.endpoint.as_deref(),
         Duration::from_secs(1),
+        s.client.sandbox.clone(),
     )
     .await
 }
