@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -17,6 +18,7 @@ use crate::notice::{Cloud, Lifecycle, Notice};
 use crate::policy::{decide, PowerAction};
 use crate::provider::detect::{self, Detection, Dmi};
 use crate::provider::Provider;
+use crate::sandbox::{Blocked, IpPolicy};
 use crate::timefmt::format_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -168,6 +170,52 @@ struct Ctx<'a> {
     lifecycle: Option<Lifecycle>,
     /// logind's `InhibitDelayMaxUSec`, when logind answered.
     budget: Option<Duration>,
+    sandbox: Sandboxes,
+}
+
+/// The IP access lists that decide what can be reached: those of the unit the check runs in,
+/// and, when that is another unit (an ssh session's scope, say), those of `nthd.service`, which
+/// the daemon runs under.
+#[derive(Default)]
+pub(crate) struct Sandboxes {
+    own: Option<Arc<IpPolicy>>,
+    daemon: Option<Arc<IpPolicy>>,
+}
+
+/// The daemon's unit.
+const DAEMON_UNIT: &str = "nthd.service";
+
+impl Sandboxes {
+    /// Read from systemd; whatever cannot be read is left out.
+    async fn load() -> Sandboxes {
+        let own = crate::sandbox::own_policy().await;
+        let daemon = match &own {
+            Some(p) if p.unit == DAEMON_UNIT => None,
+            _ => crate::sandbox::unit_policy(DAEMON_UNIT).await,
+        };
+        Sandboxes { own, daemon }
+    }
+
+    /// Whether the daemon's unit drops every address of `host` (which this check, outside
+    /// that unit, may well reach).
+    async fn daemon_blocks(&self, host: &str, port: u16) -> Option<Blocked> {
+        self.daemon.as_ref()?.blocked_host(host, port).await
+    }
+}
+
+/// The failed check for an address the daemon's unit drops.
+fn daemon_cannot_reach(name: &'static str, what: &str, b: Blocked) -> Check {
+    check(
+        name,
+        true,
+        Status::Fail,
+        format!(
+            "{what}: {}, so the daemon cannot reach it (this check runs outside that unit, \
+             where the address may well be reachable)",
+            b.cause
+        ),
+        Some(b.drop_in),
+    )
 }
 
 /// Runs every check, in the order of the screen: one function per check (or per pair of checks
@@ -180,6 +228,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
         cloud: None,
         lifecycle: None,
         budget: None,
+        sandbox: Sandboxes::load().await,
     };
     let mut out = vec![];
     match cloud(&c).await {
@@ -212,7 +261,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     }
     out.push(user_nthd(root));
     out.push(nthd_service(&mut c).await);
-    out.extend(webhooks(opts).await);
+    out.extend(webhooks(opts, &c.sandbox).await);
     out
 }
 
@@ -221,15 +270,14 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
 /// warning (it may be down for a while; nthd still powers off without it); every setup error
 /// (a URL, the URL file, the format, the headers file, the CA roots) is a failure: the daemon
 /// would run with webhooks disabled.
-async fn webhooks(opts: &Options) -> Vec<Check> {
-    const NAME: &str = "webhook";
+async fn webhooks(opts: &Options, sandbox: &Sandboxes) -> Vec<Check> {
     if !opts.webhooks_wanted() {
         return vec![];
     }
     let setup = opts
         .webhook_options()
         .and_then(|w| crate::webhook::setup_check(&w).map(|()| w));
-    let w = match setup {
+    let mut w = match setup {
         Ok(w) => w,
         Err(e) => {
             let fix = match &e {
@@ -243,22 +291,43 @@ async fn webhooks(opts: &Options) -> Vec<Check> {
             return vec![check("webhook setup", true, Status::Fail, msg, fix)];
         }
     };
+    w.sandbox = sandbox.own.clone();
     let mut out = vec![];
     for r in crate::webhook::probe(&w).await {
-        out.push(match &r.outcome {
-            crate::webhook::ProbeOutcome::Reachable { .. } => {
-                check(NAME, false, Status::Pass, r.to_string(), None)
-            }
-            crate::webhook::ProbeOutcome::Unreachable { cause, hint } => check(
-                NAME,
-                false,
-                Status::Warn,
-                format!("{}: {cause}", r.url),
-                Some(hint.clone()),
-            ),
-        });
+        out.push(webhook_result(&r, sandbox).await);
     }
     out
+}
+
+/// One receiver's probe, as a check. An address a unit's IP access lists drop is a failure:
+/// the daemon would never deliver to it.
+async fn webhook_result(r: &crate::webhook::ProbeResult, sandbox: &Sandboxes) -> Check {
+    use crate::webhook::ProbeOutcome;
+    const NAME: &str = "webhook";
+    let uri = r.url.uri();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if r.url.is_https() { 443 } else { 80 });
+    if let Some(b) = sandbox.daemon_blocks(uri.host().unwrap_or(""), port).await {
+        return daemon_cannot_reach(NAME, &r.url.to_string(), b);
+    }
+    match &r.outcome {
+        ProbeOutcome::Reachable { .. } => check(NAME, false, Status::Pass, r.to_string(), None),
+        ProbeOutcome::Blocked { cause, drop_in } => check(
+            NAME,
+            true,
+            Status::Fail,
+            format!("{}: no connection: {cause}", r.url),
+            Some(drop_in.clone()),
+        ),
+        ProbeOutcome::Unreachable { cause, hint } => check(
+            NAME,
+            false,
+            Status::Warn,
+            format!("{}: {cause}", r.url),
+            Some(hint.clone()),
+        ),
+    }
 }
 
 /// The cloud: `NTHD_PROVIDER`, else detection (DMI, then a probe).
@@ -274,14 +343,21 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
         &c.root.join("sys/hypervisor/uuid"),
     );
     let endpoint = c.opts.imds_endpoint.as_deref();
-    detect::detect(&dmi, endpoint, Duration::from_secs(1))
-        .await
-        .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e.to_string())))
+    detect::detect(
+        &dmi,
+        endpoint,
+        Duration::from_secs(1),
+        c.sandbox.own.clone(),
+    )
+    .await
+    .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e.to_string())))
 }
 
 /// One read of every source: whether the metadata service answers, and what it lists now.
 async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
-    let mut p = match crate::provider::build(cloud, &c.opts.provider_settings()) {
+    let mut settings = c.opts.provider_settings();
+    settings.client.sandbox = c.sandbox.own.clone();
+    let mut p = match crate::provider::build(cloud, &settings) {
         Ok(p) => p,
         Err(e) => {
             return vec![check(
@@ -298,18 +374,7 @@ async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
         .await
         .unwrap_or_default();
     let answered = if obs.fresh.is_empty() {
-        let e = obs.errors.first().map(|e| e.error.to_string());
-        check(
-            "metadata service",
-            true,
-            Status::Fail,
-            e.unwrap_or_else(|| "no answer".into()),
-            Some(
-                "make sure the metadata service is enabled and reachable from this host; on AWS \
-                 IMDSv2 needs the token PUT to work (hop limit 1 is enough for a host daemon)"
-                    .into(),
-            ),
-        )
+        no_metadata_answer(obs.errors.first().map(|e| &e.error))
     } else {
         let v = format!(
             "{} answered ({} sources read)",
@@ -327,10 +392,49 @@ async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
             None => check("metadata service", true, Status::Pass, v, None),
         }
     };
+    let endpoint = settings.endpoint_for(cloud);
+    let answered = match daemon_blocks_endpoint(&c.sandbox, &endpoint).await {
+        Some(b) => daemon_cannot_reach("metadata service", &endpoint, b),
+        None => answered,
+    };
     if !obs.fresh.is_empty() {
         c.lifecycle = instance_lifecycle(&mut p, limit).await;
     }
     vec![answered, current_notices(c.opts, &obs.notices)]
+}
+
+/// The failed check when no source answered: the first error, and what to do about it.
+fn no_metadata_answer(e: Option<&crate::imds::ImdsError>) -> Check {
+    const NAME: &str = "metadata service";
+    if let Some(crate::imds::ImdsError::BlockedBySandbox {
+        url,
+        cause,
+        drop_in,
+        ..
+    }) = e
+    {
+        let value = format!("no answer from {url}: {cause}");
+        return check(NAME, true, Status::Fail, value, Some(drop_in.clone()));
+    }
+    check(
+        NAME,
+        true,
+        Status::Fail,
+        e.map(ToString::to_string)
+            .unwrap_or_else(|| "no answer".into()),
+        Some(
+            "make sure the metadata service is enabled and reachable from this host; on AWS \
+             IMDSv2 needs the token PUT to work (hop limit 1 is enough for a host daemon)"
+                .into(),
+        ),
+    )
+}
+
+/// Whether the daemon's unit drops the metadata endpoint `base` (`http://HOST[:PORT]`).
+async fn daemon_blocks_endpoint(sandbox: &Sandboxes, base: &str) -> Option<Blocked> {
+    let url = reqwest::Url::parse(base).ok()?;
+    let port = url.port_or_known_default()?;
+    sandbox.daemon_blocks(url.host_str()?, port).await
 }
 
 /// Spot, preemptible or on-demand, from the instance identity; `None` when the cloud does not

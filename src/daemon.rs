@@ -843,12 +843,16 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // then silently stop watching. It is handled and ignored instead.
     let mut sighup = signal(SignalKind::hangup())?;
 
-    let webhooks = WebhookSlot::start(&opts, Context::for_this_host());
+    // Read once: a change to the unit's IP access lists needs a restart anyway.
+    let sandbox = crate::sandbox::own_policy().await;
+    let webhooks = WebhookSlot::start(&opts, Context::for_this_host(), sandbox.clone());
     let mut d = Daemon::new(&opts, webhooks);
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
-    let task = tokio::spawn(provider_task(opts.provider_settings(), tx, ack_rx));
+    let mut settings = opts.provider_settings();
+    settings.client.sandbox = sandbox;
+    let task = tokio::spawn(provider_task(settings, tx, ack_rx));
     let mut wd_tick = tokio::time::interval(
         // Also the clock of the blindness check and the webhook retry: at least every 10 s.
         sd_notify::watchdog_enabled()

@@ -8,9 +8,11 @@
 //! watching and acting. Webhooks are set up again every [`RETRY`] while disabled, so a headers
 //! file that comes late or is fixed after a rotation takes effect without a restart.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Options;
+use crate::sandbox::IpPolicy;
 use crate::status::EXTRAS;
 use crate::webhook::{Context, WebhookOptions, Webhooks};
 
@@ -31,23 +33,35 @@ pub(crate) struct WebhookSlot {
     problem: Option<String>,
     retry_at: Option<Instant>,
     context: Context,
+    /// The unit's IP access lists, to blame a blocked receiver on them.
+    sandbox: Option<Arc<IpPolicy>>,
 }
 
 /// Delivery for `opts`, or the error that stops it (must run inside the runtime).
-fn setup(opts: &Options, context: Context) -> Result<(Webhooks, WebhookOptions), String> {
-    let w = opts.webhook_options().map_err(|e| e.to_string())?;
+fn setup(
+    opts: &Options,
+    context: Context,
+    sandbox: Option<Arc<IpPolicy>>,
+) -> Result<(Webhooks, WebhookOptions), String> {
+    let mut w = opts.webhook_options().map_err(|e| e.to_string())?;
+    w.sandbox = sandbox;
     let hooks = Webhooks::start(&w, context).map_err(|e| e.to_string())?;
     Ok((hooks, w))
 }
 
 impl WebhookSlot {
     /// Starts webhook delivery; an error disables webhooks only (see the module).
-    pub(crate) fn start(opts: &Options, context: Context) -> WebhookSlot {
+    pub(crate) fn start(
+        opts: &Options,
+        context: Context,
+        sandbox: Option<Arc<IpPolicy>>,
+    ) -> WebhookSlot {
         let mut slot = WebhookSlot {
             hooks: idle(context.clone()),
             problem: None,
             retry_at: None,
             context,
+            sandbox,
         };
         slot.try_setup(opts);
         slot
@@ -57,7 +71,7 @@ impl WebhookSlot {
         if !opts.webhooks_wanted() {
             return;
         }
-        match setup(opts, self.context.clone()) {
+        match setup(opts, self.context.clone(), self.sandbox.clone()) {
             Ok((hooks, w)) => {
                 let list: Vec<String> = w.urls.iter().map(|u| u.to_string()).collect();
                 let again = if self.problem.take().is_some() {
@@ -170,7 +184,7 @@ mod tests {
             "--webhook-headers-file",
             h.to_str().unwrap(),
         ]);
-        let mut slot = WebhookSlot::start(&o, Context::for_this_host());
+        let mut slot = WebhookSlot::start(&o, Context::for_this_host(), None);
         let p = slot.problem().expect("disabled").to_string();
         assert!(
             p.contains("readable by others") && p.contains("tries again every 1m"),
@@ -185,11 +199,12 @@ mod tests {
 
     #[tokio::test]
     async fn no_webhook_setting_is_no_problem() {
-        let slot = WebhookSlot::start(&opts(&[]), Context::for_this_host());
+        let slot = WebhookSlot::start(&opts(&[]), Context::for_this_host(), None);
         assert_eq!(slot.problem(), None);
         let slot = WebhookSlot::start(
             &opts(&["--webhook", "gopher://x"]),
             Context::for_this_host(),
+            None,
         );
         assert!(slot.problem().unwrap().contains("NTHD_WEBHOOK (URL 1)"));
     }

@@ -5,6 +5,7 @@
 //! environment must not capture it), keeps one connection alive, and provides the backoff used
 //! between failed reads.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -22,6 +23,9 @@ pub struct ClientOptions {
     /// The endpoint was given by the user (`NTHD_IMDS_ENDPOINT`), so the advice on a failed
     /// connection is about that endpoint, not "set NTHD_IMDS_ENDPOINT".
     pub endpoint_set: bool,
+    /// The IP access lists of the unit nthd runs in: a failed request to an address they
+    /// block is blamed on them ([`ImdsError::BlockedBySandbox`]). `None`: blame nothing on them.
+    pub sandbox: Option<Arc<crate::sandbox::IpPolicy>>,
 }
 
 impl Default for ClientOptions {
@@ -31,6 +35,7 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(2),
             max_body: 256 * 1024,
             endpoint_set: false,
+            sandbox: None,
         }
     }
 }
@@ -59,6 +64,19 @@ pub enum ImdsError {
         url: String,
         /// The timeout that ran out.
         timeout: Duration,
+    },
+    /// No answer because the unit's `IPAddressDeny=` drops packets to the address (a TCP
+    /// connect to it just times out).
+    #[error("no answer from {url}: {cause}; {drop_in}")]
+    BlockedBySandbox {
+        /// The URL requested.
+        url: String,
+        /// The address the unit drops.
+        addr: std::net::IpAddr,
+        /// Which unit and which rule drop it.
+        cause: String,
+        /// The drop-in that allows it.
+        drop_in: String,
     },
     /// An HTTP status the reader does not handle.
     #[error("{url} answered HTTP {status}{}", hint_suffix(hint))]
@@ -134,6 +152,7 @@ impl ImdsError {
         match self {
             ImdsError::Connect { .. } => "unreachable",
             ImdsError::Timeout { .. } => "timeout",
+            ImdsError::BlockedBySandbox { .. } => "blocked",
             ImdsError::Status { .. } => "http_error",
             ImdsError::TooLarge { .. } => "too_large",
             ImdsError::Malformed { .. } => "malformed",
@@ -236,10 +255,13 @@ impl ImdsClient {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(b);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| classify(&url, timeout, e, self.opts.endpoint_set))?;
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let err = classify(&url, timeout, e, self.opts.endpoint_set);
+                return Err(self.blame_sandbox(err).await);
+            }
+        };
         let status = resp.status();
         let etag = resp
             .headers()
@@ -287,6 +309,32 @@ impl ImdsClient {
             let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
             ImdsError::malformed(url, "the body is not UTF-8", &lossy)
         })
+    }
+
+    /// A connection that failed or timed out, to an address the unit's IP access lists drop,
+    /// is their doing: say so, with the drop-in. Anything else is returned as it is.
+    async fn blame_sandbox(&self, err: ImdsError) -> ImdsError {
+        let (ImdsError::Timeout { url, .. } | ImdsError::Connect { url, .. }) = &err else {
+            return err;
+        };
+        let Some(policy) = &self.opts.sandbox else {
+            return err;
+        };
+        let Ok(parsed) = reqwest::Url::parse(&self.base) else {
+            return err;
+        };
+        let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+            return err;
+        };
+        match policy.blocked_host(host, port).await {
+            Some(b) => ImdsError::BlockedBySandbox {
+                url: url.clone(),
+                addr: b.addr,
+                cause: b.cause,
+                drop_in: b.drop_in,
+            },
+            None => err,
+        }
     }
 
     pub(crate) async fn get(

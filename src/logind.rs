@@ -54,6 +54,11 @@ pub trait Systemd {
     fn system_state(&self) -> zbus::Result<String>;
     /// `GetUnit`: the object path of a loaded unit (the error `NoSuchUnit` when it is not loaded).
     fn get_unit(&self, name: &str) -> zbus::Result<zbus::OwnedObjectPath>;
+    /// `LoadUnit`: the object path of a unit, loading it from disk if needed.
+    fn load_unit(&self, name: &str) -> zbus::Result<zbus::OwnedObjectPath>;
+    /// `GetUnitByPID`: the object path of the unit a process runs in.
+    #[zbus(name = "GetUnitByPID")]
+    fn get_unit_by_pid(&self, pid: u32) -> zbus::Result<zbus::OwnedObjectPath>;
 }
 
 /// One unit's state.

@@ -10,7 +10,7 @@
 //! | `nthd_termination_in_seconds{provider}` | gauge | seconds until the earliest such deadline (like `aws_instance_termination_in`) |
 //! | `nthd_termination_deadline_timestamp_seconds{provider}` | gauge | unix time of that deadline |
 //! | `nthd_actions_total{kind,action,result}` | counter | power actions attempted: result ok, error, dry_run, already_shutting_down |
-//! | `nthd_imds_reads_total{source,outcome}` | counter | metadata reads: ok, unreachable, timeout, http_error, malformed, too_large, token_refused |
+//! | `nthd_imds_reads_total{source,outcome}` | counter | metadata reads: ok, unreachable, timeout, blocked, http_error, malformed, too_large, token_refused |
 //! | `nthd_last_successful_poll_timestamp_seconds` | gauge | unix time of the last read that succeeded |
 
 use std::net::SocketAddr;

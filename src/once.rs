@@ -27,7 +27,8 @@ fn none_line(obs: &Observation) -> String {
 
 /// `nthd once [--json]`: exit 0 when at least one source answered.
 pub(crate) async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
-    let settings = opts.provider_settings();
+    let mut settings = opts.provider_settings();
+    settings.client.sandbox = crate::sandbox::own_policy().await;
     let detection = resolve_cloud(&settings)
         .await
         .context("detecting the cloud")?;

@@ -95,6 +95,9 @@ pub struct WebhookOptions {
     pub dead_after: Duration,
     /// Events pending for a dead URL; past it, its oldest is dropped.
     pub dead_queue: usize,
+    /// The IP access lists of the unit nthd runs in: a receiver they block is named as such,
+    /// with the drop-in that allows it. `None`: blame nothing on them.
+    pub sandbox: Option<std::sync::Arc<crate::sandbox::IpPolicy>>,
 }
 
 impl Default for WebhookOptions {
@@ -112,6 +115,7 @@ impl Default for WebhookOptions {
             per_url: 4,
             dead_after: Duration::from_secs(5 * 60),
             dead_queue: 8,
+            sandbox: None,
         }
     }
 }

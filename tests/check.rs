@@ -435,3 +435,86 @@ async fn a_block_inhibitor_on_shutdown_fails_and_is_named() {
     );
     e.logind.release_inhibitor(id);
 }
+
+/// Run outside the daemon's unit (an ssh session's scope), check reaches the metadata service
+/// and the webhook receiver; `nthd.service` drops both addresses, so the daemon would not.
+/// Both checks fail, naming the daemon's unit and the drop-in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_the_unit_what_the_daemons_unit_drops_fails() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    e.systemd.set_own_unit(Some("session-1.scope"));
+    e.systemd
+        .set_nthd_ip_policy(&["0.0.0.0/0", "::/0"], &["169.254.169.254"]);
+    let hook = format!("http://127.0.0.1:{}/events", common::free_port());
+    let (ok, v) = run(&e, &[("NTHD_WEBHOOK", hook.as_str())]).await;
+    assert!(!ok, "{v:#}");
+    for name in ["metadata service", "webhook"] {
+        let c = get(&v, name);
+        assert_eq!(c["status"], "fail", "{c}");
+        assert_eq!(c["required"], true, "{c}");
+        let value = c["value"].as_str().unwrap();
+        assert!(
+            value.contains(
+                "the unit nthd.service's IP allow-list blocks 127.0.0.1 (IPAddressDeny=any, and \
+                 no IPAddressAllow= entry matches), so the daemon cannot reach it"
+            ),
+            "{c}"
+        );
+        let fix = c["fix"].as_str().unwrap();
+        assert!(
+            fix.contains("systemctl edit nthd.service") && fix.contains("IPAddressAllow=127.0.0.1"),
+            "{c}"
+        );
+    }
+    assert!(get(&v, "metadata service")["value"]
+        .as_str()
+        .unwrap()
+        .starts_with(&e.imds.url()));
+    // Allowed in the daemon's unit: what check itself finds is what counts again.
+    e.systemd
+        .set_nthd_ip_policy(&["0.0.0.0/0", "::/0"], &["127.0.0.0/8"]);
+    let (ok, v) = run(&e, &[("NTHD_WEBHOOK", hook.as_str())]).await;
+    assert!(ok, "{v:#}");
+    assert_eq!(status(&v, "metadata service"), "pass");
+    assert_eq!(status(&v, "webhook"), "warn", "nothing listens there");
+}
+
+/// Run inside a unit that drops the metadata endpoint, check's own read times out: the
+/// failure names that unit's allow-list and the drop-in, not a slow metadata service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_a_unit_that_drops_the_endpoint_the_sandbox_is_the_cause() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    e.systemd.set_own_unit(Some("nthd.service"));
+    e.systemd
+        .set_nthd_ip_policy(&["0.0.0.0/0", "::/0"], &["127.0.0.1"]);
+    // Never answers: as a dropped SYN does, the request times out.
+    let silent = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let (ok, v) = run(
+        &e,
+        &[
+            ("NTHD_IMDS_ENDPOINT", endpoint.as_str()),
+            ("NTHD_REQUEST_TIMEOUT", "300ms"),
+        ],
+    )
+    .await;
+    assert!(!ok);
+    let c = get(&v, "metadata service");
+    assert_eq!(c["status"], "fail", "{c}");
+    let value = c["value"].as_str().unwrap();
+    assert!(
+        value.starts_with(&format!("no answer from {endpoint}/"))
+            && value.contains("the unit nthd.service's IP allow-list blocks 127.0.0.2")
+            && !value.contains("slow or throttling"),
+        "{c}"
+    );
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("IPAddressAllow=127.0.0.2"),
+        "{c}"
+    );
+}

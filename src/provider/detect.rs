@@ -3,12 +3,14 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Method;
 
 use super::Cloud;
-use crate::imds::{ClientOptions, ImdsClient};
+use crate::imds::{ClientOptions, ImdsClient, ImdsError};
+use crate::sandbox::IpPolicy;
 
 /// The Azure chassis asset tag.
 pub const AZURE_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
@@ -26,10 +28,16 @@ pub struct Detection {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DetectError {
     pub tried: Vec<String>,
+    /// The first probe that the unit's IP access lists dropped, when every probe failed: that
+    /// is the cause, whatever the others say.
+    pub blocked: Option<String>,
 }
 
 impl fmt::Display for DetectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(b) = &self.blocked {
+            return write!(f, "cannot tell which cloud this is: {b}");
+        }
         write!(
             f,
             "cannot tell which cloud this is; tried: {}. Set \
@@ -176,40 +184,57 @@ fn probe_request(cloud: Cloud) -> (Method, &'static str, Vec<(&'static str, &'st
     }
 }
 
+/// Why a probe found nothing.
+enum ProbeFailed {
+    /// The unit's IP access lists drop the address (the whole message).
+    Blocked(String),
+    /// Anything else, prefixed with the cloud.
+    Other(String),
+}
+
 /// Probes one cloud's metadata service. `Ok(how)` when it answers as that cloud would.
-async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, String> {
-    let client = ImdsClient::new(base, opts.clone()).map_err(|e| e.to_string())?;
+async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, ProbeFailed> {
+    let client = ImdsClient::new(base, opts.clone())
+        .map_err(|e| ProbeFailed::Other(format!("{cloud}: {e}")))?;
     let (method, path, headers) = probe_request(cloud);
     let url = client.url(path);
-    let reply = client
-        .send(method, path, &headers, None, None)
-        .await
-        .map_err(|e| format!("{cloud}: {e}"))?;
+    let reply = match client.send(method, path, &headers, None, None).await {
+        Ok(r) => r,
+        Err(e @ ImdsError::BlockedBySandbox { .. }) => {
+            return Err(ProbeFailed::Blocked(e.to_string()))
+        }
+        Err(e) => return Err(ProbeFailed::Other(format!("{cloud}: {e}"))),
+    };
     if reply.is_success() {
         Ok(format!("{url} answered HTTP {}", reply.status))
     } else {
-        Err(format!("{cloud}: {url} answered HTTP {}", reply.status))
+        let e = format!("{cloud}: {url} answered HTTP {}", reply.status);
+        Err(ProbeFailed::Other(e))
     }
 }
 
 /// Detects the cloud: DMI first, then the probes in parallel. With `endpoint` set, every probe
-/// goes there instead of each cloud's default address.
+/// goes there instead of each cloud's default address. `sandbox`: the IP access lists of the
+/// unit nthd runs in, to name them when they drop the probes.
 pub(crate) async fn detect(
     dmi: &Dmi,
     endpoint: Option<&str>,
     timeout: Duration,
+    sandbox: Option<Arc<IpPolicy>>,
 ) -> Result<Detection, DetectError> {
     if let Some(d) = dmi.cloud() {
         return Ok(d);
     }
-    let mut err = DetectError {
+    let err = DetectError {
         tried: vec![dmi.summary()],
+        blocked: None,
     };
     let opts = ClientOptions {
         connect_timeout: timeout,
         request_timeout: timeout,
         max_body: 64 * 1024,
         endpoint_set: endpoint.is_some(),
+        sandbox,
     };
     let base = |c: Cloud| probe_base(c, endpoint);
     let (aws, gcp, azure, alibaba, tencent) = tokio::join!(
@@ -224,13 +249,26 @@ pub(crate) async fn detect(
     // meta-data directory is the least specific: AWS IMDSv1 and Alibaba answer it too, which
     // matters when NTHD_IMDS_ENDPOINT sends every probe to one service (by default Tencent's
     // goes to its own address, 169.254.0.23).
-    for (cloud, r) in [
-        (Cloud::Gcp, gcp),
-        (Cloud::Azure, azure),
-        (Cloud::Aws, aws),
-        (Cloud::Alibaba, alibaba),
-        (Cloud::Tencent, tencent),
-    ] {
+    pick(
+        [
+            (Cloud::Gcp, gcp),
+            (Cloud::Azure, azure),
+            (Cloud::Aws, aws),
+            (Cloud::Alibaba, alibaba),
+            (Cloud::Tencent, tencent),
+        ],
+        err,
+    )
+}
+
+/// The first probe that answered, in the order given (most specific first); else `err` with
+/// what each probe found.
+fn pick(
+    results: [(Cloud, Result<String, ProbeFailed>); 5],
+    mut err: DetectError,
+) -> Result<Detection, DetectError> {
+    let mut others = 0;
+    for (cloud, r) in results {
         match r {
             Ok(how) => {
                 return Ok(Detection {
@@ -238,8 +276,19 @@ pub(crate) async fn detect(
                     how: format!("probe: {how}"),
                 })
             }
-            Err(e) => err.tried.push(e),
+            Err(ProbeFailed::Other(e)) => {
+                err.tried.push(e);
+                others += 1;
+            }
+            Err(ProbeFailed::Blocked(e)) => {
+                err.tried.push(format!("{cloud}: {e}"));
+                err.blocked.get_or_insert(e);
+            }
         }
+    }
+    // Named alone only when it stopped every probe (NTHD_IMDS_ENDPOINT at a dropped address).
+    if others > 0 {
+        err.blocked = None;
     }
     Err(err)
 }
@@ -323,6 +372,7 @@ mod tests {
             &Dmi::default(),
             Some("http://127.0.0.1:9"),
             Duration::from_millis(300),
+            None,
         )
         .await
         .unwrap_err();
@@ -338,6 +388,38 @@ mod tests {
         ] {
             assert!(s.contains(want), "{want} missing from {s}");
         }
+    }
+
+    #[tokio::test]
+    async fn probes_the_unit_drops_are_named_once_as_the_cause() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", silent.local_addr().unwrap());
+        let deny = |allow: &str| {
+            Some(Arc::new(
+                IpPolicy::parse("nthd.service", "any", allow).unwrap(),
+            ))
+        };
+        let t = Duration::from_millis(300);
+        let e = detect(&Dmi::default(), Some(&endpoint), t, deny(""))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("cannot tell which cloud this is: no answer from http://127.0.0.1:")
+                && e.contains("the unit nthd.service's IP allow-list blocks 127.0.0.1")
+                && e.matches("IPAddressAllow=127.0.0.1").count() == 1
+                && !e.contains("slow or throttling"),
+            "{e}"
+        );
+        // Allowed: the old list of what was tried.
+        let e = detect(&Dmi::default(), Some(&endpoint), t, deny("localhost"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("slow or throttling") && e.contains("aws:"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -394,9 +476,14 @@ mod tests {
     #[tokio::test]
     async fn tencent_is_found_by_its_meta_data_directory() {
         let m = mock(&["/latest/meta-data/"]).await;
-        let d = detect(&Dmi::default(), Some(&m.url()), Duration::from_secs(2))
-            .await
-            .unwrap();
+        let d = detect(
+            &Dmi::default(),
+            Some(&m.url()),
+            Duration::from_secs(2),
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(d.cloud, Cloud::Tencent, "{d:?}");
         assert!(d.how.contains("/latest/meta-data/"), "{}", d.how);
         let probe = m.requests_for("/latest/meta-data/");
@@ -408,16 +495,26 @@ mod tests {
     async fn the_tencent_probe_is_the_least_specific() {
         // Alibaba answers the meta-data directory too: its own probe wins.
         let m = mock(&["/latest/meta-data/", "/latest/meta-data/instance-id"]).await;
-        let d = detect(&Dmi::default(), Some(&m.url()), Duration::from_secs(2))
-            .await
-            .unwrap();
+        let d = detect(
+            &Dmi::default(),
+            Some(&m.url()),
+            Duration::from_secs(2),
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(d.cloud, Cloud::Alibaba, "{d:?}");
         // A 404 on the directory is not Tencent.
         let m = mock(&[]).await;
-        let e = detect(&Dmi::default(), Some(&m.url()), Duration::from_secs(2))
-            .await
-            .unwrap_err()
-            .to_string();
+        let e = detect(
+            &Dmi::default(),
+            Some(&m.url()),
+            Duration::from_secs(2),
+            None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("tencent: ") && e.contains("HTTP 404"), "{e}");
     }
 }

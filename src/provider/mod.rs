@@ -62,7 +62,8 @@ impl ProviderSettings {
         })
     }
 
-    fn endpoint_for(&self, cloud: Cloud) -> String {
+    /// The metadata base URL used on `cloud`.
+    pub(crate) fn endpoint_for(&self, cloud: Cloud) -> String {
         match cloud {
             Cloud::Aws => aws::endpoint(self.endpoint.as_deref(), self.aws_ipv6),
             c => self
@@ -123,6 +124,7 @@ pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, det
         &detect::Dmi::system(),
         s.endpoint.as_deref(),
         Duration::from_secs(1),
+        s.client.sandbox.clone(),
     )
     .await
 }

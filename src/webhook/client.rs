@@ -22,6 +22,7 @@ pub(crate) struct Client {
     http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
     headers: SecretHeaders,
     timeout: Duration,
+    sandbox: Option<Arc<crate::sandbox::IpPolicy>>,
 }
 
 /// The answer to one request: its status and the headers nthd looks at.
@@ -45,12 +46,29 @@ pub(crate) enum Failure {
     Timeout,
     /// Anything else (connection reset, protocol error).
     Other(String),
+    /// No connection because the unit's `IPAddressDeny=` drops packets to the receiver's
+    /// address: which unit and rule (`cause`), and the drop-in that allows it.
+    Blocked {
+        /// Which unit and which rule drop the address.
+        cause: String,
+        /// The drop-in that allows it.
+        drop_in: String,
+    },
 }
 
 impl Failure {
     /// What the user can do about it.
-    pub(crate) fn hint(&self) -> &'static str {
-        match self {
+    pub(crate) fn hint(&self) -> String {
+        self.static_hint()
+            .map(str::to_string)
+            .unwrap_or_else(|| match self {
+                Failure::Blocked { drop_in, .. } => drop_in.clone(),
+                _ => String::new(),
+            })
+    }
+
+    fn static_hint(&self) -> Option<&'static str> {
+        Some(match self {
             Failure::Dns(_) => "check the host name and the node's DNS",
             Failure::Refused | Failure::ConnectTimeout => {
                 "check the receiver and any firewall; the packaged unit allows only the metadata \
@@ -63,7 +81,16 @@ impl Failure {
             }
             Failure::Timeout => "the receiver is slow; nthd retries",
             Failure::Other(_) => "nthd retries",
-        }
+            Failure::Blocked { .. } => return None,
+        })
+    }
+
+    /// Whether the failure is one a blocked address causes: no connection, or no answer.
+    fn could_be_blocked(&self) -> bool {
+        matches!(
+            self,
+            Failure::Refused | Failure::ConnectTimeout | Failure::Timeout
+        )
     }
 }
 
@@ -76,6 +103,7 @@ impl fmt::Display for Failure {
             Failure::Tls(e) => write!(f, "TLS error: {e}"),
             Failure::Timeout => f.write_str("no answer within the attempt timeout"),
             Failure::Other(e) => write!(f, "{e}"),
+            Failure::Blocked { cause, .. } => write!(f, "no connection: {cause}"),
         }
     }
 }
@@ -114,6 +142,7 @@ impl Client {
             http,
             headers,
             timeout: opts.attempt_timeout,
+            sandbox: opts.sandbox.clone(),
         })
     }
 
@@ -152,10 +181,11 @@ impl Client {
         // The attempt timeout covers the request and the answer's status line and headers, not
         // its body: once the status is known the outcome is, and a 2xx whose body is slow must
         // not be retried (the receiver would get the event twice).
-        let resp = tokio::time::timeout(self.timeout, self.http.request(req))
-            .await
-            .map_err(|_| Failure::Timeout)?
-            .map_err(|e| classify(&e))?;
+        let resp = match tokio::time::timeout(self.timeout, self.http.request(req)).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => return Err(self.blame_sandbox(url, classify(&e)).await),
+            Err(_) => return Err(self.blame_sandbox(url, Failure::Timeout).await),
+        };
         let status = resp.status().as_u16();
         let allowed_origin = resp.headers().contains_key("webhook-allowed-origin");
         let _ =
@@ -164,6 +194,30 @@ impl Client {
             status,
             allowed_origin,
         })
+    }
+}
+
+impl Client {
+    /// A failure to connect to (or hear from) an address the unit's IP access lists drop is
+    /// their doing: say so, with the drop-in. Anything else is returned as it is.
+    async fn blame_sandbox(&self, url: &WebhookUrl, f: Failure) -> Failure {
+        let (Some(policy), Some(host)) = (&self.sandbox, url.uri().host()) else {
+            return f;
+        };
+        if !f.could_be_blocked() {
+            return f;
+        }
+        let port = url
+            .uri()
+            .port_u16()
+            .unwrap_or(if url.is_https() { 443 } else { 80 });
+        match policy.blocked_host(host, port).await {
+            Some(b) => Failure::Blocked {
+                cause: b.cause,
+                drop_in: b.drop_in,
+            },
+            None => f,
+        }
     }
 }
 

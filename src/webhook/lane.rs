@@ -89,7 +89,7 @@ enum Outcome {
     Delivered(u16),
     /// A 4xx other than 408 and 429: retrying will not help.
     Refused(u16),
-    Retry(String, &'static str),
+    Retry(String, String),
 }
 
 impl Outcome {
@@ -99,7 +99,7 @@ impl Outcome {
             Ok(a) if (400..500).contains(&a.status) && a.status != 408 && a.status != 429 => {
                 Outcome::Refused(a.status)
             }
-            Ok(a) => Outcome::Retry(format!("HTTP {}", a.status), "nthd retries"),
+            Ok(a) => Outcome::Retry(format!("HTTP {}", a.status), "nthd retries".into()),
             Err(f) => Outcome::Retry(f.to_string(), f.hint()),
         }
     }
@@ -240,7 +240,7 @@ impl Lane {
                 st.streak.given_up += 1;
             }
             Outcome::Retry(cause, hint) => {
-                self.failed(&mut st, &cause, hint, true);
+                self.failed(&mut st, &cause, &hint, true);
                 self.retry(&mut st, p);
             }
         }

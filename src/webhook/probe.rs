@@ -28,6 +28,14 @@ pub enum ProbeOutcome {
         /// Whether the answer had `WebHook-Allowed-Origin` (a CloudEvents-aware receiver).
         allowed_origin: bool,
     },
+    /// No connection, because the IP access lists of the unit the probe runs in drop the
+    /// receiver's address.
+    Blocked {
+        /// Which unit and which rule drop the address.
+        cause: String,
+        /// The drop-in that allows it.
+        drop_in: String,
+    },
     /// No HTTP answer.
     Unreachable {
         /// The cause, e.g. `connection refused` or `TLS error: …`.
@@ -62,6 +70,9 @@ impl fmt::Display for ProbeResult {
             ),
             ProbeOutcome::Unreachable { cause, hint } => {
                 write!(f, "webhook {}: {cause}; {hint}", self.url)
+            }
+            ProbeOutcome::Blocked { cause, drop_in } => {
+                write!(f, "webhook {}: no connection: {cause}; {drop_in}", self.url)
             }
         }
     }
@@ -108,9 +119,15 @@ pub async fn probe_with_headers(opts: &WebhookOptions, headers: SecretHeaders) -
 }
 
 fn unreachable(f: &Failure) -> ProbeOutcome {
+    if let Failure::Blocked { cause, drop_in } = f {
+        return ProbeOutcome::Blocked {
+            cause: cause.clone(),
+            drop_in: drop_in.clone(),
+        };
+    }
     ProbeOutcome::Unreachable {
         cause: f.to_string(),
-        hint: f.hint().to_string(),
+        hint: f.hint(),
     }
 }
 
