@@ -153,12 +153,23 @@ impl IpPolicy {
 
     /// The drop-in that allows `ip`, with the commands that apply it.
     pub fn drop_in(&self, ip: IpAddr) -> String {
-        let u = &self.unit;
+        // A transient unit (the README's `systemd-run` copy of nthd.service's sandbox, named
+        // run-u5.service or so) cannot be edited: the drop-in belongs to nthd.service.
+        let u = if self.is_transient() {
+            "nthd.service"
+        } else {
+            &self.unit
+        };
         format!(
             "allow it with a drop-in: systemctl edit {u}, add the lines [Service] and \
              IPAddressAllow={ip} (or write them to /etc/systemd/system/{u}.d/allow.conf and run \
              systemctl daemon-reload), then systemctl restart {u}"
         )
+    }
+
+    /// Whether the unit is a transient `systemd-run` unit (`run-u5.service`, `run-p12-i34.service`).
+    fn is_transient(&self) -> bool {
+        self.unit.starts_with("run-") && self.unit.ends_with(".service")
     }
 
     /// The first of `addrs` the unit drops. Every one must be dropped: a host name with one
@@ -462,6 +473,13 @@ mod tests {
              IPAddressAllow=169.254.0.99 (or write them to \
              /etc/systemd/system/nthd.service.d/allow.conf and run systemctl daemon-reload), \
              then systemctl restart nthd.service"
+        );
+        // Run in a transient copy of the sandbox (systemd-run): the drop-in is nthd.service's.
+        let t = IpPolicy::parse("run-u7.service", "any", "169.254.169.254").unwrap();
+        let d = t.drop_in(ip("169.254.0.99"));
+        assert!(
+            d.contains("systemctl edit nthd.service") && !d.contains("run-u7"),
+            "{d}"
         );
         let p = IpPolicy::parse("x.service", "10.0.0.0/8", "").unwrap();
         let b = p.blocked(ip("10.1.1.1")).unwrap();

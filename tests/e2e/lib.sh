@@ -209,6 +209,15 @@ ct_require_ip_firewall() {
   ct_exec systemd-run -P -q bash -c "$send" ||
     { log "IP firewall probe: a UDP send from a transient unit fails even without IPAddressDeny="; return 1; }
   if denied="$(ct_exec systemd-run -P -q --collect -p IPAddressDeny=any bash -c "$send" 2>&1)"; then
+    if [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]]; then
+      # A foreign tree's systemd runs under qemu-user, which implements no bpf() syscall
+      # (ENOSYS, checked with qemu 7.2): no firewall can be attached there, whatever the host.
+      # The host's own trees are held to the rule; this one says so on every boot.
+      log "note: IPAddressDeny= is not enforced in this $E2E_ARCH tree: its systemd runs under" \
+          "qemu-user, which has no bpf() syscall (ENOSYS); nthd.service's allow-list is proven" \
+          "in the $E2E_HOST_ARCH trees"
+      CT_IP_FIREWALL=emulated; return 0
+    fi
     log "IPAddressDeny= is NOT enforced in this container: systemd cannot attach its BPF cgroup" \
         "firewall (needs cgroup v2 and the bpf() syscall: SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1," \
         "--system-call-filter=bpf, a kernel with CONFIG_CGROUP_BPF), so nthd.service's" \

@@ -71,7 +71,8 @@ in_unit_sandbox() {
 # Text that names the unit's allow-list as the cause for ADDRESS, with the drop-in.
 expect_names_the_allow_list() {
   local what="$1" addr="$2" text="$3"
-  [[ "$text" == *"IPAddressAllow=$addr"* && "$text" == *"systemctl edit nthd"* ]] \
+  [[ "$text" == *"allow-list blocks $addr"* && "$text" == *"IPAddressAllow=$addr"* &&
+     "$text" == *"systemctl edit nthd.service"* ]] \
     || fail "$what does not name the unit's allow-list and the drop-in for $addr: $(tail -c 600 <<<"$text")"
   [[ "$text" != *"slow or throttling"* ]] || fail "$what blames a slow metadata service: $(grep -m1 'slow or throttling' <<<"$text")"
   log "$what: $(grep -m1 -F "IPAddressAllow=$addr" <<<"$text" | cut -c1-400)"
@@ -89,7 +90,10 @@ scen_sandbox_imds() {
   expect_nthd_active
   local out
   step "nthd check, run by hand outside the unit: the daemon's unit blocks the endpoint"
-  out="$(ct_exec /usr/bin/nthd check 2>&1)" && fail "nthd check passed although the unit blocks $BLOCKED_IMDS"
+  out="$(ct_exec /usr/bin/nthd check --json 2>&1)" && fail "nthd check passed although the unit blocks $BLOCKED_IMDS"
+  hjq -e '[.checks[] | select(.name == "metadata service" and .status == "fail"
+           and (.value | test("so the daemon cannot reach it")))] | length == 1' <<<"$out" >/dev/null \
+    || fail "nthd check's metadata service check does not say the daemon's unit blocks it: $out"
   expect_names_the_allow_list "nthd check" "$BLOCKED_IMDS" "$out"
   step "nthd once inside the unit's sandbox"
   out="$(in_unit_sandbox once)" && fail "nthd once succeeded inside a sandbox that blocks $BLOCKED_IMDS"
@@ -119,7 +123,9 @@ scen_sandbox_webhook() {
     || fail "the receiver does not answer outside the unit"
   local out
   step "nthd check, run by hand outside the unit: the daemon's unit blocks the receiver"
-  out="$(ct_exec /usr/bin/nthd check 2>&1)" && fail "nthd check passed although the unit blocks the webhook"
+  out="$(ct_exec /usr/bin/nthd check --json 2>&1)" && fail "nthd check passed although the unit blocks the webhook"
+  hjq -e '[.checks[] | select(.name == "webhook" and .status == "fail" and .required)] | length == 1' \
+    <<<"$out" >/dev/null || fail "nthd check's webhook check does not fail: $out"
   expect_names_the_allow_list "nthd check" 127.0.0.1 "$out"
   step "a rebalance recommendation: its event cannot go out, and the log says why"
   set_route "$AWS_REBALANCE" "{\"noticeTime\":\"$(iso_in 0)\"}" || fail "set rebalance route"
