@@ -27,6 +27,10 @@ E2E_SUITE="${E2E_SUITE:-bookworm}"
 E2E_HOST_ARCH="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
 E2E_ARCH="${E2E_ARCH:-$E2E_HOST_ARCH}"
 E2E_FLAVOUR="${E2E_FLAVOUR:-}"
+# E2E_NTHD_ARCH: the architecture of the nthd package under test (default: the tree's).  arm64
+# in the host's tree runs the arm64 nthd through qemu-user under the tree's native systemd,
+# which enforces the unit's IP firewall (a foreign tree's emulated systemd cannot: no bpf()).
+E2E_NTHD_ARCH="${E2E_NTHD_ARCH:-$E2E_ARCH}"
 if [[ "$E2E_SUITE" == bookworm ]]; then _rootfs_default="$E2E_DIR/rootfs"; else _rootfs_default="$E2E_DIR/rootfs-$E2E_SUITE"; fi
 [[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]] || _rootfs_default+="-$E2E_ARCH"
 [[ -z "$E2E_FLAVOUR" ]] || _rootfs_default+="-$E2E_FLAVOUR"
@@ -496,7 +500,7 @@ nthd_deb_path() {
   local d f
   for d in "$REPO/target/dist" "$REPO/target/debian"; do
     # shellcheck disable=SC2012  # cargo-deb names have no odd characters
-    f="$(ls -t "$d"/nthd_*_"$E2E_ARCH".deb 2>/dev/null | head -n1)"
+    f="$(ls -t "$d"/nthd_*_"$E2E_NTHD_ARCH".deb 2>/dev/null | head -n1)"
     [[ -z "$f" ]] || { echo "$f"; return; }
   done
 }
@@ -508,6 +512,9 @@ nthd_install() {
   local deb; deb="$(nthd_deb_path)"
   [[ -n "$deb" && -r "$deb" ]] || { log "nthd .deb missing (set E2E_NTHD_DEB or run cargo deb)"; return 1; }
   local in; in="$(ct_put "$deb" nthd.deb)"
+  if [[ "$E2E_NTHD_ARCH" != "$E2E_ARCH" ]]; then   # multiarch: the package is static
+    ct_exec dpkg --add-architecture "$E2E_NTHD_ARCH" || { log "dpkg --add-architecture $E2E_NTHD_ARCH failed"; return 1; }
+  fi
   ct_exec dpkg -i "$in" >"$CT_DIR/dpkg.log" 2>&1 || { log "dpkg -i failed:"; cat "$CT_DIR/dpkg.log" >&2; return 1; }
   ct_exec id nthd >/dev/null || { log "dpkg -i did not create user nthd"; return 1; }
   ct_exec test -f /usr/share/polkit-1/rules.d/50-nthd.rules || { log "polkit rule not installed"; return 1; }
@@ -524,6 +531,16 @@ nthd_install() {
 # the unit stays as shipped.  Not an nthd problem: on real arm64 hardware systemd runs
 # natively.  Callers restart nthd afterwards (nthd_configure does).
 nthd_qemu_user_dropin() {
+  if [[ "$E2E_NTHD_ARCH" != "$E2E_ARCH" ]]; then
+    # Native systemd runs the foreign nthd through qemu-user, whose JIT needs writable and
+    # then executable memory: MemoryDenyWriteExecute= stops it ("mprotect of jit buffer:
+    # Operation not permitted").  Everything else, the IP firewall included, stays as shipped.
+    log "foreign nthd ($E2E_NTHD_ARCH) under native systemd: nthd.service drop-in MemoryDenyWriteExecute=no (qemu-user's JIT)"
+    ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
+           printf "[Service]\nMemoryDenyWriteExecute=no\n" >/etc/systemd/system/nthd.service.d/50-e2e-qemu-user.conf &&
+           systemctl daemon-reload'
+    return
+  fi
   [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]] || return 0
   log "foreign arch $E2E_ARCH: nthd.service drop-in PrivateIPC=no PrivateUsers=no (systemd under qemu-user cannot set them up)"
   ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&

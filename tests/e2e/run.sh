@@ -38,6 +38,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
 # rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
 _tree="$(basename "$ROOTFS")"; RUNS_DIR="$E2E_DIR/runs${_tree#rootfs}"
+[[ "$E2E_NTHD_ARCH" == "$E2E_ARCH" ]] || RUNS_DIR+="-nthd-$E2E_NTHD_ARCH"
 AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
 
 GCP_PREEMPTED=/computeMetadata/v1/instance/preempted
@@ -149,11 +150,11 @@ mock_log_jq() {
 # x86_64, 0xb7 aarch64); on a foreign tree it runs through qemu-user (binfmt_misc).
 expect_nthd_arch() {
   local want m
-  case "$E2E_ARCH" in amd64) want=003e;; arm64) want=00b7;; *) return 0;; esac
+  case "$E2E_NTHD_ARCH" in amd64) want=003e;; arm64) want=00b7;; *) return 0;; esac
   m="$(ct_exec od -An -tx2 -j18 -N2 /usr/bin/nthd | tr -d ' ')"
-  [[ "$m" == "$want" ]] || fail "/usr/bin/nthd has ELF machine $m, not $want ($E2E_ARCH)"
-  log "/usr/bin/nthd is $E2E_ARCH (e_machine 0x${m#00})"
-  if [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]]; then
+  [[ "$m" == "$want" ]] || fail "/usr/bin/nthd has ELF machine $m, not $want ($E2E_NTHD_ARCH)"
+  log "/usr/bin/nthd is $E2E_NTHD_ARCH (e_machine 0x${m#00})"
+  if [[ "$E2E_NTHD_ARCH" != "$E2E_HOST_ARCH" ]]; then
     # binfmt_misc (flag P): the running process is the qemu interpreter with nthd's path.
     local cmd; cmd="$(ct_exec cat "/proc/$(nthd_main_pid)/cmdline" | tr '\0' ' ')"
     [[ "$cmd" == *qemu*" /usr/bin/nthd "* ]] || fail "nthd does not run under qemu-user: $cmd"
@@ -1287,7 +1288,7 @@ _scen_gone() { ! kill -0 "$SCEN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/pro
 # Prints what is missing (and succeeds) if an artefact we need is absent.
 missing_artefacts() {
   local m=() deb; deb="$(nthd_deb_path)"
-  [[ -n "$deb" && -r "$deb" ]] || m+=("nthd .deb (${E2E_NTHD_DEB:-$REPO/target/dist/nthd_*_$E2E_ARCH.deb or $REPO/target/debian/nthd_*_$E2E_ARCH.deb})")
+  [[ -n "$deb" && -r "$deb" ]] || m+=("nthd .deb (${E2E_NTHD_DEB:-$REPO/target/dist/nthd_*_$E2E_NTHD_ARCH.deb or $REPO/target/debian/nthd_*_$E2E_NTHD_ARCH.deb})")
   [[ -x "$E2E_MOCK_IMDS" ]] || m+=("$E2E_MOCK_IMDS")
   [[ -x "$E2E_FAKE_KUBELET" ]] || m+=("$E2E_FAKE_KUBELET")
   ((${#m[@]})) || return 1
