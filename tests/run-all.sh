@@ -9,7 +9,8 @@
 #   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
 #      with real systemd, dbus, polkit and logind, on cgroup v2 with the unit's IP firewall
 #      enforced: every scenario on Debian 12; the core set on
-#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid); spot-terminate on an arm64 Debian 12
+#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid); the arm64 package under
+#      Debian 12's own systemd (firewall enforced); spot-terminate on an arm64 Debian 12
 #      booted through qemu-user; the installers (tarball, rpm, cloud-init, sysext)
 #   4. the aarch64 build of the test suite under qemu-user
 #   5. smoke runs of the benchmark and the fuzzers, and cargo-deny
@@ -118,6 +119,10 @@ if [ $quick = 0 ]; then
         polkit-denied-then-restored scoped-grant check logind-restart polkitd-restart \
         upgrade-while-deferred neighbour block-inhibitor sighup-and-restart bad-setting \
         azure-restart-mid-drain shutdown-cancelled
+    # The arm64 .deb under Debian 12's native systemd, which enforces the unit's firewall (the
+    # arm64 tree's emulated systemd cannot: qemu-user has no bpf()).
+    stage "real-system e2e, arm64 nthd under Debian 12's systemd, firewall enforced" \
+        env E2E_NTHD_ARCH=arm64 bash tests/e2e/run.sh spot-terminate tencent-auto sandbox-imds
     stage "real-system e2e, arm64 Debian 12 under qemu-user, spot-terminate" env E2E_ARCH=arm64 \
         bash tests/e2e/run.sh spot-terminate
     stage "installers: tarball, rpm, cloud-init, sysext on booted Debian 11, 12, 13" \

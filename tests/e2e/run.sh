@@ -900,10 +900,11 @@ scen_upgrade_while_deferred() {
 }
 
 # --- Neighbour isolation: another container, booted from the same tree and not managed by
-# the scenario, runs the same units (nthd, fake-kubelet, mock-imds, logind, polkit) in the
-# same host cgroup directories (this host's PID 1 is not systemd).  spot-terminate, check
-# and sighup-and-restart run next to it; afterwards it must be up and untouched: the same
-# init and main PIDs, no restarts, no signal seen by its logind or nthd.
+# the scenario, runs the same units (nthd, fake-kubelet, mock-imds, logind, polkit) under the
+# same machine-wide names (this host's PID 1 is not systemd; each container has a cgroup v2
+# subtree of its own, _ct_own_cgroup).  spot-terminate, check and sighup-and-restart run next
+# to it; afterwards it must be up and untouched: the same init and main PIDs, no restarts, no
+# signal seen by its logind or nthd.
 
 scen_neighbour() {
   local top="$SDIR" before after part
@@ -1372,6 +1373,13 @@ main() {
   fi
   if ! snapshot_deb; then
     for n in "${names[@]}"; do echo "FAIL $n (not run: $(nthd_deb_path) is not a readable .deb)"; done
+    echo "0 passed, ${#names[@]} failed"
+    return 1
+  fi
+  # A foreign nthd in the host's tree runs through binfmt_misc: register it first (rootfs.sh
+  # does so for a foreign tree), or the first exec fails on a new machine.
+  if [[ "$E2E_NTHD_ARCH" != "$E2E_HOST_ARCH" ]] && ! bash "$REPO/tests/binfmt-aarch64.sh" >&2; then
+    for n in "${names[@]}"; do echo "FAIL $n (not run: $E2E_NTHD_ARCH binaries cannot run on this host)"; done
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi

@@ -16,7 +16,12 @@ expect_packaged_unit_allows() {
   local allow dropins
   allow="$(ct_exec systemctl show -p IPAddressAllow --value nthd)"
   dropins="$(ct_exec systemctl show -p DropInPaths --value nthd)"
-  [[ -z "$dropins" ]] || fail "nthd.service has drop-ins ($dropins): not the packaged unit"
+  # The only drop-in allowed is the harness' own for a foreign nthd (MemoryDenyWriteExecute=,
+  # nthd_qemu_user_dropin), and it must not touch the firewall.
+  dropins="${dropins//\/etc\/systemd\/system\/nthd.service.d\/50-e2e-qemu-user.conf/}"
+  [[ -z "${dropins// /}" ]] || fail "nthd.service has drop-ins ($dropins): not the packaged unit"
+  ! ct_exec grep -qs IPAddress /etc/systemd/system/nthd.service.d/50-e2e-qemu-user.conf \
+    || fail "the harness' qemu-user drop-in changes the IP firewall"
   [[ " $allow " == *" $1/32 "* ]] || fail "the packaged unit's IPAddressAllow= ($allow) lacks $1"
   log "packaged unit, no drop-in: IPAddressAllow=$allow"
 }
