@@ -435,6 +435,7 @@ artifacts=()
 for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=("$(basename "$f")"); done
 # Every artifact of this version in target/dist/, including another architecture's from an
 # earlier run of this version; nothing stale from another version.
+# shellcheck disable=SC2012  # our own artifact names: no spaces, no newlines
 (cd "$dist" && ls nthd_"$version"-1_*.deb nthd-"$version"-1.*.rpm nthd-"$version"-*.tar.gz \
     nthd-"$version"-*.raw |
     sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
