@@ -48,12 +48,14 @@ pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime
     Notice {
         kind,
         source: SIMULATE,
+        // Unique per drill without waiting for a new second: every drill is its own process.
         id: format!(
-            "simulate/{}/{}",
+            "simulate/{}/{}-{}",
             kind.name(),
             now.duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_secs())
-                .unwrap_or(0)
+                .unwrap_or(0),
+            std::process::id()
         ),
         event_id: None,
         deadline,
@@ -61,12 +63,6 @@ pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime
         detail: format!("simulated {kind} notice (fire drill)"),
         raw: String::new(),
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "this-host".into())
 }
 
 /// `nthd simulate KIND [--yes] [--deadline-in D]`.
@@ -181,7 +177,7 @@ fn confirmed(action: PowerAction) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         return Ok(true);
     }
-    let host = hostname();
+    let host = crate::webhook::hostname();
     print!(
         "This will {} {host} for real. Type the host name to go ahead: ",
         action.method()

@@ -38,6 +38,7 @@
 
 mod client;
 mod event;
+pub(crate) use event::hostname;
 mod headers;
 mod lane;
 mod probe;
