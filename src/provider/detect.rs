@@ -473,17 +473,15 @@ mod tests {
         m
     }
 
+    /// Detection by the probes alone (no DMI, no sandbox), every probe to `url`.
+    async fn probe_only(url: &str) -> Result<Detection, DetectError> {
+        detect(&Dmi::default(), Some(url), Duration::from_secs(2), None).await
+    }
+
     #[tokio::test]
     async fn tencent_is_found_by_its_meta_data_directory() {
         let m = mock(&["/latest/meta-data/"]).await;
-        let d = detect(
-            &Dmi::default(),
-            Some(&m.url()),
-            Duration::from_secs(2),
-            None,
-        )
-        .await
-        .unwrap();
+        let d = probe_only(&m.url()).await.unwrap();
         assert_eq!(d.cloud, Cloud::Tencent, "{d:?}");
         assert!(d.how.contains("/latest/meta-data/"), "{}", d.how);
         let probe = m.requests_for("/latest/meta-data/");
@@ -495,26 +493,11 @@ mod tests {
     async fn the_tencent_probe_is_the_least_specific() {
         // Alibaba answers the meta-data directory too: its own probe wins.
         let m = mock(&["/latest/meta-data/", "/latest/meta-data/instance-id"]).await;
-        let d = detect(
-            &Dmi::default(),
-            Some(&m.url()),
-            Duration::from_secs(2),
-            None,
-        )
-        .await
-        .unwrap();
+        let d = probe_only(&m.url()).await.unwrap();
         assert_eq!(d.cloud, Cloud::Alibaba, "{d:?}");
         // A 404 on the directory is not Tencent.
         let m = mock(&[]).await;
-        let e = detect(
-            &Dmi::default(),
-            Some(&m.url()),
-            Duration::from_secs(2),
-            None,
-        )
-        .await
-        .unwrap_err()
-        .to_string();
+        let e = probe_only(&m.url()).await.unwrap_err().to_string();
         assert!(e.contains("tencent: ") && e.contains("HTTP 404"), "{e}");
     }
 }
