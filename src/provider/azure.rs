@@ -1,6 +1,7 @@
 //! Azure Scheduled Events (`/metadata/scheduledevents`, header `Metadata: true`).
 //!
-//! The document is polled every `poll_interval` (about once a second, as Azure recommends). It
+//! The document is polled every `poll_interval` (nthd's default on Azure is 500 ms: evictions can
+//! come in under 10 s, and Azure's IMDS allows about 5 requests/s per VM). It
 //! lists the events of every VM in the same availability set or scale set, so nthd acts only on
 //! events whose `Resources` name this VM, compared case-insensitively. The name comes from
 //! `/metadata/instance/compute/name` and is read once, then cached; until that read works it is
