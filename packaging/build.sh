@@ -280,7 +280,6 @@ check_deb() {
     say "deb contents: $deb"
     dpkg-deb -c "$deb" | awk '$1 !~ /^d/ { sub("^\\./", "/", $6); print $6 }' | sort >"$tmp/deb.files"
     sort >"$tmp/deb.expected" <<'EOF'
-/etc/default/nthd
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
 /usr/lib/sysusers.d/nthd.conf
@@ -295,6 +294,7 @@ check_deb() {
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/lintian/overrides/nthd
 /usr/share/man/man8/nthd.8.gz
+/usr/share/nthd/default
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/vendor-completions/_nthd
@@ -308,7 +308,9 @@ EOF
     echo "Depends: $depends"
     # A static binary: no libc (or any library) version may be pinned.
     ! grep -Eq 'libc|libgcc' <<<"$depends" || die "$deb pins a library: $depends"
-    [ "$(dpkg-deb -I "$deb" conffiles)" = /etc/default/nthd ] || die "conffiles must be exactly /etc/default/nthd"
+    # No conffile: /etc/default/nthd is made by postinst from /usr/share/nthd/default, so no
+    # upgrade of a configured node ever stops at dpkg's conffile prompt.
+    ! dpkg-deb -I "$deb" conffiles >/dev/null 2>&1 || die "the .deb must ship no conffile: $(dpkg-deb -I "$deb" conffiles)"
     for s in postinst prerm postrm; do
         dpkg-deb -I "$deb" "$s" | sh -n || die "$s: syntax error"
     done

@@ -34,6 +34,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/scen-health.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-sandbox.sh
 . "$HERE/scen-sandbox.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-upgrade.sh
+. "$HERE/scen-upgrade.sh"
 
 # Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
 # rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
@@ -56,7 +58,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
            neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
-           sandbox-imds sandbox-webhook)
+           sandbox-imds sandbox-webhook upgrade-configured)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
