@@ -304,11 +304,8 @@ async fn webhooks(opts: &Options, sandbox: &Sandboxes) -> Vec<Check> {
 async fn webhook_result(r: &crate::webhook::ProbeResult, sandbox: &Sandboxes) -> Check {
     use crate::webhook::ProbeOutcome;
     const NAME: &str = "webhook";
-    let uri = r.url.uri();
-    let port = uri
-        .port_u16()
-        .unwrap_or(if r.url.is_https() { 443 } else { 80 });
-    if let Some(b) = sandbox.daemon_blocks(uri.host().unwrap_or(""), port).await {
+    let host = r.url.uri().host().unwrap_or("");
+    if let Some(b) = sandbox.daemon_blocks(host, r.url.port()).await {
         return daemon_cannot_reach(NAME, &r.url.to_string(), b);
     }
     match &r.outcome {

@@ -142,6 +142,13 @@ impl WebhookUrl {
     pub(crate) fn is_https(&self) -> bool {
         self.uri.scheme() == Some(&http::uri::Scheme::HTTPS)
     }
+
+    /// The port connected to: the URL's, else the scheme's default.
+    pub(crate) fn port(&self) -> u16 {
+        self.uri
+            .port_u16()
+            .unwrap_or(if self.is_https() { 443 } else { 80 })
+    }
 }
 
 impl fmt::Display for WebhookUrl {

@@ -207,11 +207,7 @@ impl Client {
         if !f.could_be_blocked() {
             return f;
         }
-        let port = url
-            .uri()
-            .port_u16()
-            .unwrap_or(if url.is_https() { 443 } else { 80 });
-        match policy.blocked_host(host, port).await {
+        match policy.blocked_host(host, url.port()).await {
             Some(b) => Failure::Blocked {
                 cause: b.cause,
                 drop_in: b.drop_in,
