@@ -6,7 +6,7 @@
 #   2. `promtool check metrics` passes on the textfile and on /metrics;
 #   3. node_exporter's textfile collector reads the file: node_textfile_scrape_error is 0, and
 #      nthd's series appear in node_exporter's /metrics with their types;
-#   4. the alert rules in the README pass `promtool check rules` and `promtool test rules`
+#   4. the alert rules in docs/observability.md pass `promtool check rules` and `promtool test rules`
 #      (tests/prometheus/nthd-alerts.test.yml).
 # Usage: tests/metrics-tools.sh   (as root on Debian, or with both packages installed)
 set -euo pipefail
@@ -91,11 +91,11 @@ for want in '# TYPE nthd_actions_total counter' '# TYPE nthd_imds_reads_total co
 done
 echo "node_exporter: node_textfile_scrape_error 0, $(grep -c '^nthd_' "$work/ne.txt") nthd samples, typed"
 
-# 4. The README's alert rules.
-awk '/<!-- alert-rules:begin -->/{on=1; next} /<!-- alert-rules:end -->/{on=0} on' README.md \
+# 4. The alert rules in docs/observability.md.
+awk '/<!-- alert-rules:begin -->/{on=1; next} /<!-- alert-rules:end -->/{on=0} on' docs/observability.md \
     | sed '/^```/d' >"$work/nthd-alerts.yml"
-[ -s "$work/nthd-alerts.yml" ] || fail "no alert rules between the README's alert-rules markers"
+[ -s "$work/nthd-alerts.yml" ] || fail "no alert rules between the alert-rules markers in docs/observability.md"
 cp tests/prometheus/nthd-alerts.test.yml "$work/"
-promtool check rules "$work/nthd-alerts.yml" || fail "promtool check rules rejects the README's rules"
+promtool check rules "$work/nthd-alerts.yml" || fail "promtool check rules rejects the rules in docs/observability.md"
 (cd "$work" && promtool test rules nthd-alerts.test.yml) || fail "promtool test rules"
 echo "metrics-tools.sh: all checks pass"

@@ -1,18 +1,21 @@
-//! The README documents every setting the binary accepts, with the right default action.
+//! docs/configuration.md documents every setting the binary accepts, with the right default action.
 
 use clap::CommandFactory;
 
 #[test]
 fn readme_documents_every_env_var_and_default() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
     let cmd = nthd::config::Cli::command();
     for a in cmd.get_arguments() {
         if let Some(env) = a.get_env() {
             let env = env.to_string_lossy();
             assert!(
                 readme.contains(&format!("`{env}`")),
-                "README does not document {env}"
+                "docs/configuration.md does not document {env}"
             );
         }
     }
@@ -20,13 +23,13 @@ fn readme_documents_every_env_var_and_default() {
         let row = readme
             .lines()
             .find(|l| l.starts_with(&format!("| `{}` |", k.env)))
-            .unwrap_or_else(|| panic!("no README row for {}", k.env));
+            .unwrap_or_else(|| panic!("no docs/configuration.md row for {}", k.env));
         assert!(
             row.contains(&format!(
                 "| {}",
                 nthd::policy::default_action(k.kind).name()
             )),
-            "README row for {} does not give its default {}: {row}",
+            "docs/configuration.md row for {} does not give its default {}: {row}",
             k.env,
             nthd::policy::default_action(k.kind)
         );
@@ -63,13 +66,8 @@ fn the_unit_admits_every_default_endpoint_and_the_docs_list_what_it_admits() {
             "{cloud}'s default endpoint {host} is not in the unit's IPAddressAllow= {allowed:?}"
         );
     }
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let security = readme
-        .split("## Security")
-        .nth(1)
-        .and_then(|s| s.split("\n## ").next())
-        .expect("README has a Security section");
+    let security =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).unwrap();
     let packaging =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/README.md"))
             .unwrap();
@@ -81,7 +79,7 @@ fn the_unit_admits_every_default_endpoint_and_the_docs_list_what_it_admits() {
     for a in &allowed {
         assert!(
             security.contains(a.as_str()),
-            "README's Security section does not list {a}"
+            "docs/security.md does not list {a}"
         );
     }
 }
