@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
-# Check the Packer example with the Packer this machine can get (Debian 12: 1.6.6).
+# Check the Packer example, offline.
 #
 #   packaging/ami/validate.sh
 #
-# nthd.pkr.hcl needs Packer >= 1.7 (`packer { required_plugins }`) and the amazon plugin
-# >= 1.2.0 (`metadata_options`), which `packer init` fetches from GitHub. Neither can be
-# reached from this project's CI. So this validates everything else: the template with those
-# two blocks cut out, under Packer 1.6.6's built-in amazon-ebs builder. It fails when the
-# rest of the template is wrong, or when the two blocks are no longer where it cuts.
+# The only Packer this project's machines can install is Debian 12's 1.6.6: the PyPI and npm
+# package lists show no package shipping a Packer binary, and HashiCorp's release site and
+# GitHub (Packer, and the amazon plugin for `packer init`) are out of reach.
+# nthd.pkr.hcl is written for Packer >= 1.7 with the amazon plugin >= 1.2.0. So:
+#
+# CHECKED
+#   1. `packer fmt -check` on the whole, unmodified nthd.pkr.hcl: HCL2 syntax of every block,
+#      the two below included, and canonical formatting.
+#   2. `packer validate` (1.6.6, its built-in amazon-ebs builder) on nthd.pkr.hcl minus two
+#      blocks 1.6.6 does not know: `packer { required_plugins }` and `metadata_options`. This
+#      checks the variables and their validation rules, locals, the dynamic source_ami_filter,
+#      every other builder argument, the provisioners' arguments and that their local files
+#      exist; once for arch=x86_64 and once for arch=arm64. A bad arch must be rejected.
+#
+# NOT CHECKED
+#   - the two cut blocks against the amazon plugin's schema (syntax only, by step 1), and
+#     whether `packer init` resolves the plugin;
+#   - anything that needs AWS: that the source AMI filter or owner finds an image, that the
+#     build runs, the provisioners' commands (neither run nor shellchecked) (where the template makes
+#     nodeadm check the drop-in and refuses images without drop-in support), and nodeadm's or
+#     kubelet's own parsing of the NodeConfig files here.
 set -euo pipefail
 cd "$(dirname "$0")"
 if ! command -v packer >/dev/null; then
@@ -15,18 +31,38 @@ if ! command -v packer >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq packer >/dev/null
 fi
 packer version
+
+# 1. The whole template: syntax and format.
+packer fmt -check -diff nthd.pkr.hcl || {
+    echo "validate.sh: nthd.pkr.hcl does not parse, or is not formatted (packer fmt nthd.pkr.hcl)" >&2
+    exit 1
+}
+
+# 2. Validate what Packer 1.6.6 knows.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Cut a top-level `packer {` block and the `metadata_options {` block, by brace depth.
+# Blank out a top-level `packer {` block and the `metadata_options {` block, by brace depth;
+# blank lines keep Packer's error line numbers those of nthd.pkr.hcl.
 awk '
     cut == 0 && ($1 == "packer" || $1 == "metadata_options") && $2 == "{" { cut = 1; depth = 0; found[$1] = 1 }
-    cut { n = gsub(/{/, "{"); m = gsub(/}/, "}"); depth += n - m; if (depth <= 0) cut = 0; next }
+    cut { n = gsub(/{/, "{"); m = gsub(/}/, "}"); depth += n - m; if (depth <= 0) cut = 0; print ""; next }
     { print }
     END { if (!found["packer"] || !found["metadata_options"]) exit 3 }
 ' nthd.pkr.hcl >"$tmp/nthd.pkr.hcl" || {
     echo "validate.sh: nthd.pkr.hcl no longer has the packer and metadata_options blocks this cuts" >&2
     exit 1
 }
+cp -R nodeadm.d "$tmp/"
 touch "$tmp/nthd.rpm"
-(cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" nthd.pkr.hcl)
-echo "packer validate: ok (without required_plugins and metadata_options, $(packer version | head -n1))"
+for arch in x86_64 arm64; do
+    (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernetes_version=1.34 \
+        -var arch="$arch" nthd.pkr.hcl)
+done
+if (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernetes_version=1.34 \
+    -var arch=amd64 nthd.pkr.hcl) >/dev/null 2>&1; then
+    echo "validate.sh: nthd.pkr.hcl accepted arch=amd64; its validation rule is gone" >&2
+    exit 1
+fi
+
+echo "validate.sh: ok: packer fmt on the whole template; packer validate (x86_64, arm64) without" \
+    "required_plugins and metadata_options, $(packer version | head -n1)"
