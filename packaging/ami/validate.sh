@@ -16,12 +16,13 @@
 #      checks the variables and their validation rules, locals, the dynamic source_ami_filter,
 #      every other builder argument, the provisioners' arguments and that their local files
 #      exist; once for arch=x86_64 and once for arch=arm64. A bad arch must be rejected.
+#   3. shellcheck -s sh on each shell provisioner's inline script, its lines joined as Packer does.
 #
 # NOT CHECKED
 #   - the two cut blocks against the amazon plugin's schema (syntax only, by step 1), and
 #     whether `packer init` resolves the plugin;
 #   - anything that needs AWS: that the source AMI filter or owner finds an image, that the
-#     build runs, the provisioners' commands (neither run nor shellchecked) (where the template makes
+#     build runs, what the provisioners' commands do on the builder (where the template makes
 #     nodeadm check the drop-in and refuses images without drop-in support), and nodeadm's or
 #     kubelet's own parsing of the NodeConfig files here.
 set -euo pipefail
@@ -64,5 +65,35 @@ if (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernet
     exit 1
 fi
 
+# A python3, for step 3 (PyYAML for the NodeConfig checks to come).
+py=python3
+if ! "$py" -c 'import yaml' 2>/dev/null; then
+    py=/usr/bin/python3
+    if ! "$py" -c 'import yaml' 2>/dev/null; then
+        [ "$(id -u)" = 0 ] || { echo "validate.sh: install PyYAML (apt-get install python3-yaml)" >&2; exit 1; }
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-yaml >/dev/null
+    fi
+fi
+
+# 3. The provisioners' inline scripts, as Packer's shell provisioner runs them (/bin/sh -e).
+"$py" - nthd.pkr.hcl "$tmp" <<'EOF'
+import json, sys
+n, script = 0, None
+for line in open(sys.argv[1], encoding="utf-8"):
+    item = line.strip()
+    if item.startswith("inline = ["):
+        n, script = n + 1, []
+    elif script is not None and item == "]":
+        with open(f"{sys.argv[2]}/inline-{n}.sh", "w", encoding="utf-8") as out:
+            out.write("\n".join(script) + "\n")
+        script = None
+    elif script is not None and item.startswith('"'):
+        # An HCL quoted string: JSON's escapes, plus $${ for a literal ${.
+        script.append(json.loads(item.rstrip(",")).replace("$${", "${").replace("%%{", "%{"))
+if n == 0 or script is not None:
+    sys.exit("validate.sh: found no complete `inline = [ ... ]` list in nthd.pkr.hcl")
+EOF
+shellcheck -s sh "$tmp"/inline-*.sh
+
 echo "validate.sh: ok: packer fmt on the whole template; packer validate (x86_64, arm64) without" \
-    "required_plugins and metadata_options, $(packer version | head -n1)"
+    "required_plugins and metadata_options, $(packer version | head -n1); shellcheck of the inline scripts"
