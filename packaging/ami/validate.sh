@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check the Packer example, offline.
+# Check the Packer example and its nodeadm NodeConfig files, offline.
 #
 #   packaging/ami/validate.sh
 #
@@ -17,6 +17,12 @@
 #      every other builder argument, the provisioners' arguments and that their local files
 #      exist; once for arch=x86_64 and once for arch=arm64. A bad arch must be rejected.
 #   3. shellcheck -s sh on each shell provisioner's inline script, its lines joined as Packer does.
+#   4. python3 + PyYAML: nodeadm.d/50-nthd-graceful-shutdown.yaml and every
+#      application/node.eks.aws part of nodeconfig-user-data.mime parse as NodeConfig
+#      (node.eks.aws/v1alpha1); the user data has the four cluster fields nodeadm requires;
+#      both set the same spec.kubelet.config, which sets shutdownGracePeriod and
+#      shutdownGracePeriodCriticalPods (or only the ByPodPriority form), critical < total, and
+#      a total of at most 110 s (the 2-minute EC2 Spot notice minus nthd check's 10 s margin).
 #
 # NOT CHECKED
 #   - the two cut blocks against the amazon plugin's schema (syntax only, by step 1), and
@@ -65,7 +71,7 @@ if (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernet
     exit 1
 fi
 
-# A python3, for step 3 (PyYAML for the NodeConfig checks to come).
+# A python3 with PyYAML, for steps 3 and 4.
 py=python3
 if ! "$py" -c 'import yaml' 2>/dev/null; then
     py=/usr/bin/python3
@@ -95,5 +101,85 @@ if n == 0 or script is not None:
 EOF
 shellcheck -s sh "$tmp"/inline-*.sh
 
+# 4. The NodeConfig files.
+"$py" - nodeadm.d/50-nthd-graceful-shutdown.yaml nodeconfig-user-data.mime <<'EOF'
+import email, re, sys
+import yaml
+
+SPOT_BUDGET = 110  # seconds: the 2-minute Spot notice minus nthd check's 10 s margin
+errors = []
+
+def seconds(value, where):
+    """A Go time.Duration string (what kubelet accepts), in seconds."""
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", str(value))
+    if not parts or "".join(n + u for n, u in parts) != str(value):
+        errors.append(f"{where}: {value!r} is not a duration such as 90s")
+        return 0.0
+    return sum(float(n) * units[u] for n, u in parts)
+
+def node_config(text, where):
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        errors.append(f"{where}: not YAML: {e}")
+        return {}
+    if not isinstance(doc, dict) or doc.get("apiVersion") != "node.eks.aws/v1alpha1" \
+            or doc.get("kind") != "NodeConfig":
+        errors.append(f"{where}: not a node.eks.aws/v1alpha1 NodeConfig")
+        return {}
+    return doc.get("spec") or {}
+
+def check_kubelet(kc, where):
+    total = None
+    by_prio = kc.get("shutdownGracePeriodByPodPriority")
+    plain = [k for k in ("shutdownGracePeriod", "shutdownGracePeriodCriticalPods") if k in kc]
+    if by_prio is not None:
+        if plain:
+            errors.append(f"{where}: shutdownGracePeriodByPodPriority excludes {', '.join(plain)}")
+        total = sum(int(p["shutdownGracePeriodSeconds"]) for p in by_prio)
+    elif len(plain) == 2:
+        total = seconds(kc["shutdownGracePeriod"], where)
+        critical = seconds(kc["shutdownGracePeriodCriticalPods"], where)
+        if not 0 < critical < total:
+            errors.append(f"{where}: shutdownGracePeriodCriticalPods must be above 0 and below shutdownGracePeriod")
+    else:
+        errors.append(f"{where}: spec.kubelet.config needs shutdownGracePeriod and shutdownGracePeriodCriticalPods")
+    if total is not None and not 0 < total <= SPOT_BUDGET:
+        errors.append(f"{where}: a {total:g} s grace period does not fit the 2-minute Spot notice (at most {SPOT_BUDGET} s)")
+
+dropin_path, mime_path = sys.argv[1], sys.argv[2]
+
+dropin = node_config(open(dropin_path, encoding="utf-8").read(), dropin_path)
+dropin_kc = (dropin.get("kubelet") or {}).get("config") or {}
+check_kubelet(dropin_kc, dropin_path)
+if set(dropin) != {"kubelet"}:
+    errors.append(f"{dropin_path}: the image's drop-in should set spec.kubelet only, not {sorted(set(dropin) - {'kubelet'})}")
+
+msg = email.message_from_string(open(mime_path, encoding="utf-8").read())
+if not msg.is_multipart() or msg.defects:
+    errors.append(f"{mime_path}: not a well-formed MIME multipart document ({msg.defects})")
+merged = {}
+parts = [p for p in msg.walk() if p.get_content_type() == "application/node.eks.aws"]
+if not parts:
+    errors.append(f"{mime_path}: no application/node.eks.aws part")
+for i, part in enumerate(parts, 1):
+    spec = node_config(part.get_payload(), f"{mime_path} part {i}")
+    for key, value in spec.items():  # later parts win, as in nodeadm (shallow is enough here)
+        merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else value
+cluster = merged.get("cluster") or {}
+missing = [k for k in ("name", "apiServerEndpoint", "certificateAuthority", "cidr") if not cluster.get(k)]
+if missing:
+    errors.append(f"{mime_path}: spec.cluster lacks {', '.join(missing)}")
+user_kc = (merged.get("kubelet") or {}).get("config") or {}
+check_kubelet(user_kc, mime_path)
+if user_kc != dropin_kc:
+    errors.append(f"{mime_path}: spec.kubelet.config {user_kc} differs from {dropin_path}'s {dropin_kc}")
+
+for e in errors:
+    print(f"validate.sh: {e}", file=sys.stderr)
+sys.exit(1 if errors else 0)
+EOF
 echo "validate.sh: ok: packer fmt on the whole template; packer validate (x86_64, arm64) without" \
-    "required_plugins and metadata_options, $(packer version | head -n1); shellcheck of the inline scripts"
+    "required_plugins and metadata_options, $(packer version | head -n1); shellcheck of the inline" \
+    "scripts; NodeConfig drop-in and user data"
