@@ -58,9 +58,13 @@ fn check(
     }
 }
 
-/// The oldest systemd whose logind delay inhibitors kubelet's Graceful Node Shutdown works with
-/// (systemd 219 on Amazon Linux 2 / CentOS 7 does not: kubernetes#101553).
-pub(crate) const MIN_SYSTEMD: u32 = 220;
+/// The oldest systemd nthd.service runs on: it needs `StateDirectory=` and
+/// `RuntimeDirectory=` with their environment variables (235), as the tarball's install.sh
+/// does. Older ones fail apart: kubelet's Graceful Node Shutdown does not work with 219
+/// (Amazon Linux 2 / CentOS 7, kubernetes#101553), and 220–234 cannot run the unit.
+pub(crate) const MIN_SYSTEMD: u32 = 235;
+/// The oldest systemd kubelet's Graceful Node Shutdown works with.
+const MIN_SYSTEMD_GNS: u32 = 220;
 
 /// Parses the major version from strings like `252.38-1~deb12u1` or `219`.
 pub(crate) fn systemd_major(v: &str) -> Option<u32> {
@@ -552,7 +556,7 @@ async fn logind_permits(c: &mut Ctx<'_>, action: PowerAction) -> Check {
     )
 }
 
-/// systemd's version, from PID 1: kubelet's Graceful Node Shutdown needs [`MIN_SYSTEMD`].
+/// systemd's version, from PID 1: nthd.service and kubelet's Graceful Node Shutdown need [`MIN_SYSTEMD`].
 async fn systemd_version(c: &mut Ctx<'_>) -> Check {
     const NAME: &str = "systemd version";
     let v = match c.logind.systemd_version().await {
@@ -564,18 +568,24 @@ async fn systemd_version(c: &mut Ctx<'_>) -> Check {
     };
     match systemd_major(&v) {
         Some(m) if m >= MIN_SYSTEMD => check(NAME, true, Status::Pass, v, None),
-        Some(_) => check(
-            NAME,
-            true,
-            Status::Fail,
-            v,
-            Some(format!(
-                "kubelet Graceful Node Shutdown needs systemd >= {MIN_SYSTEMD} (systemd 219 on \
-                 Amazon Linux 2 / CentOS 7 does not work, kubernetes#101553); move to Amazon \
-                 Linux 2023 or another current distribution"
-            )),
-        ),
+        Some(m) => check(NAME, true, Status::Fail, v, Some(old_systemd_fix(m))),
         None => check(NAME, true, Status::Warn, v, None),
+    }
+}
+
+/// What to do about a systemd older than [`MIN_SYSTEMD`], by what it breaks.
+fn old_systemd_fix(major: u32) -> String {
+    if major < MIN_SYSTEMD_GNS {
+        format!(
+            "kubelet Graceful Node Shutdown needs systemd >= {MIN_SYSTEMD_GNS} (systemd 219 on \
+             Amazon Linux 2 / CentOS 7 does not work, kubernetes#101553), and nthd.service \
+             needs >= {MIN_SYSTEMD}; move to Amazon Linux 2023 or another current distribution"
+        )
+    } else {
+        format!(
+            "nthd.service needs systemd >= {MIN_SYSTEMD} (StateDirectory=, RuntimeDirectory=); \
+             upgrade systemd or move to a current distribution"
+        )
     }
 }
 

@@ -192,6 +192,24 @@ async fn each_failure_is_reported_with_its_fix() {
         .contains("poweroff"));
 }
 
+/// systemd 220 to 234 have working delay inhibitors but cannot run nthd.service
+/// (`StateDirectory=` came in 235, and the tarball's install.sh refuses them), so the check
+/// fails there too, naming the unit rather than kubelet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_older_than_the_unit_needs_fails() {
+    let e = env().await;
+    for (v, st, fix) in [
+        ("234", "fail", "nthd.service needs systemd >= 235"),
+        ("235", "pass", ""),
+    ] {
+        e.systemd.set_version(v);
+        let (_, out) = run(&e, &[]).await;
+        let c = get(&out, "systemd version");
+        assert_eq!(c["status"], st, "systemd {v}: {c:#}");
+        assert!(c["fix"].as_str().unwrap_or("").contains(fix), "{c:#}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_key_not_handled_and_kubelet_dropin_overridden_warn() {
     let e = env().await;
