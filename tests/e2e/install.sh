@@ -181,11 +181,11 @@ expect_refusal() {
   REFUSALS+=("$phrase")
 }
 
-scen_tarball() {
-  local tb tb_arm name out before after
+# The x86_64 tarball checked against SHA256SUMS and unpacked at $TARDIR; the file system before.
+_tarball_unpack() {
+  local tb name before
   tb="$(tarball_for x86_64)" || fail "no x86_64 tarball"
   name="$(basename "$tb" .tar.gz)"
-  boot
   step "unpack $name (sha256sum -c)"
   ct_put "$tb" >/dev/null
   [[ -r "$DIST/SHA256SUMS" ]] || fail "no $DIST/SHA256SUMS"
@@ -195,7 +195,11 @@ scen_tarball() {
   TARDIR="/opt/dl/$name"  # readable by nobody, for the not-root refusal
   before="$(fs_snapshot)" || fail "snapshot"
   printf '%s\n' "$before" >"$SDIR/fs-before.txt"
+}
 
+# install.sh's refusals: each names the reason and installs nothing.
+_tarball_refusals() {
+  local tb_arm
   step "refusals"
   REFUSALS=()
   expect_refusal "must run as root" runuser -u nobody -- sh "$TARDIR/install.sh"
@@ -218,7 +222,11 @@ scen_tarball() {
       exec sh "$1/install.sh"' sh "$TARDIR"
   expect_refusal "unknown argument" sh "$TARDIR/install.sh" --frobnicate
   timing "${#REFUSALS[@]} refusals"
+}
 
+# --no-start for image builds, then --uninstall (which keeps user nthd).
+_tarball_no_start() {
+  local out
   step "install --no-start where systemd is not PID 1 (image build)"
   out="$(run_installer unshare -m sh -c 'mount -t tmpfs none /run/systemd && exec sh "$1/install.sh" --no-start' sh "$TARDIR")" \
     || fail "install.sh --no-start failed: $out"
@@ -231,7 +239,11 @@ scen_tarball() {
   expect_inactive_and_gone
   ct_exec getent passwd nthd >/dev/null || fail "--uninstall removed user nthd (the packages keep it)"
   ! ct_exec test -e /usr/bin/nthd || fail "--uninstall left /usr/bin/nthd"
+}
 
+# A full install, then --uninstall --purge leaves the system as it was.
+_tarball_install_purge() {
+  local out after
   step "install (systemd running): user through sysusers, enabled, started"
   local t0; t0="$(now_ms)"
   out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh failed: $out"
@@ -257,7 +269,11 @@ scen_tarball() {
   diff -u "$SDIR/fs-before.txt" "$SDIR/fs-after-purge.txt" >"$SDIR/fs-purge.diff" \
     || fail "install + --uninstall --purge left the system different: $(head -c 1500 "$SDIR/fs-purge.diff")"
   log "file system and accounts identical to before the first install ($(wc -l <"$SDIR/fs-before.txt") paths compared)"
+}
 
+# --prefix /opt/nthd for a read-only /usr, then purged.
+_tarball_prefix() {
+  local out
   step "--prefix /opt/nthd (read-only /usr): binary there, unit/sysusers/rule in /etc"
   out="$(run_installer sh "$TARDIR/install.sh" --prefix /opt/nthd)" || fail "install.sh --prefix failed: $out"
   nthd_active || fail "nthd not active after install.sh --prefix /opt/nthd"
@@ -273,7 +289,11 @@ scen_tarball() {
   fs_snapshot >"$SDIR/fs-after-prefix-purge.txt" || fail "snapshot"
   diff -u "$SDIR/fs-before.txt" "$SDIR/fs-after-prefix-purge.txt" >"$SDIR/fs-prefix.diff" \
     || fail "--prefix install + --uninstall --purge left the system different: $(head -c 1500 "$SDIR/fs-prefix.diff")"
+}
 
+# No install over the .deb; an existing settings file kept; a rerun restarts the daemon.
+_tarball_deb_rerun() {
+  local out
   step "refuses to install over the .deb"
   local deb; deb="$(deb_path)" || fail "no amd64 .deb"
   ct_put "$deb" nthd.deb >/dev/null
@@ -294,6 +314,16 @@ scen_tarball() {
   out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh (second run) failed: $out"
   wait_until 10 nthd_active || fail "nthd not active after the rerun"
   [[ "$(nthd_main_pid)" != "$pid0" ]] || fail "rerunning install.sh did not restart nthd"
+}
+
+scen_tarball() {
+  boot
+  _tarball_unpack
+  _tarball_refusals
+  _tarball_no_start
+  _tarball_install_purge
+  _tarball_prefix
+  _tarball_deb_rerun
   spot_terminate
 }
 

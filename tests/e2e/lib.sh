@@ -133,6 +133,33 @@ _ct_find_init() {
   return 1
 }
 
+# Wait for the booting container's systemd to reach running (or degraded), up to
+# E2E_BOOT_TIMEOUT; sets CT_PID, and ST_BOOTED to the state.  On failure, the console's tail.
+_ct_wait_booted() {
+  local dir="$1" deadline=$(( $(now_ms) + E2E_BOOT_TIMEOUT * 1000 )) st=""
+  while :; do
+    if ! ct_alive; then
+      log "container exited during boot (rc=$CT_EXIT_RC); console:"; tail -n 30 "$dir/console.log" >&2
+      return 1
+    fi
+    if [[ -z "$CT_PID" ]]; then
+      CT_PID="$(_ct_find_init "$CT_NSPAWN_PID")" || CT_PID=""
+    fi
+    if [[ -n "$CT_PID" ]]; then
+      st="$(ct_exec systemctl is-system-running 2>/dev/null)" || true
+      [[ "$st" == running || "$st" == degraded ]] && break
+    fi
+    if (( $(now_ms) >= deadline )); then
+      log "boot timeout after ${E2E_BOOT_TIMEOUT}s (init pid '${CT_PID}', state '${st}'); console:"
+      tail -n 30 "$dir/console.log" >&2
+      if [[ -n "$CT_PID" ]]; then ct_exec systemctl list-jobs --no-legend >&2 || true; fi
+      return 1
+    fi
+    sleep 0.2
+  done
+  ST_BOOTED="$st"
+}
+
 # Boot a fresh throwaway instance.
 # Usage: ct_boot NAME HOSTDIR [extra systemd-nspawn args...]
 # HOSTDIR is created, bound at /e2e; HOSTDIR/journal is the container's
@@ -174,29 +201,9 @@ ct_boot() {
   wait_until 5 test -s "$dir/nspawn.pid" || { log "nspawn did not start"; return 1; }
   CT_NSPAWN_PID="$(cat "$dir/nspawn.pid")"
 
-  local deadline=$(( $(now_ms) + E2E_BOOT_TIMEOUT * 1000 )) st=""
-  while :; do
-    if ! ct_alive; then
-      log "container exited during boot (rc=$CT_EXIT_RC); console:"; tail -n 30 "$dir/console.log" >&2
-      return 1
-    fi
-    if [[ -z "$CT_PID" ]]; then
-      CT_PID="$(_ct_find_init "$CT_NSPAWN_PID")" || CT_PID=""
-    fi
-    if [[ -n "$CT_PID" ]]; then
-      st="$(ct_exec systemctl is-system-running 2>/dev/null)" || true
-      [[ "$st" == running || "$st" == degraded ]] && break
-    fi
-    if (( $(now_ms) >= deadline )); then
-      log "boot timeout after ${E2E_BOOT_TIMEOUT}s (init pid '${CT_PID}', state '${st}'); console:"
-      tail -n 30 "$dir/console.log" >&2
-      if [[ -n "$CT_PID" ]]; then ct_exec systemctl list-jobs --no-legend >&2 || true; fi
-      return 1
-    fi
-    sleep 0.2
-  done
+  _ct_wait_booted "$dir" || return 1
   CT_BOOT_MS=$(( $(now_ms) - CT_START_MS ))
-  [[ "$st" == degraded ]] && { log "note: container is degraded; failed units:"; ct_exec systemctl --failed --no-legend >&2 || true; }
+  [[ "$ST_BOOTED" == degraded ]] && { log "note: container is degraded; failed units:"; ct_exec systemctl --failed --no-legend >&2 || true; }
   ct_require_ip_firewall
 }
 

@@ -109,6 +109,23 @@ customise() {
   done
   ln -sfn /lib/systemd/system/multi-user.target "$r/etc/systemd/system/default.target"
 
+  _customise_conf "$r"
+  # The stock InhibitDelayMaxSec (5 s) stays in place on purpose: the
+  # scenarios raise it at run time like kubelet does (drop-in + SIGHUP).
+
+  # No apt inside the container (private network anyway); drop the lists.
+  rm -rf "$r/var/lib/apt/lists/"* "$r/var/cache/apt/"*.bin
+  # No policy-rc.d: dpkg -i of nthd inside the booted container must really
+  # enable+start the service, exactly as on a real node.
+  rm -f "$r/usr/sbin/policy-rc.d"
+  # node_exporter (Debian 12 tree only) is enabled by its postinst; only the observability
+  # scenario starts it, so it costs the other scenarios' boots nothing.
+  rm -f "$r/etc/systemd/system/multi-user.target.wants/prometheus-node-exporter.service"
+}
+
+# systemd's and journald's configuration for the tests (part of customise()).
+_customise_conf() {
+  local r="$1"
   # journald: no rate limiting (we grep the journal for evidence), sync
   # quickly, persistent storage into /var/log/journal which the harness binds
   # to a host directory so the journal survives the container's power-off.
@@ -132,17 +149,6 @@ DefaultTimeoutStartSec=30s
 DefaultTimeoutStopSec=10s
 ShowStatus=no
 EOF
-  # The stock InhibitDelayMaxSec (5 s) stays in place on purpose: the
-  # scenarios raise it at run time like kubelet does (drop-in + SIGHUP).
-
-  # No apt inside the container (private network anyway); drop the lists.
-  rm -rf "$r/var/lib/apt/lists/"* "$r/var/cache/apt/"*.bin
-  # No policy-rc.d: dpkg -i of nthd inside the booted container must really
-  # enable+start the service, exactly as on a real node.
-  rm -f "$r/usr/sbin/policy-rc.d"
-  # node_exporter (Debian 12 tree only) is enabled by its postinst; only the observability
-  # scenario starts it, so it costs the other scenarios' boots nothing.
-  rm -f "$r/etc/systemd/system/multi-user.target.wants/prometheus-node-exporter.service"
 }
 
 # Install the host tools that are missing, by their Debian package, as
@@ -164,53 +170,27 @@ ensure_host_tools() {
 # binfmt_misc's name for a Debian architecture.
 _qemu_arch() { case "$1" in arm64) echo aarch64;; *) echo "$1";; esac; }
 
-main() {
-  [[ $EUID -eq 0 ]] || die "rootfs.sh must run as root"
-  local force=0
-  [[ "${1:-}" == "--force" ]] && force=1
-  ensure_host_tools
-  # A foreign tree (arm64 here) is debootstrapped and booted through qemu-user: register it with
-  # binfmt_misc first, or debootstrap fails at once with "Unable to execute target architecture"
-  # on a new machine where nothing else has registered it yet.
-  if [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]]; then
-    bash "$REPO/tests/binfmt-$(_qemu_arch "$E2E_ARCH").sh" >&2 || die "cannot run $E2E_ARCH binaries on this host"
-  fi
-  mkdir -p "$E2E_DIR"
-  exec 9>"$ROOTFS.lock"
-  flock 9
+# debootstrap the tree afresh into $ROOTFS, and stamp it with what it was built from.
+_debootstrap() {
+  local mirror="$1" want="$2"
+  local tmp="$ROOTFS.tmp"
+  rm -rf "$tmp" "$ROOTFS.setup-stamp"
+  mkdir -p "$tmp" "$E2E_DIR/debs"
+  log "debootstrap $SUITE (minbase) from $mirror: ${PACKAGES[*]}"
+  local t0=$SECONDS
+  debootstrap --variant=minbase --arch="$E2E_ARCH" --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+    --cache-dir="$E2E_DIR/debs" "$SUITE" "$tmp" "$mirror" \
+    >"$ROOTFS.debootstrap.log" 2>&1 \
+    || { tail -n 40 "$ROOTFS.debootstrap.log" >&2; die "debootstrap failed (log: $ROOTFS.debootstrap.log)"; }
+  log "debootstrap took $((SECONDS - t0)) s"
+  rm -rf "$ROOTFS"
+  mv "$tmp" "$ROOTFS"
+  echo "$want" >"$ROOTFS.stamp"
+}
 
-  local mirror want have setup_want setup_have
-  mirror="$(detect_mirror)"
-  want="suite=$SUITE variant=minbase arch=$E2E_ARCH packages=$(IFS=,; echo "${PACKAGES[*]}")"
-  setup_want="$(declare -f customise | sha256sum | cut -d' ' -f1)"
-  have="$(cat "$ROOTFS.stamp" 2>/dev/null || true)"
-  setup_have="$(cat "$ROOTFS.setup-stamp" 2>/dev/null || true)"
-
-  if [[ $force -eq 0 && -d "$ROOTFS" && "$have" == "$want" && "$setup_have" == "$setup_want" ]]; then
-    log "rootfs up to date: $ROOTFS"
-    return 0
-  fi
-
-  if [[ $force -eq 1 || ! -d "$ROOTFS" || "$have" != "$want" ]]; then
-    local tmp="$ROOTFS.tmp"
-    rm -rf "$tmp" "$ROOTFS.setup-stamp"
-    mkdir -p "$tmp" "$E2E_DIR/debs"
-    log "debootstrap $SUITE (minbase) from $mirror: ${PACKAGES[*]}"
-    local t0=$SECONDS
-    debootstrap --variant=minbase --arch="$E2E_ARCH" --include="$(IFS=,; echo "${PACKAGES[*]}")" \
-      --cache-dir="$E2E_DIR/debs" "$SUITE" "$tmp" "$mirror" \
-      >"$ROOTFS.debootstrap.log" 2>&1 \
-      || { tail -n 40 "$ROOTFS.debootstrap.log" >&2; die "debootstrap failed (log: $ROOTFS.debootstrap.log)"; }
-    log "debootstrap took $((SECONDS - t0)) s"
-    rm -rf "$ROOTFS"
-    mv "$tmp" "$ROOTFS"
-    echo "$want" >"$ROOTFS.stamp"
-  fi
-
-  customise "$ROOTFS"
-
-  # Test boot: boot, wait for running/degraded, check logind+polkit are up,
-  # power off via logind, and require nspawn to exit on its own.
+# Test boot: boot, wait for running/degraded, check logind+polkit are up,
+# power off via logind, and require nspawn to exit on its own.
+_test_boot() {
   trap ct_cleanup EXIT
   log "test boot"
   local dir; dir="$E2E_DIR/runs/$(basename "$ROOTFS")-selftest"
@@ -235,6 +215,42 @@ main() {
   ct_wait_exit $((60 * E2E_SLOW)) || { ct_cleanup; die "container did not power off within $((60 * E2E_SLOW)) s"; }
   log "test boot ok: boot $(fmt_ms "$CT_BOOT_MS"), PowerOff -> nspawn exit $(fmt_ms $((CT_EXIT_MS - t_off))) (rc $CT_EXIT_RC)"
   ct_cleanup
+}
+
+main() {
+  [[ $EUID -eq 0 ]] || die "rootfs.sh must run as root"
+  local force=0
+  [[ "${1:-}" == "--force" ]] && force=1
+  ensure_host_tools
+  # A foreign tree (arm64 here) is debootstrapped and booted through qemu-user: register it with
+  # binfmt_misc first, or debootstrap fails at once with "Unable to execute target architecture"
+  # on a new machine where nothing else has registered it yet.
+  if [[ "$E2E_ARCH" != "$E2E_HOST_ARCH" ]]; then
+    bash "$REPO/tests/binfmt-$(_qemu_arch "$E2E_ARCH").sh" >&2 || die "cannot run $E2E_ARCH binaries on this host"
+  fi
+  mkdir -p "$E2E_DIR"
+  exec 9>"$ROOTFS.lock"
+  flock 9
+
+  local mirror want have setup_want setup_have
+  mirror="$(detect_mirror)"
+  want="suite=$SUITE variant=minbase arch=$E2E_ARCH packages=$(IFS=,; echo "${PACKAGES[*]}")"
+  setup_want="$(declare -f customise _customise_conf | sha256sum | cut -d' ' -f1)"
+  have="$(cat "$ROOTFS.stamp" 2>/dev/null || true)"
+  setup_have="$(cat "$ROOTFS.setup-stamp" 2>/dev/null || true)"
+
+  if [[ $force -eq 0 && -d "$ROOTFS" && "$have" == "$want" && "$setup_have" == "$setup_want" ]]; then
+    log "rootfs up to date: $ROOTFS"
+    return 0
+  fi
+
+  if [[ $force -eq 1 || ! -d "$ROOTFS" || "$have" != "$want" ]]; then
+    _debootstrap "$mirror" "$want"
+  fi
+
+  customise "$ROOTFS"
+
+  _test_boot
   echo "$setup_want" >"$ROOTFS.setup-stamp"
   log "rootfs ready: $ROOTFS"
 }
