@@ -166,8 +166,41 @@ pub enum NoticeKind {
     Unknown,
 }
 
-/// Static facts about a notice kind: its setting name, flag and environment variable. What nthd
-/// does about it by default is policy (`policy::default_action`).
+/// What the node should do about a kind's notice unless told otherwise: the fact the policy's
+/// default action rests on (`policy::default_action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByDefault {
+    /// The machine is going away: power off, so kubelet drains first.
+    PowerOff,
+    /// Powering off would do harm (hibernation, live migration, Azure Freeze, a reboot nobody
+    /// asked nthd to do) or nothing is certain yet: log it.
+    Log,
+}
+
+/// When a power action for the kind happens by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// At once: the notice comes minutes or seconds ahead.
+    AtOnce,
+    /// At the last safe moment before the deadline: the notice comes hours or days ahead.
+    AtDeadline,
+}
+
+/// Whether the kind's notices carry a platform event id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventIdentity {
+    /// AWS scheduled events, Azure Scheduled Events: a notice can be told apart from a new one
+    /// across a reboot, so `reboot` is allowed.
+    EventId,
+    /// A spot notice or a rebalance recommendation still listed after a reboot looks exactly
+    /// like a new one.
+    NoEventId,
+}
+
+/// Every fact about a notice kind, in one row per kind: its setting name, flag, environment
+/// variable and help, and what it means for the node. `NoticeKind::info` is an exhaustive
+/// match over these rows, so a new kind does not compile until it has one.
+#[derive(Clone, Copy, Debug)]
 pub struct KindInfo {
     /// The kind.
     pub kind: NoticeKind,
@@ -179,75 +212,90 @@ pub struct KindInfo {
     pub env: &'static str,
     /// What the notice is, for `--help`.
     pub help: &'static str,
+    /// What nthd does about it unless told otherwise.
+    pub by_default: ByDefault,
+    /// When a power action for it happens unless told otherwise.
+    pub timing: Timing,
+    /// Whether its notices carry a platform event id.
+    pub event_identity: EventIdentity,
+    /// The platform's usual lead time in seconds (0: none or not a notice), the deadline of a
+    /// fire drill.
+    pub usual_lead_secs: u64,
 }
 
 macro_rules! kinds {
-    ($( $kind:ident, $name:literal, $env:literal, $help:literal; )*) => {
+    ($( $kind:ident, $name:literal, $env:literal, $by:ident, $timing:ident, $id:ident, $lead:literal,
+        $help:literal; )*) => {
         /// Every kind, in documentation order.
-        pub const KINDS: &[KindInfo] = &[
-            $( KindInfo {
-                kind: NoticeKind::$kind,
-                name: $name,
-                flag: concat!("action-", $name),
-                env: concat!("NTHD_ACTION_", $env),
-                help: $help,
-            }, )*
-        ];
+        pub const KINDS: &[KindInfo] = &[ $( *NoticeKind::$kind.info(), )* ];
+
+        impl NoticeKind {
+            /// The kind's row of facts.
+            pub const fn info(self) -> &'static KindInfo {
+                match self {
+                    $( NoticeKind::$kind => &KindInfo {
+                        kind: NoticeKind::$kind,
+                        name: $name,
+                        flag: concat!("action-", $name),
+                        env: concat!("NTHD_ACTION_", $env),
+                        help: $help,
+                        by_default: ByDefault::$by,
+                        timing: Timing::$timing,
+                        event_identity: EventIdentity::$id,
+                        usual_lead_secs: $lead,
+                    }, )*
+                }
+            }
+        }
     };
 }
 
+// kind, name, variable, by default, timing, event id, usual lead time (s), help
 kinds! {
-    SpotTerminate, "spot-terminate", "SPOT_TERMINATE",
+    SpotTerminate, "spot-terminate", "SPOT_TERMINATE", PowerOff, AtOnce, NoEventId, 120,
         "AWS spot instance-action `terminate` (about 2 minutes ahead)";
-    SpotStop, "spot-stop", "SPOT_STOP",
+    SpotStop, "spot-stop", "SPOT_STOP", PowerOff, AtOnce, NoEventId, 120,
         "AWS spot instance-action `stop`";
-    SpotHibernate, "spot-hibernate", "SPOT_HIBERNATE",
+    SpotHibernate, "spot-hibernate", "SPOT_HIBERNATE", Log, AtOnce, NoEventId, 120,
         "AWS spot instance-action `hibernate` (powering off would break hibernation)";
-    Rebalance, "rebalance", "REBALANCE",
+    Rebalance, "rebalance", "REBALANCE", Log, AtOnce, NoEventId, 0,
         "AWS rebalance recommendation (elevated interruption risk, not a notice)";
-    AsgTerminate, "asg-terminate", "ASG_TERMINATE",
+    AsgTerminate, "asg-terminate", "ASG_TERMINATE", PowerOff, AtOnce, NoEventId, 0,
         "AWS Auto Scaling target-lifecycle-state `Terminated` / `Warmed:Terminated`";
-    AsgOther, "asg-other", "ASG_OTHER",
+    AsgOther, "asg-other", "ASG_OTHER", Log, AtOnce, NoEventId, 0,
         "AWS Auto Scaling target-lifecycle-state other than InService (Standby, Detached, Warmed:*)";
-    ScheduledStop, "scheduled-stop", "SCHEDULED_STOP",
+    ScheduledStop, "scheduled-stop", "SCHEDULED_STOP", PowerOff, AtDeadline, EventId, 3600,
         "AWS scheduled event `instance-stop` or `instance-retirement`";
-    ScheduledReboot, "scheduled-reboot", "SCHEDULED_REBOOT",
+    ScheduledReboot, "scheduled-reboot", "SCHEDULED_REBOOT", Log, AtDeadline, EventId, 3600,
         "AWS scheduled event `instance-reboot` or `system-reboot`";
-    ScheduledMaintenance, "scheduled-maintenance", "SCHEDULED_MAINTENANCE",
+    ScheduledMaintenance, "scheduled-maintenance", "SCHEDULED_MAINTENANCE", Log, AtDeadline, EventId, 3600,
         "AWS scheduled event `system-maintenance`";
-    GcpPreempt, "gcp-preempt", "GCP_PREEMPT",
+    GcpPreempt, "gcp-preempt", "GCP_PREEMPT", PowerOff, AtOnce, NoEventId, 30,
         "GCP `instance/preempted` = TRUE (as the ACPI soft-off starts, hard-off 30 s later; 120 s earlier with a preemption notice)";
-    GcpTerminateMaintenance, "gcp-terminate-maintenance", "GCP_TERMINATE_MAINTENANCE",
+    GcpTerminateMaintenance, "gcp-terminate-maintenance", "GCP_TERMINATE_MAINTENANCE", PowerOff, AtDeadline, NoEventId, 30,
         "GCP `instance/maintenance-event` = TERMINATE_ON_HOST_MAINTENANCE (at the last safe moment before instance/upcoming-maintenance's start, else at once)";
-    GcpMigrate, "gcp-migrate", "GCP_MIGRATE",
+    GcpMigrate, "gcp-migrate", "GCP_MIGRATE", Log, AtOnce, NoEventId, 60,
         "GCP `instance/maintenance-event` = MIGRATE_ON_HOST_MAINTENANCE (live migration)";
-    AzurePreempt, "azure-preempt", "AZURE_PREEMPT",
+    AzurePreempt, "azure-preempt", "AZURE_PREEMPT", PowerOff, AtOnce, EventId, 30,
         "Azure Scheduled Event `Preempt` for this VM (at least 30 seconds ahead)";
-    AzureTerminate, "azure-terminate", "AZURE_TERMINATE",
+    AzureTerminate, "azure-terminate", "AZURE_TERMINATE", PowerOff, AtOnce, EventId, 600,
         "Azure Scheduled Event `Terminate` for this VM";
-    AzureReboot, "azure-reboot", "AZURE_REBOOT",
+    AzureReboot, "azure-reboot", "AZURE_REBOOT", Log, AtDeadline, EventId, 900,
         "Azure Scheduled Event `Reboot` for this VM";
-    AzureRedeploy, "azure-redeploy", "AZURE_REDEPLOY",
+    AzureRedeploy, "azure-redeploy", "AZURE_REDEPLOY", Log, AtDeadline, EventId, 900,
         "Azure Scheduled Event `Redeploy` for this VM";
-    AzureFreeze, "azure-freeze", "AZURE_FREEZE",
+    AzureFreeze, "azure-freeze", "AZURE_FREEZE", Log, AtOnce, EventId, 900,
         "Azure Scheduled Event `Freeze` (a pause of seconds, never a reason to power off)";
-    AlibabaSpot, "alibaba-spot", "ALIBABA_SPOT",
+    AlibabaSpot, "alibaba-spot", "ALIBABA_SPOT", PowerOff, AtOnce, NoEventId, 300,
         "Alibaba Cloud spot termination-time (about 5 minutes ahead)";
-    TencentSpot, "tencent-spot", "TENCENT_SPOT",
+    // Tencent's lead time is not documented: 2 minutes, as Cloud::notice_lead_time assumes.
+    TencentSpot, "tencent-spot", "TENCENT_SPOT", PowerOff, AtOnce, NoEventId, 120,
         "Tencent Cloud spot termination-time (read as UTC+8; lead time not documented)";
-    Unknown, "unknown", "UNKNOWN",
+    Unknown, "unknown", "UNKNOWN", Log, AtOnce, NoEventId, 0,
         "Anything the metadata service says that nthd does not recognise";
 }
 
 impl NoticeKind {
-    /// The kind's static facts, from [`KINDS`].
-    pub fn info(self) -> &'static KindInfo {
-        KINDS
-            .iter()
-            .find(|k| k.kind == self)
-            .expect("every NoticeKind is in KINDS")
-    }
-
     /// The setting name, e.g. `spot-terminate`.
     pub fn name(self) -> &'static str {
         self.info().name
@@ -262,18 +310,7 @@ impl NoticeKind {
     /// Scheduled Events). Only those can be told apart across a reboot: a spot notice or a
     /// rebalance recommendation still listed after a reboot looks exactly like a new one.
     pub fn has_event_id(self) -> bool {
-        use NoticeKind::*;
-        matches!(
-            self,
-            ScheduledStop
-                | ScheduledReboot
-                | ScheduledMaintenance
-                | AzurePreempt
-                | AzureTerminate
-                | AzureReboot
-                | AzureRedeploy
-                | AzureFreeze
-        )
+        self.info().event_identity == EventIdentity::EventId
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::notice::{Notice, NoticeKind, NoticeStatus, SourceId, KINDS};
+use crate::notice::{ByDefault, Notice, NoticeKind, NoticeStatus, SourceId, Timing, KINDS};
 
 /// What to do about a notice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,36 +120,16 @@ impl fmt::Display for Action {
 /// take the machine away, log where powering off would do harm (hibernation, live migration,
 /// Azure Freeze, a reboot nobody asked nthd to do) or where nothing is certain yet.
 pub fn default_action(kind: NoticeKind) -> Action {
-    use NoticeKind::*;
-    match kind {
-        SpotTerminate
-        | SpotStop
-        | AsgTerminate
-        | ScheduledStop
-        | GcpPreempt
-        | GcpTerminateMaintenance
-        | AzurePreempt
-        | AzureTerminate
-        | AlibabaSpot
-        | TencentSpot => Action::PowerOff,
-        SpotHibernate | Rebalance | AsgOther | ScheduledReboot | ScheduledMaintenance
-        | GcpMigrate | AzureReboot | AzureRedeploy | AzureFreeze | Unknown => Action::Log,
+    match kind.info().by_default {
+        ByDefault::PowerOff => Action::PowerOff,
+        ByDefault::Log => Action::Log,
     }
 }
 
 /// Whether a power action for `kind` waits for the last safe moment before the deadline by
 /// default: the kinds announced hours or days ahead.
 pub(crate) fn deadline_by_default(kind: NoticeKind) -> bool {
-    use NoticeKind::*;
-    matches!(
-        kind,
-        ScheduledStop
-            | ScheduledReboot
-            | ScheduledMaintenance
-            | GcpTerminateMaintenance
-            | AzureReboot
-            | AzureRedeploy
-    )
+    kind.info().timing == Timing::AtDeadline
 }
 
 /// The policy settings.

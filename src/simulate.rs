@@ -21,25 +21,7 @@ use crate::timefmt;
 
 /// A plausible deadline for a drill of `kind`: the platform's usual lead time.
 pub(crate) fn default_lead(kind: NoticeKind) -> Duration {
-    Duration::from_secs(match kind {
-        NoticeKind::SpotTerminate | NoticeKind::SpotStop | NoticeKind::SpotHibernate => 120,
-        NoticeKind::GcpPreempt | NoticeKind::GcpTerminateMaintenance | NoticeKind::AzurePreempt => {
-            30
-        }
-        NoticeKind::GcpMigrate => 60,
-        NoticeKind::AlibabaSpot => 300,
-        // Not documented; the lead time nthd assumes for Tencent (Cloud::notice_lead_time).
-        NoticeKind::TencentSpot => 120,
-        NoticeKind::AzureTerminate => 600,
-        NoticeKind::AzureReboot | NoticeKind::AzureRedeploy | NoticeKind::AzureFreeze => 900,
-        NoticeKind::Rebalance
-        | NoticeKind::AsgTerminate
-        | NoticeKind::AsgOther
-        | NoticeKind::Unknown => 0,
-        NoticeKind::ScheduledStop
-        | NoticeKind::ScheduledReboot
-        | NoticeKind::ScheduledMaintenance => 3600,
-    })
+    Duration::from_secs(kind.info().usual_lead_secs)
 }
 
 /// The synthetic notice.
