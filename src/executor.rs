@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::logind::Logind;
+use crate::logind::{Logind, CALL_TIMEOUT};
 use crate::metrics::Metrics;
 use crate::notice::Notice;
 use crate::policy::PowerAction;
@@ -29,10 +29,6 @@ use crate::timefmt;
 pub(crate) const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
 /// journald `MESSAGE_ID` of a power action that failed.
 pub(crate) const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
-
-/// How long the `PowerOff` / `Reboot` call may take. logind answers at once when it accepts
-/// (the drain happens after the answer); a hung logind must not stall nthd.
-pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a logind property read may take.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(3);

@@ -214,7 +214,8 @@ fn current_user() -> String {
     }
 }
 
-fn classify(method: &'static str, action: PowerAction, e: zbus::Error) -> LogindError {
+/// A zbus error as a [`LogindError`]: `action` is the power action called, `None` for a read.
+fn classify(method: &'static str, action: Option<PowerAction>, e: zbus::Error) -> LogindError {
     let reason = e.to_string();
     match error_name(&e).as_deref() {
         Some(
@@ -224,7 +225,10 @@ fn classify(method: &'static str, action: PowerAction, e: zbus::Error) -> Logind
         ) => LogindError::Denied {
             method,
             user: current_user(),
-            action: polkit_action(action),
+            action: action.map_or(
+                "none: reading logind needs no polkit action, so the bus policy denied it",
+                polkit_action,
+            ),
             reason,
         },
         Some(
@@ -271,7 +275,14 @@ pub struct Logind {
     address: Option<String>,
 }
 
-const CALL_TIMEOUT: Duration = Duration::from_secs(25);
+/// How long a `PowerOff` / `Reboot` call may take. logind answers at once when it accepts (the
+/// drain happens after the answer); a hung logind must not stall nthd. The executor bounds the
+/// call (connecting included) by this.
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// zbus's own bound on every method call on the connection: above [`CALL_TIMEOUT`], so that the
+/// executor's bound, which also covers connecting, always speaks first.
+const METHOD_TIMEOUT: Duration = Duration::from_secs(CALL_TIMEOUT.as_secs() + 5);
 
 impl Logind {
     pub(crate) fn new() -> Logind {
@@ -307,7 +318,7 @@ impl Logind {
         }
         let conn = tokio::time::timeout(
             Duration::from_secs(5),
-            self.builder().method_timeout(CALL_TIMEOUT).build(),
+            self.builder().method_timeout(METHOD_TIMEOUT).build(),
         )
         .await
         .map_err(|_| LogindError::NoBus {
@@ -361,7 +372,7 @@ impl Logind {
             PowerAction::Reboot => m.reboot(false).await,
             PowerAction::PowerOff => m.power_off(false).await,
         }
-        .map_err(|e| classify(action.method(), action, e));
+        .map_err(|e| classify(action.method(), Some(action), e));
         match r {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -403,76 +414,81 @@ impl Logind {
         }
     }
 
-    /// logind's `InhibitDelayMaxUSec`: how long delay inhibitors (kubelet) may hold shutdown.
-    pub(crate) async fn inhibit_delay_max(&mut self) -> Result<Duration, LogindError> {
+    /// One read from logind's manager; `what` names the method or property in errors. A
+    /// failed read drops a broken connection, so the next one reconnects.
+    async fn read<T, Fut>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce(ManagerProxy<'static>) -> Fut,
+    ) -> Result<T, LogindError>
+    where
+        Fut: std::future::Future<Output = zbus::Result<T>>,
+    {
         let m = self.manager().await?;
-        let r = m
-            .inhibit_delay_max_usec()
-            .await
-            .map(Duration::from_micros)
-            .map_err(|e| classify("Get InhibitDelayMaxUSec", PowerAction::PowerOff, e));
+        let r = call(m).await.map_err(|e| classify(what, None, e));
         if let Err(e) = &r {
             self.on_error(e);
         }
         r
     }
 
+    /// logind's `InhibitDelayMaxUSec`: how long delay inhibitors (kubelet) may hold shutdown.
+    pub(crate) async fn inhibit_delay_max(&mut self) -> Result<Duration, LogindError> {
+        let us = self
+            .read("Get InhibitDelayMaxUSec", |m| async move {
+                m.inhibit_delay_max_usec().await
+            })
+            .await?;
+        Ok(Duration::from_micros(us))
+    }
+
     pub(crate) async fn preparing_for_shutdown(&mut self) -> Result<bool, LogindError> {
-        let m = self.manager().await?;
-        let r = m
-            .preparing_for_shutdown()
-            .await
-            .map_err(|e| classify("Get PreparingForShutdown", PowerAction::PowerOff, e));
-        if let Err(e) = &r {
-            self.on_error(e);
-        }
-        r
+        self.read("Get PreparingForShutdown", |m| async move {
+            m.preparing_for_shutdown().await
+        })
+        .await
     }
 
     /// logind's `CanPowerOff` / `CanReboot` answer for this user (`yes`, `challenge`, ...).
     pub(crate) async fn can(&mut self, action: PowerAction) -> Result<String, LogindError> {
-        let m = self.manager().await?;
-        let (method, r) = match action {
-            PowerAction::Reboot => ("CanReboot", m.can_reboot().await),
-            PowerAction::PowerOff => ("CanPowerOff", m.can_power_off().await),
-        };
-        let r = r.map_err(|e| classify(method, action, e));
-        if let Err(e) = &r {
-            self.on_error(e);
+        match action {
+            PowerAction::Reboot => {
+                self.read("CanReboot", |m| async move { m.can_reboot().await })
+                    .await
+            }
+            PowerAction::PowerOff => {
+                self.read("CanPowerOff", |m| async move { m.can_power_off().await })
+                    .await
+            }
         }
-        r
     }
 
     pub(crate) async fn list_inhibitors(&mut self) -> Result<Vec<Inhibitor>, LogindError> {
-        let m = self.manager().await?;
-        let r = m
-            .list_inhibitors()
-            .await
-            .map(|v| {
-                v.into_iter()
-                    .map(|(what, who, why, mode, uid, pid)| Inhibitor {
-                        what,
-                        who,
-                        why,
-                        mode,
-                        uid,
-                        pid,
-                    })
-                    .collect()
+        let list = self
+            .read(
+                "ListInhibitors",
+                |m| async move { m.list_inhibitors().await },
+            )
+            .await?;
+        Ok(list
+            .into_iter()
+            .map(|(what, who, why, mode, uid, pid)| Inhibitor {
+                what,
+                who,
+                why,
+                mode,
+                uid,
+                pid,
             })
-            .map_err(|e| classify("ListInhibitors", PowerAction::PowerOff, e));
-        if let Err(e) = &r {
-            self.on_error(e);
-        }
-        r
+            .collect())
     }
 
     /// logind's `HandlePowerKey` (`poweroff`, `ignore`, ...).
     pub(crate) async fn handle_power_key(&mut self) -> Result<String, LogindError> {
-        let m = self.manager().await?;
-        m.handle_power_key()
-            .await
-            .map_err(|e| classify("Get HandlePowerKey", PowerAction::PowerOff, e))
+        self.read("Get HandlePowerKey", |m| async move {
+            m.handle_power_key().await
+        })
+        .await
     }
 
     /// PID 1's manager on the same connection, without a property cache (every read is live).
@@ -625,7 +641,7 @@ mod tests {
                 .build(&())
                 .unwrap(),
         );
-        let e = classify("PowerOff", PowerAction::PowerOff, e);
+        let e = classify("PowerOff", Some(PowerAction::PowerOff), e);
         assert!(matches!(e, LogindError::Busy { .. }), "{e:?}");
         let s = e.to_string();
         assert!(
@@ -633,7 +649,7 @@ mod tests {
             "{s}"
         );
         let other = zbus::Error::Failure("boom".into());
-        let e = classify("PowerOff", PowerAction::PowerOff, other);
+        let e = classify("PowerOff", Some(PowerAction::PowerOff), other);
         assert!(matches!(e, LogindError::Call { .. }), "{e:?}");
     }
 
