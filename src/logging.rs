@@ -100,6 +100,20 @@ pub(crate) fn clean(s: &str, max: usize) -> String {
     out
 }
 
+/// Untrusted metadata text as part of a notice id: printable ASCII only (anything else is
+/// dropped, so an id is one stable word whatever the service sends), at most [`ID_PART_MAX`]
+/// characters. Ids are keys in the state file and journald fields; text shown to people goes
+/// through [`clean`], which escapes instead of dropping.
+pub fn clean_id(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(ID_PART_MAX)
+        .collect()
+}
+
+/// How much of one metadata value a notice id keeps.
+pub const ID_PART_MAX: usize = 128;
+
 /// How often one distinct metadata oddity is warned about again.
 pub(crate) const REPEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 /// How many distinct oddities are warned about per [`REPEAT_EVERY`] before the rest are only

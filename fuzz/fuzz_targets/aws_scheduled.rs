@@ -5,7 +5,7 @@ use libfuzzer_sys::fuzz_target;
 use nthd::provider::aws;
 use nthd::notice::{NoticeKind, NoticeStatus, RAW_CAP};
 use nthd::timefmt;
-use nthd_fuzz::{body, check_notice, sanitize};
+use nthd_fuzz::{body, check_notice, clean_id};
 use serde_json::Value;
 
 const URL: &str = "http://169.254.169.254/latest/meta-data/events/maintenance/scheduled";
@@ -68,11 +68,11 @@ fuzz_target!(|data: &[u8]| {
             .filter(|s| !s.is_empty());
         assert_eq!(n.event_id.as_deref(), event_id);
         let id = match event_id {
-            Some(e) => format!("aws/scheduled/{}", sanitize(e)),
+            Some(e) => format!("aws/scheduled/{}", clean_id(e)),
             None => format!(
                 "aws/scheduled/{}/{}",
-                sanitize(&code),
-                sanitize(not_before.unwrap_or(""))
+                clean_id(&code),
+                clean_id(not_before.unwrap_or(""))
             ),
         };
         assert_eq!(n.id, id);

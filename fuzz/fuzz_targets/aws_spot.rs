@@ -5,7 +5,7 @@ use libfuzzer_sys::fuzz_target;
 use nthd::provider::aws;
 use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
-use nthd_fuzz::{body, check_notice, sanitize};
+use nthd_fuzz::{body, check_notice, clean_id};
 use serde_json::Value;
 
 const URL: &str = "http://169.254.169.254/latest/meta-data/spot/instance-action";
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         };
         assert_eq!(n.kind, kind, "action {action:?}");
         let id = match kind {
-            NoticeKind::Unknown => format!("aws/spot/unknown/{}", sanitize(&lower)),
+            NoticeKind::Unknown => format!("aws/spot/unknown/{}", clean_id(&lower)),
             _ => format!("aws/spot/{lower}"),
         };
         assert_eq!(n.id, id);

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use nthd::provider::azure::{parse_document, parse_events, parse_vm_name};
 use nthd::notice::{NoticeKind, NoticeStatus};
 use nthd::timefmt;
-use nthd_fuzz::{body, check_notice, sanitize};
+use nthd_fuzz::{body, check_notice, clean_id};
 use serde_json::Value;
 
 const URL: &str = "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01";
@@ -116,7 +116,7 @@ fuzz_target!(|data: &[u8]| {
             .filter(|s| !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic()));
         assert_eq!(n.event_id.as_deref(), event_id);
         if let Some(e) = event_id {
-            assert_eq!(n.id, format!("azure/{}", sanitize(e)));
+            assert_eq!(n.id, format!("azure/{}", clean_id(e)));
         } else {
             assert!(n.id.starts_with("azure/noid/"), "{}", n.id);
         }

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nthd::notice::{Notice, NoticeStatus, RAW_CAP};
 
-/// The longest id any parser may produce. Ids are a fixed prefix plus at most two sanitized
-/// components of 128 characters each; the longest is `aws/scheduled/<Code>/<NotBefore>` for an
+/// The longest id any parser may produce. Ids are a fixed prefix plus at most two components
+/// of `nthd::logging::ID_PART_MAX` (128) characters each (`clean_id`); the longest is `aws/scheduled/<Code>/<NotBefore>` for an
 /// event without an EventId: 14 + 128 + 1 + 128 = 271 (Azure's `azure/noid/<type>/<resources>`
 /// reaches 268).
 pub const ID_MAX: usize = 14 + 128 + 1 + 128;
@@ -86,14 +86,9 @@ pub fn whole_seconds(t: SystemTime) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(d.as_secs())
 }
 
-/// `sanitize` in src/provider/aws.rs is crate-private; this is its documented contract
-/// ("printable and bounded"): printable ASCII only, at most 128 characters.
-pub fn sanitize(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(128)
-        .collect()
-}
+/// How the parsers turn metadata values into parts of a notice id (nthd's own function, so
+/// the targets check the parsers against the contract they use, not a copy of it).
+pub use nthd::logging::clean_id;
 
 // The targets are meant to run with debug assertions and overflow checks (fuzz/Cargo.toml's
 // release profile; run.sh builds with `cargo fuzz build -O`).

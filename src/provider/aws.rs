@@ -25,7 +25,7 @@ use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
     TokenSource,
 };
-use crate::logging::{clean, warn_limited};
+use crate::logging::{clean, clean_id, warn_limited};
 use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
 
@@ -319,7 +319,7 @@ pub fn parse_spot(url: &str, body: &str) -> Result<Notice, ImdsError> {
         // Unknown actions get their own id space: sanitizing must never turn one into the
         // fingerprint of a recognised action (found by fuzzing: "ter minate").
         id: match kind {
-            NoticeKind::Unknown => format!("aws/spot/unknown/{}", sanitize(&action)),
+            NoticeKind::Unknown => format!("aws/spot/unknown/{}", clean_id(&action)),
             _ => format!("aws/spot/{action}"),
         },
         event_id: None,
@@ -372,7 +372,7 @@ pub fn parse_asg(url: &str, body: &str) -> Result<Option<Notice>, ImdsError> {
     Ok(Some(Notice {
         kind,
         source: SRC_ASG,
-        id: format!("aws/asg/{}", sanitize(state)),
+        id: format!("aws/asg/{}", clean_id(state)),
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,
@@ -405,11 +405,11 @@ fn scheduled_notice(url: &str, ev: &ScheduledEvent) -> Notice {
         .filter(|s| !s.is_empty())
         .map(str::to_string);
     let id = match &event_id {
-        Some(e) => format!("aws/scheduled/{}", sanitize(e)),
+        Some(e) => format!("aws/scheduled/{}", clean_id(e)),
         None => format!(
             "aws/scheduled/{}/{}",
-            sanitize(&code),
-            sanitize(ev.not_before.as_deref().unwrap_or(""))
+            clean_id(&code),
+            clean_id(ev.not_before.as_deref().unwrap_or(""))
         ),
     };
     let raw = serde_json::json!({
@@ -475,14 +475,6 @@ pub fn parse_life_cycle(value: &str) -> Option<Lifecycle> {
         "on-demand" => Some(Lifecycle::OnDemand),
         _ => None,
     }
-}
-
-/// Keeps ids printable and bounded, whatever the service sends.
-pub(crate) fn sanitize(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(128)
-        .collect()
 }
 
 impl Provider for Aws {
@@ -761,8 +753,9 @@ mod tests {
     }
 
     #[test]
-    fn sanitize_bounds_ids() {
-        assert_eq!(sanitize("a b\nc"), "abc");
-        assert_eq!(sanitize(&"x".repeat(500)).len(), 128);
+    fn ids_are_one_bounded_word() {
+        assert_eq!(clean_id("a b\nc"), "abc");
+        assert_eq!(clean_id("x\u{1b}[2J\u{202e}é"), "x[2J");
+        assert_eq!(clean_id(&"x".repeat(500)).len(), 128);
     }
 }

@@ -42,13 +42,13 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Map, Value};
 
-use super::aws::sanitize;
 use super::identity::{clean_value, Reads};
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
     SourceState,
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::logging::clean_id;
 use crate::logging::{clean, warn_limited};
 use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
@@ -278,11 +278,11 @@ pub(crate) fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
         }
     }
     let id = match &ev.event_id {
-        Some(e) => format!("azure/{}", sanitize(e)),
+        Some(e) => format!("azure/{}", clean_id(e)),
         None => format!(
             "azure/noid/{}/{}",
-            sanitize(&ev.event_type),
-            sanitize(&ev.resources.join(","))
+            clean_id(&ev.event_type),
+            clean_id(&ev.resources.join(","))
         ),
     };
     Notice {

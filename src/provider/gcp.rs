@@ -56,12 +56,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::Method;
 
-use super::aws::sanitize;
 use super::identity::{last_segment, Reads};
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::logging::clean_id;
 use crate::notice::{Lifecycle, SourceId};
 use crate::timefmt;
 
@@ -566,7 +566,7 @@ pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, 
     Ok(Some(Notice {
         kind,
         source: SRC_MAINTENANCE,
-        id: format!("gcp/maintenance-event/{}", sanitize(v)),
+        id: format!("gcp/maintenance-event/{}", clean_id(v)),
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,
