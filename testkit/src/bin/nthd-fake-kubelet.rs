@@ -17,66 +17,44 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use nthd_testkit::kubelet::{run, KubeletOptions};
 
-const USAGE: &str =
-    "usage: nthd-fake-kubelet --record FILE [--drain-secs N] [--progress-ms N] [--address ADDR]";
+/// Behaves toward logind like kubelet's Graceful Node Shutdown.
+#[derive(Parser)]
+#[command(name = "nthd-fake-kubelet")]
+struct Args {
+    /// Where the JSON lines go (appended, fsynced).
+    #[arg(long, value_name = "FILE")]
+    record: PathBuf,
+    /// How long the drain takes, in seconds (fractions allowed).
+    #[arg(long, value_name = "N", default_value = "5", value_parser = secs)]
+    drain_secs: Duration,
+    /// How often a `draining` line is written while draining.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    progress_ms: u64,
+    /// The bus address (default: `$DBUS_SYSTEM_BUS_ADDRESS` or the system bus socket).
+    #[arg(long, value_name = "ADDR")]
+    address: Option<String>,
+}
+
+/// A non-negative, finite number of seconds.
+fn secs(v: &str) -> Result<Duration, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s >= 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{v:?} is not a non-negative number of seconds")),
+    }
+}
 
 fn main() -> ExitCode {
-    let mut opts = KubeletOptions::default();
-    let mut record = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        if flag == "-h" || flag == "--help" {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        let Some(v) = inline.or_else(|| args.next()) else {
-            eprintln!("nthd-fake-kubelet: {flag} needs a value\n{USAGE}");
-            return ExitCode::from(2);
-        };
-        let ok = match flag.as_str() {
-            "--record" => {
-                record = Some(PathBuf::from(v));
-                true
-            }
-            "--drain-secs" => match v.parse::<f64>() {
-                Ok(s) if s >= 0.0 && s.is_finite() => {
-                    opts.drain = Duration::from_secs_f64(s);
-                    true
-                }
-                _ => false,
-            },
-            "--progress-ms" => match v.parse::<u64>() {
-                Ok(ms) if ms > 0 => {
-                    opts.progress_every = Duration::from_millis(ms);
-                    true
-                }
-                _ => false,
-            },
-            "--address" => {
-                opts.address = Some(v);
-                true
-            }
-            _ => {
-                eprintln!("nthd-fake-kubelet: unknown argument {flag:?}\n{USAGE}");
-                return ExitCode::from(2);
-            }
-        };
-        if !ok {
-            eprintln!("nthd-fake-kubelet: bad value for {flag}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    }
-    let Some(record) = record else {
-        eprintln!("nthd-fake-kubelet: --record is required\n{USAGE}");
-        return ExitCode::from(2);
+    let a = Args::parse();
+    let opts = KubeletOptions {
+        record: a.record,
+        drain: a.drain_secs,
+        progress_every: Duration::from_millis(a.progress_ms),
+        address: a.address,
+        ..KubeletOptions::default()
     };
-    opts.record = record;
 
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

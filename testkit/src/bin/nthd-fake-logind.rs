@@ -16,13 +16,51 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use nthd_testkit::logind::FakeLogind;
+use clap::Parser;
+use nthd_testkit::logind::{FakeLogind, Inhibitor};
 use nthd_testkit::{now_ms, unix_ms};
 use serde_json::json;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
-const USAGE: &str =
-    "usage: nthd-fake-logind [--address ADDR] [--can-power-off yes|no|challenge|na] \
-[--power-off-error NAME[:MESSAGE]] [--inhibit-delay-max-secs N]";
+/// The fake logind as a standalone service.
+#[derive(Parser)]
+#[command(name = "nthd-fake-logind")]
+struct Args {
+    /// The bus (default: `$DBUS_SYSTEM_BUS_ADDRESS`, else the system bus socket).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "DBUS_SYSTEM_BUS_ADDRESS",
+        default_value = "unix:path=/run/dbus/system_bus_socket"
+    )]
+    address: String,
+    /// What `CanPowerOff` answers.
+    #[arg(long, value_name = "yes|no|challenge|na")]
+    can_power_off: Option<String>,
+    /// Make `PowerOff` fail with this D-Bus error.
+    #[arg(long, value_name = "NAME[:MESSAGE]", value_parser = error_arg)]
+    power_off_error: Option<(String, String)>,
+    /// `InhibitDelayMaxUSec`, in seconds (fractions allowed).
+    #[arg(long, value_name = "N", value_parser = secs)]
+    inhibit_delay_max_secs: Option<Duration>,
+}
+
+/// `NAME[:MESSAGE]`, NAME a valid D-Bus error name.
+fn error_arg(v: &str) -> Result<(String, String), String> {
+    let (n, m) = v
+        .split_once(':')
+        .unwrap_or((v, "denied by nthd-fake-logind"));
+    zbus::names::ErrorName::try_from(n).map_err(|_| format!("invalid D-Bus error name {n:?}"))?;
+    Ok((n.to_string(), m.to_string()))
+}
+
+/// A non-negative, finite number of seconds.
+fn secs(v: &str) -> Result<Duration, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s >= 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{v:?} is not a non-negative number of seconds")),
+    }
+}
 
 fn emit(v: serde_json::Value) {
     let mut out = std::io::stdout().lock();
@@ -31,54 +69,7 @@ fn emit(v: serde_json::Value) {
 }
 
 fn main() -> ExitCode {
-    let mut address = None;
-    let mut can_power_off = None;
-    let mut power_off_error: Option<(String, String)> = None;
-    let mut delay_max = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        if flag == "-h" || flag == "--help" {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        let Some(v) = inline.or_else(|| args.next()) else {
-            eprintln!("nthd-fake-logind: {flag} needs a value\n{USAGE}");
-            return ExitCode::from(2);
-        };
-        match flag.as_str() {
-            "--address" => address = Some(v),
-            "--can-power-off" => can_power_off = Some(v),
-            "--power-off-error" => {
-                let (n, m) = v
-                    .split_once(':')
-                    .unwrap_or((v.as_str(), "denied by nthd-fake-logind"));
-                if zbus::names::ErrorName::try_from(n).is_err() {
-                    eprintln!("nthd-fake-logind: invalid D-Bus error name {n:?}");
-                    return ExitCode::from(2);
-                }
-                power_off_error = Some((n.to_string(), m.to_string()));
-            }
-            "--inhibit-delay-max-secs" => match v.parse::<f64>() {
-                Ok(s) if s >= 0.0 && s.is_finite() => delay_max = Some(Duration::from_secs_f64(s)),
-                _ => {
-                    eprintln!("nthd-fake-logind: bad --inhibit-delay-max-secs {v:?}");
-                    return ExitCode::from(2);
-                }
-            },
-            other => {
-                eprintln!("nthd-fake-logind: unknown argument {other:?}\n{USAGE}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let address = address
-        .or_else(|| std::env::var("DBUS_SYSTEM_BUS_ADDRESS").ok())
-        .unwrap_or_else(|| "unix:path=/run/dbus/system_bus_socket".to_string());
-
+    let args = Args::parse();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -90,78 +81,98 @@ fn main() -> ExitCode {
         }
     };
     rt.block_on(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (mut term, mut int) = match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(t), Ok(i)) => (t, i),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("nthd-fake-logind: cannot install signal handlers: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        let fake = match FakeLogind::serve(&address).await {
-            Ok(f) => f,
+        match serve(args).await {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!(
-                    "nthd-fake-logind: cannot serve org.freedesktop.login1 on {address}: {e} \
-                     (is a real systemd-logind running on that bus?)"
-                );
-                return ExitCode::from(1);
-            }
-        };
-        if let Some(v) = &can_power_off {
-            fake.set_can_power_off(v);
-        }
-        if let Some((n, m)) = &power_off_error {
-            fake.set_power_off_error(Some((n, m)));
-        }
-        if let Some(d) = delay_max {
-            fake.set_inhibit_delay_max(d);
-        }
-        emit(json!({ "event": "ready", "t_ms": now_ms(), "address": address, "pid": std::process::id() }));
-
-        let mut changes = fake.subscribe();
-        let mut calls_done = 0;
-        let mut shutdowns_done = 0;
-        let mut known: BTreeMap<u64, nthd_testkit::logind::Inhibitor> = BTreeMap::new();
-        loop {
-            let calls = fake.calls();
-            for c in &calls[calls_done.min(calls.len())..] {
-                emit(c.to_json());
-            }
-            calls_done = calls.len();
-            let now: BTreeMap<u64, _> = fake.inhibitors().into_iter().map(|i| (i.id, i)).collect();
-            for (id, i) in &now {
-                if !known.contains_key(id) {
-                    emit(json!({
-                        "event": "inhibitor_added", "t_ms": unix_ms(i.taken_at), "id": id,
-                        "what": i.what, "who": i.who, "why": i.why, "mode": i.mode,
-                        "uid": i.uid, "pid": i.pid,
-                    }));
-                }
-            }
-            for (id, i) in &known {
-                if !now.contains_key(id) {
-                    emit(json!({ "event": "inhibitor_removed", "t_ms": now_ms(), "id": id, "who": i.who }));
-                }
-            }
-            known = now;
-            let shutdowns = fake.shutdowns();
-            for s in &shutdowns[shutdowns_done.min(shutdowns.len())..] {
-                emit(s.to_json());
-            }
-            shutdowns_done = shutdowns.len();
-
-            tokio::select! {
-                r = changes.changed() => if r.is_err() { break },
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                eprintln!("nthd-fake-logind: {e}");
+                ExitCode::from(1)
             }
         }
-        let _ = fake.stop().await;
-        emit(json!({ "event": "exit", "t_ms": now_ms() }));
-        ExitCode::SUCCESS
     })
+}
+
+/// Serves logind on the bus and reports what happens until SIGTERM or SIGINT.
+async fn serve(args: Args) -> Result<(), String> {
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    let (term, int) = term
+        .and_then(|t| int.map(|i| (t, i)))
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let fake = FakeLogind::serve(&args.address).await.map_err(|e| {
+        format!(
+            "cannot serve org.freedesktop.login1 on {}: {e} (is a real systemd-logind running \
+             on that bus?)",
+            args.address
+        )
+    })?;
+    if let Some(v) = &args.can_power_off {
+        fake.set_can_power_off(v);
+    }
+    if let Some((n, m)) = &args.power_off_error {
+        fake.set_power_off_error(Some((n, m)));
+    }
+    if let Some(d) = args.inhibit_delay_max_secs {
+        fake.set_inhibit_delay_max(d);
+    }
+    emit(
+        json!({ "event": "ready", "t_ms": now_ms(), "address": args.address, "pid": std::process::id() }),
+    );
+    report(&fake, term, int).await;
+    let _ = fake.stop().await;
+    emit(json!({ "event": "exit", "t_ms": now_ms() }));
+    Ok(())
+}
+
+/// What has been emitted so far.
+#[derive(Default)]
+struct Seen {
+    calls: usize,
+    shutdowns: usize,
+    inhibitors: BTreeMap<u64, Inhibitor>,
+}
+
+/// One JSON line per call, inhibitor change and shutdown, as they happen.
+async fn report(fake: &FakeLogind, mut term: Signal, mut int: Signal) {
+    let mut changes = fake.subscribe();
+    let mut seen = Seen::default();
+    loop {
+        emit_new(fake, &mut seen);
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { break },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+}
+
+fn emit_new(fake: &FakeLogind, seen: &mut Seen) {
+    let calls = fake.calls();
+    for c in &calls[seen.calls.min(calls.len())..] {
+        emit(c.to_json());
+    }
+    seen.calls = calls.len();
+    let now: BTreeMap<u64, _> = fake.inhibitors().into_iter().map(|i| (i.id, i)).collect();
+    for (id, i) in now
+        .iter()
+        .filter(|(id, _)| !seen.inhibitors.contains_key(id))
+    {
+        emit(json!({
+            "event": "inhibitor_added", "t_ms": unix_ms(i.taken_at), "id": id,
+            "what": i.what, "who": i.who, "why": i.why, "mode": i.mode,
+            "uid": i.uid, "pid": i.pid,
+        }));
+    }
+    for (id, i) in seen
+        .inhibitors
+        .iter()
+        .filter(|(id, _)| !now.contains_key(id))
+    {
+        emit(json!({ "event": "inhibitor_removed", "t_ms": now_ms(), "id": id, "who": i.who }));
+    }
+    seen.inhibitors = now;
+    let shutdowns = fake.shutdowns();
+    for s in &shutdowns[seen.shutdowns.min(shutdowns.len())..] {
+        emit(s.to_json());
+    }
+    seen.shutdowns = shutdowns.len();
 }

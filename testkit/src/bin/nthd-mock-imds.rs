@@ -10,15 +10,34 @@
 //! tencent` serves that cloud's instance id, type, zone and lifecycle with realistic values
 //! (`nthd_testkit::imds::identity`); it is applied before `--routes`, which can override it. Prints
 //! `nthd-mock-imds: listening on http://ADDR` per listener, then one line per request, to stderr.
-//! Exits 0 on SIGTERM or SIGINT, 2 on bad usage, 1 if it cannot start.
+//! Exits 0 on SIGTERM or SIGINT, 2 on bad usage, 1 if it cannot start. `--help` lists the flags.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use clap::Parser;
 use nthd_testkit::imds::{identity, Config, MockImds, Response};
 
-const USAGE: &str = "usage: nthd-mock-imds --listen ADDR:PORT [--listen ADDR:PORT ...] \
-[--routes FILE.json] [--config JSON|FILE.json] [--identity CLOUD ...] [--quiet]";
+/// The mock IMDS as a standalone server.
+#[derive(Parser)]
+#[command(name = "nthd-mock-imds")]
+struct Args {
+    /// Address to listen on (repeatable).
+    #[arg(long, value_name = "ADDR:PORT", required = true)]
+    listen: Vec<String>,
+    /// A JSON object `{ "/path": Response, ... }` in a file (repeatable).
+    #[arg(long, value_name = "FILE.json")]
+    routes: Vec<String>,
+    /// A (partial) Config object, inline (starting with `{`) or in a file (repeatable).
+    #[arg(long, value_name = "JSON|FILE.json")]
+    config: Vec<String>,
+    /// Serve this cloud's instance id, type, zone and lifecycle (repeatable).
+    #[arg(long, value_name = "CLOUD", value_parser = clap::builder::PossibleValuesParser::new(identity::CLOUDS.iter().copied()))]
+    identity: Vec<String>,
+    /// Do not log each request to stderr.
+    #[arg(long)]
+    quiet: bool,
+}
 
 fn read_json_arg(v: &str) -> Result<serde_json::Value, String> {
     let text = if v.trim_start().starts_with('{') {
@@ -29,67 +48,38 @@ fn read_json_arg(v: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("invalid JSON in {v}: {e}"))
 }
 
-fn main() -> ExitCode {
-    let mut listen = Vec::new();
-    let mut routes: BTreeMap<String, Response> = BTreeMap::new();
-    let mut identity_routes: Vec<(String, Response)> = Vec::new();
+/// The routes and config the flags name, in the order the mock applies them.
+type Setup = (Vec<(String, Response)>, BTreeMap<String, Response>, Config);
+
+fn setup(a: &Args) -> Result<Setup, String> {
+    let mut identity_routes = Vec::new();
+    for c in &a.identity {
+        identity_routes
+            .extend(identity::routes(c).ok_or_else(|| format!("unknown --identity {c:?}"))?);
+    }
+    let mut routes = BTreeMap::new();
+    for f in &a.routes {
+        let m: BTreeMap<String, Response> = serde_json::from_value(read_json_arg(f)?)
+            .map_err(|e| format!("invalid routes in {f}: {e}"))?;
+        routes.extend(m);
+    }
     let mut config = Config::default();
-    let mut quiet = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut value = || inline.clone().or_else(|| args.next());
-        let result: Result<(), String> = match flag.as_str() {
-            "--listen" => value()
-                .map(|v| listen.push(v))
-                .ok_or_else(|| "--listen needs a value".to_string()),
-            "--routes" => match value() {
-                None => Err("--routes needs a file".into()),
-                Some(f) => read_json_arg(&f).and_then(|j| {
-                    serde_json::from_value::<BTreeMap<String, Response>>(j)
-                        .map(|m| routes.extend(m))
-                        .map_err(|e| format!("invalid routes in {f}: {e}"))
-                }),
-            },
-            "--config" => match value() {
-                None => Err("--config needs a value".into()),
-                Some(v) => read_json_arg(&v).and_then(|j| config.merge_json(&j)),
-            },
-            "--identity" => match value() {
-                None => Err("--identity needs a cloud".into()),
-                Some(c) => match identity::routes(&c) {
-                    Some(r) => {
-                        identity_routes.extend(r);
-                        Ok(())
-                    }
-                    None => Err(format!(
-                        "unknown --identity {c:?}; one of {}",
-                        identity::CLOUDS.join(", ")
-                    )),
-                },
-            },
-            "--quiet" => {
-                quiet = true;
-                Ok(())
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => Err(format!("unknown argument {other:?}")),
-        };
-        if let Err(e) = result {
-            eprintln!("nthd-mock-imds: {e}\n{USAGE}");
+    for c in &a.config {
+        config.merge_json(&read_json_arg(c)?)?;
+    }
+    Ok((identity_routes, routes, config))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let (identity_routes, routes, config) = match setup(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("nthd-mock-imds: {e}");
             return ExitCode::from(2);
         }
-    }
-    if listen.is_empty() {
-        eprintln!("nthd-mock-imds: at least one --listen is required\n{USAGE}");
-        return ExitCode::from(2);
-    }
+    };
+    let (listen, quiet) = (args.listen, args.quiet);
 
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -3,9 +3,50 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const USAGE: &str =
-    "usage: nthd-bench [--smoke] [--check] [--trials N] [--concurrency N] [--idle-secs S] \
-[--starts N] [--cases ID,ID,...] [--seed N] [--nthd PATH] [--out DIR] [--real-idle FILE.json]";
+use clap::Parser;
+
+/// The flags as given; [`Args`] fills in the defaults of a full or a smoke run.
+#[derive(Parser)]
+#[command(
+    name = "nthd-bench",
+    about = "nthd's benchmark: detection latency, idle cost, start-up"
+)]
+struct Flags {
+    /// A short run (CI): fewer trials, a 10 s idle window, results under bench/results/smoke.
+    #[arg(long)]
+    smoke: bool,
+    /// Exit 3 when something could not be measured.
+    #[arg(long)]
+    check: bool,
+    /// Latency trials per case (default 200; smoke 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    trials: Option<u64>,
+    /// Trials run at once (default 12; smoke 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    concurrency: Option<u64>,
+    /// The idle window in seconds (default 120; smoke 10).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
+    idle_secs: Option<u64>,
+    /// Start-up runs (default 50; smoke 20).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    starts: Option<u64>,
+    /// Only these cases.
+    #[arg(long, value_name = "ID,ID,...", value_delimiter = ',')]
+    cases: Option<Vec<String>>,
+    /// The random seed (default: the time).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// The nthd binary (default: `nthd` beside this one, else target/release/nthd).
+    #[arg(long, value_name = "PATH")]
+    nthd: Option<PathBuf>,
+    /// Where the report goes (default bench/results; smoke bench/results/smoke).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The result of `bench/real-idle.sh` (the packaged unit on a booted Debian), to report
+    /// next to the in-process idle cost.
+    #[arg(long, value_name = "FILE.json")]
+    real_idle: Option<PathBuf>,
+}
 
 #[derive(Clone, Debug)]
 pub struct Args {
@@ -24,79 +65,42 @@ pub struct Args {
     pub real_idle: Option<PathBuf>,
 }
 
-impl Args {
-    /// The defaults of a full run, or of a smoke run.
-    fn defaults(smoke: bool) -> Args {
-        let default_nthd = std::env::current_exe()
+/// `n`, or the full run's or the smoke run's default.
+fn or(n: Option<u64>, smoke: bool, full: u64, short: u64) -> u64 {
+    n.unwrap_or(if smoke { short } else { full })
+}
+
+/// Parses `std::env::args()`; clap prints the usage and exits 2 on a bad flag.
+pub fn parse_args() -> Args {
+    let f = Flags::parse();
+    let s = f.smoke;
+    let default_nthd = || {
+        std::env::current_exe()
             .ok()
             .and_then(|p| p.parent().map(|d| d.join("nthd")))
-            .unwrap_or_else(|| PathBuf::from("target/release/nthd"));
-        Args {
-            smoke,
-            check: false,
-            trials: if smoke { 8 } else { 200 },
-            concurrency: if smoke { 8 } else { 12 },
-            idle: Duration::from_secs(if smoke { 10 } else { 120 }),
-            starts: if smoke { 20 } else { 50 },
-            cases: None,
-            seed: nthd_testkit::now_ms().max(1),
-            nthd: default_nthd,
-            out: PathBuf::from(if smoke {
-                "bench/results/smoke"
-            } else {
-                "bench/results"
-            }),
-            real_idle: None,
-        }
+            .unwrap_or_else(|| PathBuf::from("target/release/nthd"))
+    };
+    let default_out = if s {
+        "bench/results/smoke"
+    } else {
+        "bench/results"
+    };
+    Args {
+        smoke: s,
+        check: f.check,
+        trials: or(f.trials, s, 200, 8) as usize,
+        concurrency: or(f.concurrency, s, 12, 8) as usize,
+        idle: Duration::from_secs(or(f.idle_secs, s, 120, 10)),
+        starts: or(f.starts, s, 50, 20) as usize,
+        cases: f.cases.map(|c| {
+            c.into_iter()
+                .map(|x| x.trim().to_string())
+                .filter(|x| !x.is_empty())
+                .collect()
+        }),
+        seed: f.seed.unwrap_or_else(|| nthd_testkit::now_ms().max(1)),
+        nthd: f.nthd.unwrap_or_else(default_nthd),
+        out: f.out.unwrap_or_else(|| PathBuf::from(default_out)),
+        real_idle: f.real_idle,
     }
-}
-
-fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}: `{v}` is not a valid number"))
-}
-
-/// Parses `std::env::args()`. `Err("")` asks for the usage alone (`--help`).
-pub fn parse_args() -> Result<Args, String> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let mut a = Args::defaults(argv.iter().any(|a| a == "--smoke"));
-    let mut it = argv.into_iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match flag.as_str() {
-            "--smoke" => {}
-            "--check" => a.check = true,
-            "--trials" => a.trials = num(&flag, value()?)?,
-            "--concurrency" => a.concurrency = num(&flag, value()?)?,
-            "--idle-secs" => a.idle = Duration::from_secs(num(&flag, value()?)?),
-            "--starts" => a.starts = num(&flag, value()?)?,
-            "--seed" => a.seed = num(&flag, value()?)?,
-            "--cases" => a.cases = Some(split_list(&value()?)),
-            "--nthd" => a.nthd = PathBuf::from(value()?),
-            "--out" => a.out = PathBuf::from(value()?),
-            "--real-idle" => a.real_idle = Some(PathBuf::from(value()?)),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument `{other}`")),
-        }
-    }
-    if a.trials == 0 || a.concurrency == 0 || a.starts == 0 || a.idle.is_zero() {
-        return Err("--trials, --concurrency, --starts and --idle-secs must be positive".into());
-    }
-    Ok(a)
-}
-
-fn split_list(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
 }

@@ -198,16 +198,7 @@ async fn run_until_signal(args: Args) -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match args::parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("nthd-bench: {e}");
-            }
-            eprintln!("{}", args::USAGE);
-            return ExitCode::from(2);
-        }
-    };
+    let args = args::parse_args();
     // All scratch files (state dirs, notify sockets, the private buses' sockets) live under one
     // directory removed on every exit path.
     let scratch = std::env::temp_dir().join(format!("nthd-bench-{}", std::process::id()));
