@@ -253,7 +253,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     if c.budget.is_none() {
         out.extend(skipped_without_logind(opts));
     } else {
-        for action in power_actions(opts) {
+        for action in opts.policy().power_actions() {
             out.push(logind_permits(&mut c, action).await);
         }
     }
@@ -491,21 +491,17 @@ async fn bus_and_logind(c: &mut Ctx<'_>) -> Check {
     }
 }
 
-/// The power actions the policy may ask for: power-off always, reboot when a kind is set to it.
-fn power_actions(opts: &Options) -> Vec<PowerAction> {
-    let mut actions = vec![PowerAction::PowerOff];
-    if opts.policy().wants_reboot() {
-        actions.push(PowerAction::Reboot);
+/// The name of the check that asks logind whether this user may carry out `action`.
+fn permits_check_name(action: PowerAction) -> &'static str {
+    match action {
+        PowerAction::Reboot => "logind permits reboot",
+        PowerAction::PowerOff => "logind permits power-off",
     }
-    actions
 }
 
 /// `CanPowerOff` / `CanReboot` for the user running the check.
 async fn logind_permits(c: &mut Ctx<'_>, action: PowerAction) -> Check {
-    let (name, label) = match action {
-        PowerAction::Reboot => ("logind permits reboot", "CanReboot"),
-        PowerAction::PowerOff => ("logind permits power-off", "CanPowerOff"),
-    };
+    let (name, label) = (permits_check_name(action), action.can_method());
     let uid = crate::logind::effective_uid();
     let user = crate::logind::passwd_name(c.root, uid);
     let is_nthd = user.as_deref() == Some("nthd");
@@ -845,10 +841,12 @@ fn no_block_inhibitor(list: &[crate::logind::Inhibitor]) -> Check {
 /// The checks that need logind, listed as skipped when it cannot be reached, so the report
 /// never looks shorter and cleaner than it is.
 fn skipped_without_logind(opts: &Options) -> Vec<Check> {
-    let mut names = vec![("logind permits power-off", true)];
-    if opts.policy().wants_reboot() {
-        names.push(("logind permits reboot", true));
-    }
+    let mut names: Vec<(&str, bool)> = opts
+        .policy()
+        .power_actions()
+        .into_iter()
+        .map(|a| (permits_check_name(a), true))
+        .collect();
     names.extend([
         ("no block inhibitor on shutdown", true),
         ("kubelet inhibitor lock", true),

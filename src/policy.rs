@@ -93,6 +93,14 @@ impl PowerAction {
             PowerAction::Reboot => "Reboot",
         }
     }
+
+    /// The logind method that says whether this user may: `CanPowerOff` or `CanReboot`.
+    pub fn can_method(self) -> &'static str {
+        match self {
+            PowerAction::PowerOff => "CanPowerOff",
+            PowerAction::Reboot => "CanReboot",
+        }
+    }
 }
 
 impl From<PowerAction> for Action {
@@ -188,6 +196,16 @@ impl PolicyConfig {
     /// Whether any kind is set to reboot (the polkit reboot grant is then needed).
     pub fn wants_reboot(&self) -> bool {
         self.actions.values().any(|a| *a == Action::Reboot)
+    }
+
+    /// The power actions this policy may ask logind for, so the permissions to check: power-off
+    /// always, reboot when a kind is set to it.
+    pub fn power_actions(&self) -> Vec<PowerAction> {
+        let mut actions = vec![PowerAction::PowerOff];
+        if self.wants_reboot() {
+            actions.push(PowerAction::Reboot);
+        }
+        actions
     }
 }
 
