@@ -1036,18 +1036,8 @@ journal_first_ms() {
   [[ "$us" =~ ^[0-9]+$ ]] && echo $((us / 1000))
 }
 
-scen_observability() {
-  local E2E_INHIBIT_DELAY=10
-  wheels_fetch || fail "could not download the CloudEvents SDK's wheels (pip download)"
-  setup_node --pre _obs_pre --env "NTHD_WEBHOOK=$WEBHOOK_URL" \
-    --env "NTHD_METRICS_TEXTFILE=$NTHD_TEXTFILE_DIR/nthd.prom" --env NTHD_SLOW_POLL_INTERVAL=1s
-  local t0 nb deadline_iso v line sched
-  t0="$(now_ms)"
-  [[ "$(ct_exec systemctl show -p IPAddressAllow --value nthd)" == *127.0.0.0/8* ]] \
-    || fail "webhook.conf is not in effect: IPAddressAllow=$(ct_exec systemctl show -p IPAddressAllow --value nthd)"
-  ct_exec test -r "$NPD_CONFIG" || fail "the package does not ship $NPD_CONFIG"
-  ct_exec cat "$NPD_CONFIG" >"$SDIR/nthd-monitor.json"
-
+# Idle: the status file, the NPD plugin at 0, nthd check's webhook probe, node_exporter.
+_obs_idle() {
   step "idle: status file, NPD plugin 0, nthd check probes the webhook, node_exporter reads the textfile"
   wait_until 10 ct_exec test -s "$NTHD_STATUS" || fail "nthd wrote no $NTHD_STATUS"
   [[ "$(ct_exec stat -c '%a %U' "$NTHD_STATUS")" == "644 nthd" ]] || fail "$NTHD_STATUS is $(ct_exec stat -c '%a %U' "$NTHD_STATUS"), not 644 nthd"
@@ -1059,17 +1049,23 @@ scen_observability() {
   _node_exporter_metric node_textfile_scrape_error >"$SDIR/ne-idle.txt"
   [[ "$(awk '{print $NF}' "$SDIR/ne-idle.txt")" == 0 ]] || fail "node_textfile_scrape_error: $(cat "$SDIR/ne-idle.txt")"
   log "node_exporter: $(_node_exporter_metric nthd_info)"
+}
 
+# A deferred scheduled stop 10 min ahead, then canceled: NPD 1 then 0, the status screens, the
+# deadline metric, io.nthd.notice and io.nthd.canceled.  (The rebalance recommendation listed
+# before it is logged only: NPD stays 0.)
+_obs_scheduled() {
   step "a rebalance recommendation (logged, not acted on): NPD stays 0"
   set_route "$AWS_REBALANCE" "{\"noticeTime\":\"$(iso_in 0)\"}" || fail "set rebalance route"
   wait_until 10 _status_lists rebalance || fail "the status file never listed the rebalance recommendation"
   expect_npd rebalance 0
 
   step "a scheduled instance-stop 10 min ahead (deferred): NPD 1, status screens, deadline metric"
+  local nb deadline_iso line v
   nb=$(( $(date +%s) + 600 ))
   deadline_iso="$(date -u -d "@$nb" +%Y-%m-%dT%H:%M:%SZ)"
-  sched="{\"NotBefore\":\"$(date -u -d "@$nb" '+%d %b %Y %H:%M:%S GMT')\",\"Code\":\"instance-stop\",\"EventId\":\"instance-event-e2eobs\",\"State\":\"active\",\"Description\":\"The instance is scheduled for stop\"}"
-  set_notice "$AWS_SCHEDULED" "[$sched]"
+  OBS_SCHED="{\"NotBefore\":\"$(date -u -d "@$nb" '+%d %b %Y %H:%M:%S GMT')\",\"Code\":\"instance-stop\",\"EventId\":\"instance-event-e2eobs\",\"State\":\"active\",\"Description\":\"The instance is scheduled for stop\"}"
+  set_notice "$AWS_SCHEDULED" "[$OBS_SCHED]"
   expect_npd scheduled 1 10
   line="$(ct_exec runuser -u nobody -- /usr/bin/nthd status --npd)" && fail "nthd status --npd exited 0 during the notice"
   # NPD cuts at max_output_length BYTES (Go string): count bytes, not characters.
@@ -1094,11 +1090,14 @@ scen_observability() {
   wait_until 10 _receiver_has io.nthd.notice scheduled-stop || fail "no io.nthd.notice for the scheduled stop at the receiver"
 
   step "the scheduled stop canceled (AWS keeps it listed, State canceled): NPD back to 0, an io.nthd.canceled"
-  set_route "$AWS_SCHEDULED" "[${sched/\"State\":\"active\"/\"State\":\"canceled\"}]" || fail "could not cancel the scheduled event"
+  set_route "$AWS_SCHEDULED" "[${OBS_SCHED/\"State\":\"active\"/\"State\":\"canceled\"}]" || fail "could not cancel the scheduled event"
   expect_npd withdrawn 0 10
   wait_until 10 _receiver_has io.nthd.canceled scheduled-stop || fail "no io.nthd.canceled for the withdrawn scheduled stop"
   del_route "$AWS_REBALANCE" || true
+}
 
+# nthd stopped: NPD 2 (no status file); started again: 0.
+_obs_stopped() {
   step "nthd stopped: NPD 2 (no status); started again: 0"
   ct_exec systemctl stop nthd || fail "systemctl stop nthd"
   expect_npd stopped 2
@@ -1108,6 +1107,21 @@ scen_observability() {
   obs_stale_status
   ct_exec systemctl start nthd || fail "systemctl start nthd"
   expect_npd restarted 0 10
+}
+scen_observability() {
+  local E2E_INHIBIT_DELAY=10
+  wheels_fetch || fail "could not download the CloudEvents SDK's wheels (pip download)"
+  setup_node --pre _obs_pre --env "NTHD_WEBHOOK=$WEBHOOK_URL" \
+    --env "NTHD_METRICS_TEXTFILE=$NTHD_TEXTFILE_DIR/nthd.prom" --env NTHD_SLOW_POLL_INTERVAL=1s
+  local t0
+  t0="$(now_ms)"
+  [[ "$(ct_exec systemctl show -p IPAddressAllow --value nthd)" == *127.0.0.0/8* ]] \
+    || fail "webhook.conf is not in effect: IPAddressAllow=$(ct_exec systemctl show -p IPAddressAllow --value nthd)"
+  ct_exec test -r "$NPD_CONFIG" || fail "the package does not ship $NPD_CONFIG"
+  ct_exec cat "$NPD_CONFIG" >"$SDIR/nthd-monitor.json"
+  _obs_idle
+  _obs_scheduled
+  _obs_stopped
   timing "status/NPD/node_exporter phases $(fmt_ms $(( $(now_ms) - t0 )))"
 
   step "spot terminate: webhooks around logind's PowerOff"
