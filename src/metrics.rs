@@ -39,7 +39,7 @@ pub struct MetricsOptions {
 
 /// The series, held in a `prometheus` registry and rendered with its text encoder (format
 /// 0.0.4, which node_exporter's textfile collector and `promtool check metrics` read; see the
-/// README's Architecture section for why not OpenMetrics).
+/// docs/architecture.md (`metrics.rs`) for why not OpenMetrics).
 struct Series {
     registry: Registry,
     info: GaugeVec,

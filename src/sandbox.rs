@@ -153,7 +153,7 @@ impl IpPolicy {
 
     /// The drop-in that allows `ip`, with the commands that apply it.
     pub fn drop_in(&self, ip: IpAddr) -> String {
-        // A transient unit (the README's `systemd-run` copy of nthd.service's sandbox, named
+        // A transient unit (docs/observability.md's `systemd-run` copy of nthd.service's sandbox, named
         // run-u5.service or so) cannot be edited: the drop-in belongs to nthd.service.
         let u = if self.is_transient() {
             "nthd.service"

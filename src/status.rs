@@ -9,7 +9,7 @@
 //!
 //! The schema is versioned by [`SCHEMA`]: fields are only ever added within a version; a
 //! renamed or removed field, or a changed meaning, takes a new version, and readers refuse a
-//! version newer than theirs. The README's "Status file" section documents every field.
+//! version newer than theirs. docs/observability.md (`nthd status`) documents every field.
 
 pub(crate) mod command;
 

@@ -768,7 +768,7 @@ mod tests {
             ("freeze", NoticeKind::AzureFreeze),
             ("LiveMigrate", NoticeKind::Unknown),
             // Spot rebalance recommendations ("Spot Plus" preview) have no documented
-            // EventType (README, Azure): whatever name one comes under is unknown, so it is
+            // EventType (docs/clouds.md, Azure): whatever name one comes under is unknown, so it is
             // logged and, with the defaults, neither acted on nor acknowledged.
             ("SpotRebalanceRecommendation", NoticeKind::Unknown),
             ("", NoticeKind::Unknown),

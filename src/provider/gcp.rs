@@ -643,8 +643,9 @@ async fn sleep_until_some(t: Option<Instant>) {
 /// Parses `instance/upcoming-maintenance`: the start of the announced maintenance window
 /// (`window_start_time`, else `latest_window_start_time`), or `None` when nothing is announced:
 /// `{ }`, a 404, or `{"error": "no notifications have been received yet..."}` on machine types
-/// without it. A maintenance already `ONGOING` has no time left to wait for.
-pub(crate) fn parse_upcoming_maintenance(
+/// without it. A maintenance already `ONGOING` has no time left to wait for. Public for the
+/// `gcp_upcoming` fuzz target.
+pub fn parse_upcoming_maintenance(
     url: &str,
     status: u16,
     body: &str,

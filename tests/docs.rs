@@ -1,0 +1,854 @@
+//! The documentation cannot drift silently from what it describes: settings and defaults,
+//! counts, licences, artifact sizes, fuzz targets, `nthd check`'s names, links, metadata
+//! paths and `nthd once`'s output are read from the source of truth and compared with
+//! README.md and docs/*.md. Each test's message names the file to fix.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// README.md and every docs/*.md, as (path, text).
+fn all_docs() -> Vec<(String, String)> {
+    let mut v = vec![("README.md".to_string(), read("README.md"))];
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    for p in pages {
+        let rel = format!("docs/{}", p.file_name().unwrap().to_string_lossy());
+        v.push((rel.clone(), read(&rel)));
+    }
+    v
+}
+
+/// The text between `<!-- NAME:begin -->` and `<!-- NAME:end -->`.
+fn block<'a>(text: &'a str, name: &str, file: &str) -> &'a str {
+    let begin = format!("<!-- {name}:begin -->");
+    let end = format!("<!-- {name}:end -->");
+    let b = text
+        .find(&begin)
+        .unwrap_or_else(|| panic!("{file} has no {begin} marker"));
+    let e = text[b..]
+        .find(&end)
+        .unwrap_or_else(|| panic!("{file} has no {end} marker"));
+    &text[b + begin.len()..b + e]
+}
+
+/// The cells of a markdown table row, trimmed; `None` for a line that is not a row or is the
+/// header separator.
+fn cells(line: &str) -> Option<Vec<String>> {
+    let l = line.trim();
+    if !l.starts_with('|') || l.starts_with("|---") || l.starts_with("| ---") {
+        return None;
+    }
+    // `\|` inside a cell is an escaped bar, not a separator.
+    let l = l.replace("\\|", "\u{1}");
+    Some(
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().replace('\u{1}', "|"))
+            .collect(),
+    )
+}
+
+/// The first column of every table row in `text` (the header row included), backticks removed.
+fn first_column(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(cells)
+        .map(|c| c[0].replace('`', ""))
+        .collect()
+}
+
+/// The text of `src` before its `#[cfg(test)]` module.
+fn non_test(src: &str) -> &str {
+    src.split("#[cfg(test)]").next().unwrap()
+}
+
+/// Every string literal that follows `prefix` (after optional whitespace), e.g. every
+/// `"…"` after `const NAME: &str =`.
+fn literals_after(src: &str, prefix: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut rest = src;
+    while let Some(i) = rest.find(prefix) {
+        rest = &rest[i + prefix.len()..];
+        let t = rest.trim_start();
+        if let Some(s) = t.strip_prefix('"') {
+            if let Some(end) = s.find('"') {
+                out.push(s[..end].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Every whole number written right before ` word` in `text` (`29 scenarios` → 29).
+fn numbers_before(text: &str, word: &str) -> Vec<(usize, String)> {
+    let mut out = vec![];
+    let pat = format!(" {word}");
+    for line in text.lines() {
+        let mut from = 0;
+        while let Some(i) = line[from..].find(&pat) {
+            let at = from + i;
+            let digits: String = line[..at]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_digit())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            if !digits.is_empty() {
+                out.push((digits.parse().unwrap(), line.to_string()));
+            }
+            from = at + pat.len();
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------ settings and ports
+
+#[test]
+fn readme_documents_every_env_var_and_default() {
+    let doc = read("docs/configuration.md");
+    let cmd = nthd::config::Cli::command();
+    let row = |env: &str| {
+        doc.lines()
+            .find(|l| l.starts_with(&format!("| `{env}` |")))
+            .map(str::to_string)
+    };
+    for a in cmd.get_arguments() {
+        let Some(env) = a.get_env() else { continue };
+        let env = env.to_string_lossy();
+        assert!(
+            doc.contains(&format!("`{env}`")),
+            "docs/configuration.md does not document {env}"
+        );
+        if env.starts_with("NTHD_ACTION_") {
+            continue; // checked below, against the policy's defaults
+        }
+        let r = row(&env).unwrap_or_else(|| panic!("no docs/configuration.md row for {env}"));
+        let c = cells(&r).unwrap();
+        let long = a.get_long().expect("every setting has a long flag");
+        assert!(
+            c[1].contains(&format!("`--{long}`")),
+            "docs/configuration.md row for {env} does not name --{long}: {r}"
+        );
+        let defaults: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        if !defaults.is_empty() {
+            let want = format!("`{}`", defaults.join(","));
+            assert!(
+                c[2].starts_with(&want),
+                "docs/configuration.md gives {env}'s default as {:?}; clap says {want}",
+                c[2]
+            );
+        }
+    }
+    for k in nthd::notice::KINDS {
+        let r = row(k.env).unwrap_or_else(|| panic!("no docs/configuration.md row for {}", k.env));
+        assert!(
+            r.contains(&format!(
+                "| {}",
+                nthd::policy::default_action(k.kind).name()
+            )),
+            "docs/configuration.md row for {} does not give its default {}: {r}",
+            k.env,
+            nthd::policy::default_action(k.kind)
+        );
+    }
+}
+
+/// Every `NTHD_METRICS_LISTEN=ADDR:PORT` and "port N" in the docs, the settings template, the
+/// packaging notes and the code's own example names the same port.
+#[test]
+fn the_metrics_port_is_the_same_everywhere() {
+    let template = read("packaging/default/nthd");
+    let port_of = |text: &str| -> Vec<(String, String)> {
+        let mut v = vec![];
+        for line in text.lines() {
+            for (i, _) in line.match_indices("NTHD_METRICS_LISTEN=") {
+                let addr: String = line[i + "NTHD_METRICS_LISTEN=".len()..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && !"`\"',)".contains(*c))
+                    .collect();
+                if let Some((_, p)) = addr.rsplit_once(':') {
+                    if !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()) {
+                        v.push((p.to_string(), line.to_string()));
+                    }
+                }
+            }
+            for (n, _) in numbers_before_word_after(line, "port ") {
+                v.push((n, line.to_string()));
+            }
+        }
+        v
+    };
+    let want = port_of(&template)
+        .first()
+        .map(|(p, _)| p.clone())
+        .expect("packaging/default/nthd shows NTHD_METRICS_LISTEN=ADDR:PORT");
+    let mut files = all_docs();
+    files.push(("packaging/default/nthd".into(), template.clone()));
+    files.push(("packaging/README.md".into(), read("packaging/README.md")));
+    files.push(("src/metrics.rs".into(), read("src/metrics.rs")));
+    let mut seen = 0;
+    for (f, text) in &files {
+        for (p, line) in port_of(text) {
+            seen += 1;
+            assert_eq!(
+                p, want,
+                "{f} names metrics port {p}, packaging/default/nthd {want}: {line}"
+            );
+        }
+    }
+    assert!(
+        seen >= 4,
+        "the metrics port is quoted in only {seen} places"
+    );
+    assert!(
+        read("src/metrics.rs").contains(&format!(":{want}")),
+        "src/metrics.rs's example address does not use port {want}"
+    );
+}
+
+/// "port 9877" → 9877 (only where the word before the number is `port`).
+fn numbers_before_word_after(line: &str, word: &str) -> Vec<(String, usize)> {
+    line.match_indices(word)
+        .filter_map(|(i, _)| {
+            let n: String = line[i + word.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            (n.len() >= 2).then_some((n, i))
+        })
+        .collect()
+}
+
+/// The unit's `IPAddressAllow=` values, in order.
+fn unit_allow_list() -> Vec<String> {
+    let unit = read("systemd/nthd.service");
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("IPAddressAllow="))
+        .expect("systemd/nthd.service has an IPAddressAllow= line");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn the_unit_admits_every_default_endpoint_and_the_docs_list_what_it_admits() {
+    use nthd::notice::Cloud;
+    let allowed = unit_allow_list();
+    for cloud in [
+        Cloud::Aws,
+        Cloud::Gcp,
+        Cloud::Azure,
+        Cloud::Alibaba,
+        Cloud::Tencent,
+    ] {
+        // An address, not a name: IPAddressDeny=any also blocks DNS.
+        let host = cloud.default_endpoint().trim_start_matches("http://");
+        assert!(
+            allowed.iter().any(|a| a == host),
+            "{cloud}'s default endpoint {host} is not in the unit's IPAddressAllow= {allowed:?}"
+        );
+    }
+    let security = read("docs/security.md");
+    let packaging = read("packaging/README.md");
+    let line = format!("IPAddressAllow={}", allowed.join(" "));
+    assert!(
+        packaging.contains(&line),
+        "packaging/README.md does not quote {line}"
+    );
+    for a in &allowed {
+        assert!(
+            security.contains(a.as_str()),
+            "docs/security.md does not list {a}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------- counts
+
+/// tests/e2e/run.sh's `SCENARIOS=( … )`.
+fn e2e_scenarios() -> Vec<String> {
+    let run = read("tests/e2e/run.sh");
+    let start = run
+        .find("SCENARIOS=(")
+        .expect("tests/e2e/run.sh has SCENARIOS=(");
+    let rest = &run[start + "SCENARIOS=(".len()..];
+    let list = &rest[..rest.find(')').unwrap()];
+    list.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn the_scenario_list_the_scenario_table_and_every_scenario_count_agree() {
+    let list = e2e_scenarios();
+    let listed: BTreeSet<&str> = list.iter().map(String::as_str).collect();
+    assert_eq!(listed.len(), list.len(), "a scenario is listed twice");
+    // Every scen_* function is listed, and every listed name has one.
+    let mut defined = BTreeSet::new();
+    for f in std::fs::read_dir(root().join("tests/e2e")).unwrap() {
+        let p = f.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name == "run.sh" || name.starts_with("scen-") && name.ends_with(".sh")) {
+            continue;
+        }
+        for l in std::fs::read_to_string(&p).unwrap().lines() {
+            if let Some(f) = l.strip_prefix("scen_") {
+                if let Some(n) = f.strip_suffix("() {") {
+                    defined.insert(n.replace('_', "-"));
+                }
+            }
+        }
+    }
+    let listed_owned: BTreeSet<String> = list.iter().cloned().collect();
+    assert_eq!(
+        defined, listed_owned,
+        "tests/e2e's scen_* functions and run.sh's SCENARIOS differ"
+    );
+    // docs/testing.md's table: one row per scenario.
+    let testing = read("docs/testing.md");
+    let table = block(&testing, "scenarios", "docs/testing.md");
+    let rows: BTreeSet<String> = first_column(table)
+        .into_iter()
+        .filter(|c| c != "scenario")
+        .collect();
+    assert_eq!(
+        rows, listed_owned,
+        "docs/testing.md's scenario table and tests/e2e/run.sh's SCENARIOS differ"
+    );
+    // Every "N scenarios" in README.md and docs/.
+    for (f, text) in &all_docs() {
+        for (n, line) in numbers_before(text, "scenarios") {
+            assert_eq!(
+                n,
+                list.len(),
+                "{f} says {n} scenarios; tests/e2e/run.sh --list has {}: {line}",
+                list.len()
+            );
+        }
+    }
+}
+
+/// fuzz/fuzz_targets/*.rs, by name.
+fn fuzz_targets() -> BTreeSet<String> {
+    std::fs::read_dir(root().join("fuzz/fuzz_targets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn the_fuzz_table_lists_every_target_and_every_notice_parser_is_fuzzed() {
+    let targets = fuzz_targets();
+    // fuzz/Cargo.toml builds each one.
+    let cargo = read("fuzz/Cargo.toml");
+    let bins: BTreeSet<String> = literals_after(&cargo, "[[bin]]\nname =")
+        .into_iter()
+        .collect();
+    assert_eq!(
+        bins, targets,
+        "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/ differ"
+    );
+
+    let testing = read("docs/testing.md");
+    let table = block(&testing, "fuzz-targets", "docs/testing.md");
+    let rows: BTreeSet<String> = first_column(table)
+        .into_iter()
+        .filter(|c| c != "target")
+        .collect();
+    assert_eq!(
+        rows, targets,
+        "docs/testing.md's fuzz target table and fuzz/fuzz_targets/ differ"
+    );
+    for (f, text) in all_docs() {
+        for word in ["cargo-fuzz targets", "fuzz targets"] {
+            for (n, line) in numbers_before(&text, word) {
+                assert_eq!(
+                    n,
+                    targets.len(),
+                    "{f} says {n} {word}; fuzz/fuzz_targets has {}: {line}",
+                    targets.len()
+                );
+            }
+        }
+    }
+
+    // Every provider function that parses a metadata body is called by a fuzz target, or named
+    // in the table's block as not fuzzed.
+    let not_fuzzed = table.split_once("Not fuzzed:").map_or("", |(_, rest)| rest);
+    let sources: Vec<String> = targets
+        .iter()
+        .map(|t| read(&format!("fuzz/fuzz_targets/{t}.rs")))
+        .collect();
+    for f in std::fs::read_dir(root().join("src/provider")).unwrap() {
+        let p = f.unwrap().path();
+        let module = p.file_stem().unwrap().to_string_lossy().into_owned();
+        let src = std::fs::read_to_string(&p).unwrap();
+        let src = non_test(&src);
+        for (i, _) in src.match_indices("fn parse_") {
+            let sig = &src[i..i + src[i..].find('{').unwrap_or(src.len() - i)];
+            if !sig.contains("body: &str") {
+                continue;
+            }
+            let name = &sig[3..sig.find('(').unwrap()];
+            let fuzzed = sources
+                .iter()
+                .any(|s| s.contains(&format!("provider::{module}")) && s.contains(name));
+            let declared = not_fuzzed.contains(&format!("`{module}::{name}`"));
+            assert!(
+                fuzzed || declared,
+                "src/provider/{module}.rs's {name} parses a metadata body but no fuzz target \
+                 calls it: add one, or name `{module}::{name}` as not fuzzed in \
+                 docs/testing.md's fuzz-targets block"
+            );
+            assert!(
+                !(fuzzed && declared),
+                "docs/testing.md says `{module}::{name}` is not fuzzed, but a target calls it"
+            );
+        }
+    }
+}
+
+// --------------------------------------------------------------------------------- licences
+
+#[test]
+fn the_licence_list_is_deny_tomls() {
+    let deny = read("deny.toml");
+    let lic = &deny[deny.find("[licenses]").unwrap()..];
+    let allow = &lic[lic.find("allow = [").unwrap() + "allow = [".len()..];
+    let allow = &allow[..allow.find(']').unwrap()];
+    let allowed: BTreeSet<String> = allow
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter_map(|l| l.strip_prefix('"'))
+        .map(|l| l[..l.find('"').unwrap()].to_string())
+        .collect();
+    let security = read("docs/security.md");
+    let listed: BTreeSet<String> = block(&security, "licences", "docs/security.md")
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        listed, allowed,
+        "docs/security.md's licence list and deny.toml's [licenses] allow differ"
+    );
+}
+
+// ------------------------------------------------------------------------------------ sizes
+
+/// docs/performance.md's sizes block: artifact (with `VERSION`) → bytes.
+fn quoted_sizes() -> BTreeMap<String, u64> {
+    let perf = read("docs/performance.md");
+    block(&perf, "sizes", "docs/performance.md")
+        .lines()
+        .filter_map(cells)
+        .filter(|c| c.len() >= 2 && c[0].starts_with('`'))
+        .map(|c| {
+            let n: String = c[1].chars().filter(char::is_ascii_digit).collect();
+            (
+                c[0].trim_matches('`').to_string(),
+                n.parse()
+                    .unwrap_or_else(|_| panic!("no byte count for {}", c[0])),
+            )
+        })
+        .collect()
+}
+
+/// The sizes of what packaging/build.sh builds are quoted once, in docs/performance.md's
+/// sizes block (packaging/build.sh checks them against the build), and nowhere else.
+#[test]
+fn artifact_sizes_are_quoted_in_one_place() {
+    let sizes = quoted_sizes();
+    let mut want = vec![];
+    for (deb, rpm, uname) in [
+        ("amd64", "x86_64", "x86_64"),
+        ("arm64", "aarch64", "aarch64"),
+    ] {
+        want.push(format!("nthd_VERSION-1_{deb}.deb"));
+        want.push(format!("nthd-VERSION-1.{rpm}.rpm"));
+        want.push(format!("nthd-VERSION-{uname}.tar.gz"));
+        want.push(format!("nthd-VERSION-{uname}.raw"));
+        want.push(format!("target/{uname}-unknown-linux-musl/release/nthd"));
+    }
+    for w in &want {
+        assert!(
+            sizes.contains_key(w),
+            "docs/performance.md's sizes block has no row for `{w}`"
+        );
+    }
+    let build = read("packaging/build.sh");
+    let max: u64 = build
+        .lines()
+        .find_map(|l| l.strip_prefix("MAX_BINARY_BYTES=$(("))
+        .map(|l| {
+            l.trim_end_matches("))")
+                .split('*')
+                .map(|n| n.trim().parse::<u64>().unwrap())
+                .product()
+        })
+        .expect("packaging/build.sh sets MAX_BINARY_BYTES");
+    for (k, v) in &sizes {
+        assert!(*v > 0, "{k}: 0 bytes");
+        if k.ends_with("/nthd") {
+            assert!(*v <= max, "{k}: {v} bytes, over the {max}-byte budget");
+        }
+    }
+    // Nowhere else: no line outside the block puts a shipped artifact next to a size.
+    let artifact = [
+        ".deb",
+        ".rpm",
+        ".tar.gz",
+        ".raw",
+        "shipped",
+        "static build",
+        "static binary",
+    ];
+    for (f, text) in all_docs() {
+        let outside = match f.as_str() {
+            "docs/performance.md" => {
+                let b = text.find("<!-- sizes:begin -->").unwrap();
+                let e = text.find("<!-- sizes:end -->").unwrap();
+                format!("{}{}", &text[..b], &text[e..])
+            }
+            _ => text.clone(),
+        };
+        for line in outside.lines() {
+            if artifact.iter().any(|a| line.contains(a)) && has_size(line) {
+                panic!(
+                    "{f} quotes an artifact size outside docs/performance.md's sizes block \
+                     (quote it there, or say which commit it was measured at): {line}"
+                );
+            }
+        }
+    }
+}
+
+/// Whether `line` has a number followed by a size unit, such as `990 KB` or `2,867,136 B`.
+/// A size measured at a named commit (`at 67e234e`) is history, not a claim about the build.
+fn has_size(line: &str) -> bool {
+    if line.contains(" at `") || line.contains("measured at") {
+        return false;
+    }
+    let b = line.as_bytes();
+    for unit in [
+        " KB", " MB", " MiB", " KiB", " B ", " B|", " B)", " B,", " bytes",
+    ] {
+        for (i, _) in line.match_indices(unit) {
+            if i > 0 && b[i - 1].is_ascii_digit() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+// ------------------------------------------------------------------------ nthd check's names
+
+/// The names `nthd check` prints, read from src/check.rs.
+fn check_names() -> BTreeSet<String> {
+    let src = read("src/check.rs");
+    let src = non_test(&src);
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    names.extend(literals_after(src, "const NAME: &str ="));
+    names.extend(literals_after(src, "check("));
+    names.extend(literals_after(src, "vec![check("));
+    for (i, _) in src.match_indices("\"logind permits ") {
+        let s = &src[i + 1..];
+        names.insert(s[..s.find('"').unwrap()].to_string());
+    }
+    for (i, _) in src.match_indices("\"no block inhibitor") {
+        let s = &src[i + 1..];
+        names.insert(s[..s.find('"').unwrap()].to_string());
+    }
+    names
+}
+
+#[test]
+fn the_readme_troubleshooting_table_names_every_check() {
+    let names = check_names();
+    assert!(names.len() >= 10, "found only {names:?} in src/check.rs");
+    let readme = read("README.md");
+    let section = &readme[readme
+        .find("## Troubleshooting")
+        .expect("README.md has ## Troubleshooting")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let rows: BTreeSet<String> = first_column(section)
+        .into_iter()
+        .filter(|c| c != "check")
+        .flat_map(|c| c.split(", ").map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let missing: Vec<_> = names.difference(&rows).collect();
+    let unknown: Vec<_> = rows.difference(&names).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "README.md's troubleshooting table and src/check.rs differ: checks without a row \
+         {missing:?}; rows naming no check {unknown:?}"
+    );
+}
+
+// ------------------------------------------------------------------------------------ links
+
+/// A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every anchor a markdown file's headings make (GitHub numbers repeats: `x`, `x-1`).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    let mut fence = false;
+    for l in text.lines() {
+        if l.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence || !l.starts_with('#') {
+            continue;
+        }
+        let h = l.trim_start_matches('#');
+        if !h.starts_with(' ') {
+            continue;
+        }
+        let s = slug(h);
+        let n = seen.entry(s.clone()).or_insert(0);
+        out.insert(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// Every `[text](target)` outside code, as (line, target).
+fn links(text: &str) -> Vec<(String, String)> {
+    let mut out = vec![];
+    let mut fence = false;
+    for l in text.lines() {
+        if l.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        // Drop inline code spans: `[x](y)` inside backticks is not a link.
+        let plain: String = l.split('`').step_by(2).collect::<Vec<_>>().join("");
+        for (i, _) in plain.match_indices("](") {
+            let rest = &plain[i + 2..];
+            if let Some(end) = rest.find(')') {
+                out.push((l.to_string(), rest[..end].to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_resolves() {
+    let mut files: Vec<String> = all_docs().into_iter().map(|(f, _)| f).collect();
+    files.push("packaging/README.md".into());
+    files.push("tests/e2e/README.md".into());
+    let mut checked = 0;
+    for f in &files {
+        let text = read(f);
+        let dir = Path::new(f).parent().unwrap();
+        for (line, target) in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let rel = if path.is_empty() {
+                PathBuf::from(f)
+            } else {
+                dir.join(path)
+            };
+            let full = root().join(&rel);
+            assert!(
+                full.exists(),
+                "{f} links to {target}, but {} does not exist: {line}",
+                rel.display()
+            );
+            if let Some(a) = anchor {
+                let t = std::fs::read_to_string(&full).unwrap();
+                assert!(
+                    anchors(&t).contains(a),
+                    "{f} links to {target}, but {} has no heading with anchor #{a}: {line}",
+                    rel.display()
+                );
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} relative links found");
+}
+
+// --------------------------------------------------------------------------- metadata paths
+
+#[test]
+fn every_metadata_path_is_in_docs_clouds() {
+    let clouds = read("docs/clouds.md");
+    let mut n = 0;
+    for f in std::fs::read_dir(root().join("src/provider")).unwrap() {
+        let p = f.unwrap().path();
+        let src = std::fs::read_to_string(&p).unwrap();
+        for path in literals_after(non_test(&src), "_PATH: &str =") {
+            n += 1;
+            assert!(
+                clouds.contains(&format!("`{path}`")),
+                "{} reads {path}, which docs/clouds.md's paths tables do not list",
+                p.display()
+            );
+        }
+    }
+    assert!(n >= 20, "found only {n} *_PATH constants");
+}
+
+// ------------------------------------------------------------------------------- nthd once
+
+/// docs/commands.md's `nthd once` example is what `nthd once` prints: each line matches, with
+/// times and the port made constant ([`normalize`]) and `…` standing for any text.
+#[test]
+fn the_once_example_is_what_once_prints() {
+    use nthd::provider::aws;
+    use nthd_testkit::imds::{MockImds, Response};
+
+    let commands = read("docs/commands.md");
+    let example = block(&commands, "once-example", "docs/commands.md");
+    let mut lines = example
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with("```"));
+    let cmdline = lines.next().unwrap();
+    assert!(
+        cmdline.starts_with("$ nthd once --provider aws --imds-endpoint http://127.0.0.1:"),
+        "docs/commands.md's example does not start with the command: {cmdline}"
+    );
+    let want: Vec<&str> = lines.collect();
+
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(133);
+    m.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            format!(
+                r#"{{"action":"terminate","time":"{}"}}"#,
+                nthd::timefmt::format_rfc3339(at)
+            ),
+        ),
+    );
+    let out = common::nthd_command("unix:path=/nonexistent")
+        .args(["once", "--provider", "aws", "--imds-endpoint", &m.url()])
+        .env("NTHD_LOG_LEVEL", "error")
+        .output()
+        .unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "docs/commands.md's once example has {} lines, nthd once printed {}:\n{}",
+        want.len(),
+        got.len(),
+        got.join("\n")
+    );
+    for (w, g) in want.iter().zip(&got) {
+        assert!(
+            matches_example(w, g),
+            "docs/commands.md's once example says\n  {w}\nnthd once printed\n  {g}"
+        );
+    }
+}
+
+/// What changes from run to run made constant: RFC 3339 times read `TIME`, `(in 2m13s)` reads
+/// `(in D)`, the mock's port reads `PORT`. Every other number must match.
+fn normalize(s: &str) -> String {
+    let is_time = |t: &[u8]| {
+        t.len() >= 20
+            && t.iter().enumerate().take(20).all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                10 => *c == b'T',
+                13 | 16 => *c == b':',
+                19 => *c == b'Z',
+                _ => c.is_ascii_digit(),
+            })
+    };
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if is_time(rest.as_bytes()) {
+            out.push_str("TIME");
+            rest = &rest[20..];
+        } else if let Some(r) = rest.strip_prefix("(in ") {
+            out.push_str("(in D)");
+            rest = &r[r.find(')').map_or(r.len(), |i| i + 1)..];
+        } else if let Some(r) = rest.strip_prefix("127.0.0.1:") {
+            out.push_str("127.0.0.1:PORT");
+            rest = r.trim_start_matches(|c: char| c.is_ascii_digit());
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// `want`'s pieces between `…` appear in `got` in order, the first at the start and the last
+/// at the end.
+fn matches_example(want: &str, got: &str) -> bool {
+    let want = normalize(want);
+    let got = normalize(got);
+    let pieces: Vec<&str> = want.split('…').collect();
+    if pieces.len() == 1 {
+        return want == got;
+    }
+    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
+    if !got.starts_with(first) || !got.ends_with(last) || got.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &got[first.len()..got.len() - last.len()];
+    for p in &pieces[1..pieces.len() - 1] {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    true
+}
