@@ -934,7 +934,7 @@ scen_neighbour() {
 
 # --- Observability (#13): `nthd status`, the node-problem-detector plugin, CloudEvents
 # webhooks and node_exporter, all on one node.  nthd is configured as a user would: webhook
-# and textfile in /etc/default/nthd, the README's drop-ins for the unit.  Before a notice the
+# and textfile in /etc/default/nthd, the drop-ins of docs/observability.md for the unit.  Before a notice the
 # NPD plugin says 0; a scheduled stop far ahead (deferred, so there is time) makes it 1 with
 # the kind and deadline, and node_exporter serves the deadline; a rebalance recommendation
 # (logged only) leaves it 0; the scheduled stop withdrawn brings it back to 0; nthd stopped
@@ -944,7 +944,7 @@ scen_neighbour() {
 RECEIVER=127.0.0.1:8099
 WEBHOOK_URL="http://$RECEIVER/events"
 AWS_INSTANCE_ID="i-0123456789abcdef0"         # the mock's identity (testkit)
-NTHD_TEXTFILE_DIR=/var/lib/node_exporter/textfile_collector   # README "Metrics"
+NTHD_TEXTFILE_DIR=/var/lib/node_exporter/textfile_collector   # docs/observability.md, "Metrics"
 NPD_CONFIG=/usr/share/nthd/node-problem-detector/nthd-monitor.json
 NTHD_STATUS=/run/nthd/status.json
 NODE_EXPORTER=127.0.0.1:9100
@@ -974,7 +974,7 @@ _obs_pre() {
     python3 /e2e/bin/receiver.py --listen "$RECEIVER" --path /events --log /e2e/receiver.jsonl \
     --instance-id "$AWS_INSTANCE_ID" || fail "could not start the receiver"
   wait_until 10 _receiver_up || fail "the CloudEvents receiver did not come up: $(ct_journal -u ce-receiver | tail -n 5)"
-  step "nthd.service drop-ins: webhook.conf (README), the textfile directory"
+  step "nthd.service drop-ins: webhook.conf (docs/observability.md), the textfile directory"
   ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
          printf "[Service]\nIPAddressAllow=localhost\n" >/etc/systemd/system/nthd.service.d/webhook.conf &&
          printf "[Service]\nReadWritePaths=/var/lib/node_exporter\n" >/etc/systemd/system/nthd.service.d/textfile.conf &&
@@ -1150,13 +1150,13 @@ obs_check_in_sandbox() {
   hjq -e '[.checks[] | select((.name | test("webhook"; "i")) and .status == "pass")] | length >= 1' "$SDIR/check-sandbox.json" >/dev/null \
     || fail "nthd check does not report the webhook reachable: $(hjq -c '[.checks[] | select(.name | test("webhook"; "i"))]' "$SDIR/check-sandbox.json")"
   wait_until 2 _receiver_probed || fail "the receiver logged no OPTIONS validation request from nthd check"
-  # The README's own command for the same ("Run it inside the unit's sandbox"), run as it stands.
+  # docs/observability.md's own command for the same ("Run it inside the unit's sandbox"), run as it stands.
   local cmd out
-  cmd="$(awk '/Run it inside the unit.s sandbox/ { f = 1 } f && /^```sh/ { g = 1; next } g && /^```/ { exit } g' "$REPO/README.md")"
-  [[ "$cmd" == *"nthd check"* ]] || fail "README.md has no sandboxed nthd check command after \"Run it inside the unit's sandbox\""
+  cmd="$(awk '/Run it inside the unit.s sandbox/ { f = 1 } f && /^```sh/ { g = 1; next } g && /^```/ { exit } g' "$REPO/docs/observability.md")"
+  [[ "$cmd" == *"nthd check"* ]] || fail "docs/observability.md has no sandboxed nthd check command after \"Run it inside the unit's sandbox\""
   out="$(ct_exec bash -c "$cmd" 2>&1)" && rc=0 || rc=$?
   printf '%s\n' "$cmd" "--- rc $rc" "$out" >"$SDIR/check-readme-sandbox.txt"
-  ((rc == 0)) || fail "the README's sandboxed nthd check exited $rc: $(tail -n 3 <<<"$out")"
+  ((rc == 0)) || fail "the sandboxed nthd check of docs/observability.md exited $rc: $(tail -n 3 <<<"$out")"
   grep -q "webhook.*$RECEIVER.*reachable" <<<"$out" || fail "the README's sandboxed nthd check does not report the webhook reachable: $out"
 }
 
