@@ -322,7 +322,6 @@ check_rpm() {
     say "rpm contents: $rpmfile"
     rpm -qp --qf '[%{FILENAMES}\n]' "$rpmfile" | sort >"$tmp/rpm.files"
     sort >"$tmp/rpm.expected" <<'EOF'
-/etc/sysconfig/nthd
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
 /usr/lib/sysusers.d/nthd.conf
@@ -335,6 +334,7 @@ check_rpm() {
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/licenses/nthd/LICENSE
 /usr/share/man/man8/nthd.8
+/usr/share/nthd/default
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
@@ -342,15 +342,15 @@ EOF
     diff -u "$tmp/rpm.expected" "$tmp/rpm.files" || die "unexpected files in $rpmfile"
     [ "$(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile")" = "$a $version-1" ] ||
         die "$rpmfile: $(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile"), not $a $version-1"
-    [ "$(rpm -qp --configfiles "$rpmfile")" = /etc/sysconfig/nthd ] || die "config files must be exactly /etc/sysconfig/nthd"
-    rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpmfile" | grep -qx 'cn /etc/sysconfig/nthd' ||
-        die "/etc/sysconfig/nthd must be %config(noreplace)"
+    # No %config file: %post makes /etc/sysconfig/nthd from /usr/share/nthd/default, so no
+    # upgrade leaves an .rpmnew (%posttrans undoes the .rpmsave of 0.1.0's erase).
+    [ -z "$(rpm -qp --configfiles "$rpmfile")" ] || die "the .rpm must ship no config file: $(rpm -qp --configfiles "$rpmfile")"
     # cargo-generate-rpm embeds a script path literally if the file is missing.
     rpm -qp --scripts "$rpmfile" >"$tmp/scripts"
-    for s in '%pre for nthd' '%post for nthd' '%preun for nthd' '%postun for nthd'; do
+    for s in '%pre for nthd' '%post for nthd' '%preun for nthd' '%postun for nthd' '%posttrans for nthd'; do
         grep -qF "# $s" "$tmp/scripts" || die "rpm scriptlet '$s' missing"
     done
-    for s in pre_install post_install pre_uninstall post_uninstall; do
+    for s in pre_install post_install pre_uninstall post_uninstall post_trans; do
         sh -n "packaging/rpm/$s.sh" || die "packaging/rpm/$s.sh: syntax error"
     done
     # The three services, the scriptlets' /bin/sh and rpm's own entries: no library, no libc.

@@ -197,9 +197,10 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     assert_eq!(info.len(), 1, "{info:?}");
     let (labels, value) = info[0];
     assert_eq!(*value, 1.0);
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
     for l in [
         "provider=\"aws\"",
-        "version=\"0.1.0\"",
+        version.as_str(),
         "instance_type=\"m5.large\"",
         "zone=\"us-east-1a\"",
         "lifecycle=\"spot\"",

@@ -9,6 +9,21 @@ fi
 if [ "$running" = 1 ]; then
     systemctl daemon-reload >/dev/null 2>&1 || :
 fi
+# The settings file: the template when there is none, never over an admin's file. No package
+# owns it (the template ships as /usr/share/nthd/default), so no upgrade leaves an .rpmnew
+# beside it, whatever the new template says.
+settings=/etc/sysconfig/nthd
+if [ -e "$settings" ] || [ -L "$settings" ]; then
+    # 0.1.0 owned the file as %config(noreplace): on an upgrade from it, the erase of 0.1.0
+    # later in this transaction removes the file (unedited) or renames it to .rpmsave
+    # (edited). Keep a copy; %posttrans puts it back.
+    if [ "$1" -ge 2 ] && mkdir -p /var/lib/rpm-state/nthd; then
+        cp -pP "$settings" /var/lib/rpm-state/nthd/sysconfig
+    fi
+elif mkdir -p /etc/sysconfig && cp /usr/share/nthd/default "$settings.rpm-tmp"; then
+    chmod 0644 "$settings.rpm-tmp"
+    mv -f "$settings.rpm-tmp" "$settings"
+fi
 if [ "$1" -eq 1 ]; then
     # First install: enable (works offline too), then start if we can.
     # Upgrades keep whatever the admin chose.

@@ -149,6 +149,80 @@ EOF
   echo "$top/RPMS/noarch/debian-dpkg-provides-1-1.noarch.rpm"
 }
 
+# The previous release's .rpm (0.1.0, tests/e2e/previous-release: built once from its commit
+# by its own packaging/build.sh, cached under target/previous-release/).
+previous_rpm() {
+  local dir f
+  dir="$(bash "$HERE/previous-release.sh")" || return 1
+  f="$(compgen -G "$dir/nthd-*-1.$ARCH_RPM.rpm" | head -n 1)"
+  [[ -n "$f" ]] || { log "no $ARCH_RPM .rpm in $dir"; return 1; }
+  echo "$f"
+}
+
+# The settings file as the admin left it (sha256), and what lies beside it.
+_sysconfig_sum() { ct_exec sha256sum "${1:-/etc/sysconfig/nthd}" 2>/dev/null | cut -c1-64; }
+_sysconfig_beside() { ct_sh 'ls -d /etc/sysconfig/nthd?* 2>/dev/null' || true; }
+# nthd runs with the admin's settings: its environment (EnvironmentFile=) has the edited line.
+_nthd_env_has() { ct_exec cat "/proc/$(nthd_main_pid)/environ" 2>/dev/null | tr '\0' '\n' | grep -qxF "$1"; }
+_expect_rpm_settings_kept() {
+  [[ "$(_sysconfig_sum)" == "$1" ]] || fail "/etc/sysconfig/nthd is not the admin's after $2: $(ct_sh 'ls -l /etc/sysconfig/nthd*; head -n 3 /etc/sysconfig/nthd' 2>&1)"
+  wait_until 10 nthd_active || fail "nthd is not active after $2"
+  wait_until 5 _nthd_env_has NTHD_SAFETY_MARGIN=7s \
+    || fail "nthd does not run with the admin's settings after $2: $(ct_exec cat "/proc/$(nthd_main_pid)/environ" | tr '\0' ' ')"
+}
+
+# From the previous release (0.1.0, whose .rpm owned /etc/sysconfig/nthd as
+# %config(noreplace)) to the package under test and back, with the admin's settings; erase.
+rpm_from_previous_release() {
+  local v_old="$1" v="$2" sum out
+  step "rpm -i $v_old (the previous release), settings edited by the admin"
+  out="$(ct_exec rpm -i /e2e/bin/nthd-previous.rpm 2>&1)" || fail "rpm -i $v_old failed: $out"
+  [[ "$(ct_exec rpm -qc nthd)" == /etc/sysconfig/nthd ]] || fail "$v_old does not own /etc/sysconfig/nthd as %config: $(ct_exec rpm -qc nthd)"
+  ct_sh 'printf "%s\n" "# edited by the admin" NTHD_SAFETY_MARGIN=7s >>/etc/sysconfig/nthd && systemctl restart nthd' \
+    || fail "could not edit /etc/sysconfig/nthd"
+  sum="$(_sysconfig_sum)"
+  _expect_rpm_settings_kept "$sum" "the edit"
+
+  step "rpm -U $v_old -> $v: settings kept, no .rpmnew, no .rpmsave"
+  ct_exec rpm -U /e2e/bin/nthd.rpm >"$SDIR/rpm-U-from-previous.log" 2>&1 </dev/null \
+    || fail "rpm -U from $v_old failed: $(cat "$SDIR/rpm-U-from-previous.log")"
+  [[ "$(ct_exec rpm -q nthd)" == "nthd-$v.$ARCH_RPM" ]] || fail "after rpm -U: $(ct_exec rpm -q nthd 2>&1)"
+  [[ -z "$(_sysconfig_beside)" ]] || fail "rpm -U from $v_old left $(_sysconfig_beside | tr '\n' ' ')(rpm said: $(tr '\n' ' ' <"$SDIR/rpm-U-from-previous.log"))"
+  _expect_rpm_settings_kept "$sum" "rpm -U from $v_old"
+  ! ct_exec rpm -qf /etc/sysconfig/nthd >/dev/null 2>&1 || fail "$v owns /etc/sysconfig/nthd: $(ct_exec rpm -qf /etc/sysconfig/nthd)"
+  ! ct_exec test -e /var/lib/rpm-state/nthd || fail "%posttrans left /var/lib/rpm-state/nthd"
+  log "rpm -U $v_old -> $v said: $(tr '\n' ' ' <"$SDIR/rpm-U-from-previous.log")"
+
+  step "rpm -U --oldpackage back to $v_old: settings kept"
+  ct_exec rpm -U --oldpackage /e2e/bin/nthd-previous.rpm >"$SDIR/rpm-U-oldpackage.log" 2>&1 </dev/null \
+    || fail "rpm -U --oldpackage $v_old failed: $(cat "$SDIR/rpm-U-oldpackage.log")"
+  [[ "$(ct_exec rpm -q nthd)" == "nthd-$v_old.$ARCH_RPM" ]] || fail "after the downgrade: $(ct_exec rpm -q nthd 2>&1)"
+  _expect_rpm_settings_kept "$sum" "the downgrade"
+  # $v_old's own %config(noreplace) meets a file it did not install: rpm keeps the file and
+  # writes $v_old's template beside it.
+  [[ "$(_sysconfig_beside)" == /etc/sysconfig/nthd.rpmnew ]] || fail "after the downgrade, beside the settings: '$(_sysconfig_beside | tr '\n' ' ')', not just $v_old's .rpmnew"
+  log "downgrade said: $(tr '\n' ' ' <"$SDIR/rpm-U-oldpackage.log")"
+
+  step "rpm -e $v_old: the edited settings kept as .rpmsave (rpm's %config)"
+  ct_exec rpm -e nthd >"$SDIR/rpm-e-previous.log" 2>&1 || fail "rpm -e $v_old failed: $(cat "$SDIR/rpm-e-previous.log")"
+  ! ct_exec test -e /etc/sysconfig/nthd || fail "rpm -e $v_old left /etc/sysconfig/nthd"
+  [[ "$(_sysconfig_sum /etc/sysconfig/nthd.rpmsave)" == "$sum" ]] || fail "rpm -e $v_old did not keep the settings as .rpmsave: $(_sysconfig_beside | tr '\n' ' ')"
+  log "rpm -e $v_old said: $(tr '\n' ' ' <"$SDIR/rpm-e-previous.log"); left: $(_sysconfig_beside | tr '\n' ' ')"
+
+  step "the admin puts the settings back; rpm -i $v keeps them; rpm -e $v keeps them as .rpmsave"
+  ct_sh 'mv /etc/sysconfig/nthd.rpmsave /etc/sysconfig/nthd && rm -f /etc/sysconfig/nthd.rpmnew' || fail "could not put the settings back"
+  ct_exec rpm -i /e2e/bin/nthd.rpm >"$SDIR/rpm-i-over-settings.log" 2>&1 || fail "rpm -i $v failed: $(cat "$SDIR/rpm-i-over-settings.log")"
+  _expect_rpm_settings_kept "$sum" "rpm -i $v over existing settings"
+  [[ -z "$(_sysconfig_beside)" ]] || fail "rpm -i $v left $(_sysconfig_beside | tr '\n' ' ')"
+  ct_exec rpm -e nthd >"$SDIR/rpm-e-edited.log" 2>&1 || fail "rpm -e $v failed: $(cat "$SDIR/rpm-e-edited.log")"
+  ! ct_exec test -e /etc/sysconfig/nthd || fail "rpm -e $v left the edited /etc/sysconfig/nthd in place"
+  [[ "$(_sysconfig_beside)" == /etc/sysconfig/nthd.rpmsave && "$(_sysconfig_sum /etc/sysconfig/nthd.rpmsave)" == "$sum" ]] \
+    || fail "rpm -e $v did not keep the edited settings as .rpmsave: $(_sysconfig_beside | tr '\n' ' ')"
+  grep -qF 'saved as /etc/sysconfig/nthd.rpmsave' "$SDIR/rpm-e-edited.log" || fail "rpm -e $v did not say where the settings went: $(cat "$SDIR/rpm-e-edited.log")"
+  expect_inactive_and_gone
+  ct_exec rm -f /etc/sysconfig/nthd.rpmsave
+}
+
 deb_path() {
   local v; v="$(pkg_version)"
   if [[ -r "$DIST/nthd_${v}-1_amd64.deb" ]]; then echo "$DIST/nthd_${v}-1_amd64.deb"; return; fi
@@ -348,14 +422,17 @@ scen_tarball_11() {
 }
 
 scen_rpm() {
-  local rpm bumped prov out v nv pid0 f
+  local rpm bumped prov prev out v nv v_old pid0 f
   rpm="$(rpm_path)" || fail "no .rpm"
+  prev="$(previous_rpm)" || fail "no .rpm of the previous release (tests/e2e/previous-release.sh)"
   bumped="$(bumped_rpm)" || fail "could not build the bumped .rpm"
   prov="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
   v="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$rpm")"; nv="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$bumped")"
+  v_old="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$prev")"
   log "requires of $(basename "$rpm"): $(rpm -qp --requires "$rpm" | grep -v '^rpmlib(' | sort -u | tr '\n' ' ')"
   boot
   ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$bumped" nthd-bumped.rpm >/dev/null; ct_put "$prov" provides.rpm >/dev/null
+  ct_put "$prev" nthd-previous.rpm >/dev/null
   step "rpm -i without the provides: every requirement is missing (empty rpm database)"
   out="$(ct_exec rpm -i /e2e/bin/nthd.rpm 2>&1)" && fail "rpm -i succeeded on an empty rpm database?!"
   log "rpm -i: $(tr '\n' ' ' <<<"$out")"
@@ -402,6 +479,8 @@ scen_rpm() {
   expect_inactive_and_gone
   ct_exec getent passwd nthd >/dev/null || fail "rpm -e removed user nthd (%postun says it is kept)"
   log "rpm -e removed $(wc -w <<<"$files") files; user nthd and /var/lib/nthd kept"
+
+  rpm_from_previous_release "$v_old" "$v"
 
   step "rpm -i $nv again"
   ct_exec rpm -i /e2e/bin/nthd-bumped.rpm >"$SDIR/rpm-i2.log" 2>&1 || fail "rpm -i (again) failed: $(cat "$SDIR/rpm-i2.log")"

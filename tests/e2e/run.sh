@@ -1395,6 +1395,17 @@ main() {
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi
+  # upgrade-configured starts from the previous release's own .deb: built from its commit by
+  # that tree's packaging/build.sh the first time, cached under target/previous-release/.
+  if [[ " ${names[*]} " == *" upgrade-configured "* ]]; then
+    local t_prev=$SECONDS
+    if PREV_RELEASE_DIR="$(bash "$HERE/previous-release.sh")"; then
+      log "previous release: $PREV_RELEASE_DIR ($((SECONDS - t_prev))s)"
+    else
+      PREV_RELEASE_DIR=""
+      PREV_RELEASE_ERR="tests/e2e/previous-release.sh failed (see its output above)"
+    fi
+  fi
   # A foreign nthd in the host's tree runs through binfmt_misc: register it first (rootfs.sh
   # does so for a foreign tree), or the first exec fails on a new machine.
   if [[ "$E2E_NTHD_ARCH" != "$E2E_HOST_ARCH" ]] && ! bash "$REPO/tests/binfmt-aarch64.sh" >&2; then
