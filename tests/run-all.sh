@@ -114,6 +114,8 @@ if [ $quick = 0 ]; then
         bash packaging/build.sh --all-arches
     stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
+    # The upgrade scenarios start from the previous release, built once from its own commit.
+    stage "previous release's packages (tests/e2e/previous-release)" bash tests/e2e/previous-release.sh
     stage "real-system e2e, Debian 12 (systemd 252), every scenario" bash tests/e2e/run.sh
     stage "real-system e2e, Debian 11 (systemd 247, polkit 0.105), core set" env E2E_SUITE=bullseye \
         bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \

@@ -2,9 +2,9 @@
 # Amazon Linux 2023 image (nodeadm, kubelet, containerd already inside).
 #
 #   packer init .
-#   packer build -var nthd_package=dist/nthd-0.1.0-1.x86_64.rpm \
+#   packer build -var nthd_package=dist/nthd-0.2.0-1.x86_64.rpm \
 #                -var kubernetes_version=1.34 .
-#   packer build -var nthd_package=dist/nthd-0.1.0-1.aarch64.rpm \
+#   packer build -var nthd_package=dist/nthd-0.2.0-1.aarch64.rpm \
 #                -var kubernetes_version=1.34 -var arch=arm64 .
 #
 # What the image gets:
