@@ -421,18 +421,10 @@ scen_tarball_11() {
   spot_terminate
 }
 
-scen_rpm() {
-  local rpm bumped prov prev out v nv v_old pid0 f
-  rpm="$(rpm_path)" || fail "no .rpm"
-  prev="$(previous_rpm)" || fail "no .rpm of the previous release (tests/e2e/previous-release.sh)"
-  bumped="$(bumped_rpm)" || fail "could not build the bumped .rpm"
-  prov="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
-  v="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$rpm")"; nv="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$bumped")"
-  v_old="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$prev")"
-  log "requires of $(basename "$rpm"): $(rpm -qp --requires "$rpm" | grep -v '^rpmlib(' | sort -u | tr '\n' ' ')"
-  boot
-  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$bumped" nthd-bumped.rpm >/dev/null; ct_put "$prov" provides.rpm >/dev/null
-  ct_put "$prev" nthd-previous.rpm >/dev/null
+# rpm -i of the package under test into Debian's empty rpm database: refused without the
+# provides-rpm, accepted with it (no --nodeps); the user, enabled, started, may power off.
+_rpm_first_install() {
+  local v="$1" out
   step "rpm -i without the provides: every requirement is missing (empty rpm database)"
   out="$(ct_exec rpm -i /e2e/bin/nthd.rpm 2>&1)" && fail "rpm -i succeeded on an empty rpm database?!"
   log "rpm -i: $(tr '\n' ' ' <<<"$out")"
@@ -461,6 +453,21 @@ scen_rpm() {
   wait_until 10 nthd_active || fail "%post did not start nthd"
   [[ "$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)" == 's "yes"' ]] \
     || fail "user nthd may not power off after rpm -i"
+}
+
+scen_rpm() {
+  local rpm bumped prov prev out v nv v_old pid0 f
+  rpm="$(rpm_path)" || fail "no .rpm"
+  prev="$(previous_rpm)" || fail "no .rpm of the previous release (tests/e2e/previous-release.sh)"
+  bumped="$(bumped_rpm)" || fail "could not build the bumped .rpm"
+  prov="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
+  v="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$rpm")"; nv="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$bumped")"
+  v_old="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$prev")"
+  log "requires of $(basename "$rpm"): $(rpm -qp --requires "$rpm" | grep -v '^rpmlib(' | sort -u | tr '\n' ' ')"
+  boot
+  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$bumped" nthd-bumped.rpm >/dev/null; ct_put "$prov" provides.rpm >/dev/null
+  ct_put "$prev" nthd-previous.rpm >/dev/null
+  _rpm_first_install "$v"
 
   step "rpm -U to $nv"
   pid0="$(nthd_main_pid)"

@@ -1359,6 +1359,40 @@ kill_our_containers() {
 
 usage() { sed -n '2,/^set -uo/p' "$0" | grep -v '^# shellcheck' | sed '$d; s/^# \{0,1\}//'; }
 
+# Everything the scenarios NAMES need: the testkit, the package, the previous release (for
+# upgrade-configured), binfmt for a foreign nthd, the tree.  On failure NOT_RUN says why.
+_prepare() {
+  local missing t_prev
+  build_testkit
+  # Fail fast (and clearly) instead of debootstrapping and booting N containers to find out.
+  if missing="$(missing_artefacts)"; then
+    NOT_RUN="missing $missing"
+    echo "    build them first: packaging/build.sh --all-arches (or cargo deb --target $(uname -m)-unknown-linux-musl), and cargo build -p nthd-testkit --release --target $E2E_TESTKIT_TARGET --bins  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)" >&2
+    return 1
+  fi
+  snapshot_deb || { NOT_RUN="$(nthd_deb_path) is not a readable .deb"; return 1; }
+  # upgrade-configured starts from the previous release's own .deb: built from its commit by
+  # that tree's packaging/build.sh the first time, cached under target/previous-release/.
+  if [[ " $* " == *" upgrade-configured "* ]]; then
+    t_prev=$SECONDS
+    if PREV_RELEASE_DIR="$(bash "$HERE/previous-release.sh")"; then
+      log "previous release: $PREV_RELEASE_DIR ($((SECONDS - t_prev))s)"
+    else
+      PREV_RELEASE_DIR=""
+      PREV_RELEASE_ERR="tests/e2e/previous-release.sh failed (see its output above)"
+    fi
+  fi
+  # A foreign nthd in the host's tree runs through binfmt_misc: register it first (rootfs.sh
+  # does so for a foreign tree), or the first exec fails on a new machine.
+  if [[ "$E2E_NTHD_ARCH" != "$E2E_HOST_ARCH" ]] && ! bash "$REPO/tests/binfmt-aarch64.sh" >&2; then
+    NOT_RUN="$E2E_NTHD_ARCH binaries cannot run on this host"; return 1
+  fi
+  if [[ -z "${E2E_SKIP_ROOTFS:-}" ]] && ! "$HERE/rootfs.sh"; then
+    NOT_RUN="the rootfs build or its test boot failed; see the rootfs.sh output above and $ROOTFS.debootstrap.log"
+    return 1
+  fi
+}
+
 main() {
   local narrate=0 names=() n
   while (($#)); do case "$1" in
@@ -1380,41 +1414,9 @@ main() {
   exec 8>"$E2E_DIR/run.lock"
   flock -n 8 || { log "another e2e run holds $E2E_DIR/run.lock; waiting"; flock 8; }
   kill_our_containers
-  local passed=0 failed=0 missing
-  build_testkit
-  # Fail fast (and clearly) instead of debootstrapping and booting N
-  # containers to find out.
-  if missing="$(missing_artefacts)"; then
-    for n in "${names[@]}"; do echo "FAIL $n (not run: missing $missing)"; done
-    echo "    build them first: packaging/build.sh --all-arches (or cargo deb --target $(uname -m)-unknown-linux-musl), and cargo build -p nthd-testkit --release --target $E2E_TESTKIT_TARGET --bins  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)"
-    echo "0 passed, ${#names[@]} failed"
-    return 1
-  fi
-  if ! snapshot_deb; then
-    for n in "${names[@]}"; do echo "FAIL $n (not run: $(nthd_deb_path) is not a readable .deb)"; done
-    echo "0 passed, ${#names[@]} failed"
-    return 1
-  fi
-  # upgrade-configured starts from the previous release's own .deb: built from its commit by
-  # that tree's packaging/build.sh the first time, cached under target/previous-release/.
-  if [[ " ${names[*]} " == *" upgrade-configured "* ]]; then
-    local t_prev=$SECONDS
-    if PREV_RELEASE_DIR="$(bash "$HERE/previous-release.sh")"; then
-      log "previous release: $PREV_RELEASE_DIR ($((SECONDS - t_prev))s)"
-    else
-      PREV_RELEASE_DIR=""
-      PREV_RELEASE_ERR="tests/e2e/previous-release.sh failed (see its output above)"
-    fi
-  fi
-  # A foreign nthd in the host's tree runs through binfmt_misc: register it first (rootfs.sh
-  # does so for a foreign tree), or the first exec fails on a new machine.
-  if [[ "$E2E_NTHD_ARCH" != "$E2E_HOST_ARCH" ]] && ! bash "$REPO/tests/binfmt-aarch64.sh" >&2; then
-    for n in "${names[@]}"; do echo "FAIL $n (not run: $E2E_NTHD_ARCH binaries cannot run on this host)"; done
-    echo "0 passed, ${#names[@]} failed"
-    return 1
-  fi
-  if [[ -z "${E2E_SKIP_ROOTFS:-}" ]] && ! "$HERE/rootfs.sh"; then
-    for n in "${names[@]}"; do echo "FAIL $n (not run: the rootfs build or its test boot failed; see the rootfs.sh output above and $ROOTFS.debootstrap.log)"; done
+  local passed=0 failed=0
+  if ! _prepare "${names[@]}"; then
+    for n in "${names[@]}"; do echo "FAIL $n (not run: $NOT_RUN)"; done
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi

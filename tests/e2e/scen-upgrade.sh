@@ -75,20 +75,9 @@ _configure_as_admin() {
   _expect_nthd_with_settings "configured"
 }
 
-scen_upgrade_configured() {
-  local old new v_old v_new pid0 pid1 state0 state1 record
-  old="$(previous_deb)" || fail "no package of the previous release"
-  v_old="$(dpkg-deb -f "$old" Version)"; v_new="$(dpkg-deb -f "$(nthd_deb_path)" Version)"
-  dpkg --compare-versions "$v_new" gt "$v_old" || fail "the package under test ($v_new) is not newer than the previous release ($v_old)"
-  log "previous release: $old ($v_old); under test: $(nthd_deb_path) ($v_new)"
-  E2E_NTHD_DEB="$old" setup_deferred_node
-  old="$(ct_put "$old" nthd-previous.deb)"; new="$(ct_put "$(nthd_deb_path)" nthd-under-test.deb)"
-  [[ "$(_installed_version)" == "$v_old installed" ]] || fail "the node does not run $v_old: $(_installed_version)"
-  [[ "$(ct_exec dpkg-query -W -f '${Conffiles}' nthd)" == *"/etc/default/nthd"* ]] || fail "$v_old has no conffile /etc/default/nthd"
-
-  step "$v_old configured by its admin through /etc/default/nthd (a dpkg conffile in $v_old)"
-  _configure_as_admin
-
+# Upgrade, downgrade, upgrade again and purge, each non-interactive; then a fresh install.
+_upgrade_round_trip() {
+  local old="$1" new="$2" v_old="$3" v_new="$4"
   step "upgrade to $v_new with apt-get install -y of the file, stdin closed"
   _noninteractive apt-upgrade apt-get install -y --no-install-recommends "$new"
   [[ "$(_installed_version)" == "$v_new installed" ]] || fail "not upgraded: $(_installed_version)"
@@ -118,7 +107,12 @@ scen_upgrade_configured() {
   [[ "$(ct_exec stat -c %a /etc/default/nthd)" == 644 ]] || fail "/etc/default/nthd is not 0644"
   [[ -z "$(ct_exec dpkg-query -W -f '${Conffiles}' nthd)" ]] || fail "the package under test ships a conffile"
   _noninteractive dpkg-purge-fresh dpkg --purge nthd
+}
 
+# The previous release with a record in its state and a deferred stop, upgraded while the
+# action waits: settings and state kept, the action carried out once, by the new nthd.
+_upgrade_while_deferred() {
+  local old="$1" new="$2" v_old="$3" v_new="$4" pid0 pid1 state0 state1 record
   step "$v_old again, configured by its admin; a reboot logind refuses leaves a record in its state"
   _noninteractive dpkg-previous dpkg -i "$old"
   _configure_as_admin
@@ -151,4 +145,22 @@ scen_upgrade_configured() {
   (( $(now_ms) < DEFER_AT_MS - 2000 )) || fail "the upgrade ended too close to the deferred time to prove anything"
   expect_deferred_fired_once
   [[ "$(journal_json "$MSG_ACTION" | hjq -r ._PID)" == "$pid1" ]] || fail "the action entry is not from the upgraded nthd (pid $pid1)"
+}
+
+scen_upgrade_configured() {
+  local old new v_old v_new
+  old="$(previous_deb)" || fail "no package of the previous release"
+  v_old="$(dpkg-deb -f "$old" Version)"; v_new="$(dpkg-deb -f "$(nthd_deb_path)" Version)"
+  dpkg --compare-versions "$v_new" gt "$v_old" || fail "the package under test ($v_new) is not newer than the previous release ($v_old)"
+  log "previous release: $old ($v_old); under test: $(nthd_deb_path) ($v_new)"
+  E2E_NTHD_DEB="$old" setup_deferred_node
+  old="$(ct_put "$old" nthd-previous.deb)"; new="$(ct_put "$(nthd_deb_path)" nthd-under-test.deb)"
+  [[ "$(_installed_version)" == "$v_old installed" ]] || fail "the node does not run $v_old: $(_installed_version)"
+  [[ "$(ct_exec dpkg-query -W -f '${Conffiles}' nthd)" == *"/etc/default/nthd"* ]] || fail "$v_old has no conffile /etc/default/nthd"
+
+  step "$v_old configured by its admin through /etc/default/nthd (a dpkg conffile in $v_old)"
+  _configure_as_admin
+
+  _upgrade_round_trip "$old" "$new" "$v_old" "$v_new"
+  _upgrade_while_deferred "$old" "$new" "$v_old" "$v_new"
 }
