@@ -21,6 +21,7 @@ use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
+use crate::report::{self, StatusOut};
 use crate::timefmt;
 use crate::webhook::{Context, Event};
 
@@ -485,21 +486,19 @@ impl Daemon {
         }
     }
 
-    /// Carries out a power action the planner asks for, through the executor, and tells the
-    /// planner how it went.
+    /// Carries out a power action the planner asks for, through the executor, applies what
+    /// follows from it, and tells the planner how it went.
     async fn execute(&mut self, notice: &Notice, action: PowerAction) {
         let watchdog = &self.watchdog;
-        let outcome = self
+        let rec = self
             .executor
-            .execute(notice, action, &mut self.metrics, &|| {
+            .execute(notice, action, &|| {
                 watchdog.ping();
             })
             .await;
-        self.status.action(notice, action, &outcome);
-        if let Some(r) = outcome.for_webhook() {
-            self.webhooks.hooks().send(Event::action(notice, action, r));
-        }
-        match &outcome {
+        let status = StatusOut::Daemon(&mut self.status);
+        report::apply(&rec, &mut self.metrics, status, self.webhooks.hooks());
+        match &rec.outcome {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
             _ => {
                 self.logind_error = None;
@@ -507,7 +506,7 @@ impl Daemon {
             }
         }
         self.planner
-            .record_result(&notice.id, outcome.acted(), SystemTime::now());
+            .record_result(&notice.id, rec.outcome.acted(), rec.at);
     }
 
     /// Pings the watchdog before a logind call that may take its whole timeout.
@@ -824,7 +823,7 @@ impl Daemon {
 }
 
 /// How long a stopping daemon waits for webhook deliveries still under way.
-const WEBHOOK_DRAIN: Duration = Duration::from_secs(3);
+pub(crate) const WEBHOOK_DRAIN: Duration = Duration::from_secs(3);
 
 /// Sleeps until `wake`, or forever.
 async fn sleep_until(wake: Option<tokio::time::Instant>) {

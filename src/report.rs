@@ -1,0 +1,52 @@
+//! What follows from a power action, applied in one place for the daemon and a fire drill
+//! alike: the journald line, the metrics, the status file's `actions`, the webhook's action
+//! event. The executor only returns the [`ActionRecord`]; [`apply`] carries out its effects.
+//! A drill's record is marked as such in each of them (see [`ActionRecord::drill`]).
+
+use std::path::Path;
+
+use crate::executor::ActionRecord;
+use crate::metrics::Metrics;
+use crate::status::{self, Tracker};
+use crate::webhook::{Event, Webhooks};
+
+/// Where the status file's line for an action goes.
+pub(crate) enum StatusOut<'a> {
+    /// The daemon's tracker, which writes the file at its next update.
+    Daemon(&'a mut Tracker),
+    /// A drill's: added to the daemon's file at this path, if there is one
+    /// ([`status::shared::add_drill_action`]).
+    Drill(&'a Path),
+}
+
+/// Applies everything that follows from `rec`. Webhook delivery is only queued: it never holds
+/// up or fails anything.
+pub(crate) fn apply(
+    rec: &ActionRecord,
+    metrics: &mut Metrics,
+    status: StatusOut<'_>,
+    hooks: &Webhooks,
+) {
+    rec.log();
+    metrics.action(rec.notice.kind, rec.action, rec.outcome.label());
+    let view = status::action_view(rec);
+    match status {
+        StatusOut::Daemon(tracker) => tracker.action(view),
+        StatusOut::Drill(path) => drill_status(path, view),
+    }
+    if let Some(result) = rec.outcome.for_webhook() {
+        hooks.send(Event::action(&rec.notice, rec.action, result));
+    }
+}
+
+/// Lists a drill's action in the daemon's status file; says so when it cannot.
+fn drill_status(path: &Path, view: status::ActionView) {
+    match status::shared::add_drill_action(path, view) {
+        Ok(true) => tracing::info!("the fire drill is listed in {}", path.display()),
+        Ok(false) => tracing::info!(
+            "no status file at {}: the fire drill is listed in none",
+            path.display()
+        ),
+        Err(e) => tracing::warn!("the fire drill is not listed in the status file: {e}"),
+    }
+}
