@@ -50,3 +50,38 @@ fn drill_status(path: &Path, view: status::ActionView) {
         Err(e) => tracing::warn!("the fire drill is not listed in the status file: {e}"),
     }
 }
+
+/// Everyone who hears of what the daemon learns and does: the metrics, the status file and the
+/// webhooks. The daemon tells it once (the cloud, the instance, an action) and each takes its
+/// part, instead of the daemon copying each fact to each of them.
+pub(crate) struct Outputs {
+    /// The metrics (`/metrics`, the textfile).
+    pub(crate) metrics: Metrics,
+    /// The status file.
+    pub(crate) status: Tracker,
+    /// Webhook delivery (a no-op without `NTHD_WEBHOOK`, or while a setup error disables it);
+    /// never waited on before an action.
+    pub(crate) webhooks: crate::extras::WebhookSlot,
+}
+
+impl Outputs {
+    /// The cloud was found (`how`), and what is watched on it.
+    pub(crate) fn cloud(&mut self, cloud: crate::notice::Cloud, how: &str, watching: &str) {
+        self.metrics.set_provider(cloud);
+        self.status.set_cloud(cloud, how, watching);
+        self.webhooks.update_context(|c| c.cloud = Some(cloud));
+    }
+
+    /// The metadata service described the machine.
+    pub(crate) fn identity(&mut self, id: crate::notice::Identity) {
+        self.metrics.set_identity(&id);
+        self.status.set_identity(&id);
+        self.webhooks.update_context(|c| c.identity = id);
+    }
+
+    /// A power action the daemon carried out (or not): [`apply`].
+    pub(crate) fn action(&mut self, rec: &ActionRecord) {
+        let status = StatusOut::Daemon(&mut self.status);
+        apply(rec, &mut self.metrics, status, self.webhooks.hooks());
+    }
+}
