@@ -21,6 +21,7 @@ use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
+use crate::report::Outputs;
 use crate::timefmt;
 use crate::webhook::{Context, Event};
 
@@ -213,7 +214,8 @@ struct Daemon {
     opts: Options,
     planner: Planner,
     executor: Executor,
-    metrics: Metrics,
+    /// The metrics, the status file and the webhooks.
+    out: Outputs,
     budget: Option<Duration>,
     budget_read_at: Option<Instant>,
     cloud: Option<Cloud>,
@@ -224,11 +226,6 @@ struct Daemon {
     /// When logind accepted the power action nthd asked for (to watch for its cancellation).
     accepted_at: Option<Instant>,
     last_status: String,
-    /// The status file (`nthd status`, the NPD plugin).
-    status: crate::status::Tracker,
-    /// Webhook delivery (a no-op without `--webhook`, or while a setup error disables it);
-    /// never waited on before an action.
-    webhooks: WebhookSlot,
     /// Logs the extras' problems once each.
     extras: Reporter,
     /// Whether nthd was blind at the last status update, to log the change once.
@@ -381,7 +378,8 @@ impl Daemon {
                     log_announce(&notice, &decision, already_done);
                     // Re-announced after a restart: the same event id, receivers deduplicate.
                     if decision.action != Action::Ignore {
-                        self.webhooks
+                        self.out
+                            .webhooks
                             .hooks()
                             .send(Event::notice(&notice, &decision));
                     }
@@ -423,7 +421,8 @@ impl Daemon {
                         "pending action for {} canceled: {reason}",
                         notice.id
                     );
-                    self.webhooks
+                    self.out
+                        .webhooks
                         .hooks()
                         .send(Event::canceled(&notice, &reason));
                 }
@@ -485,21 +484,18 @@ impl Daemon {
         }
     }
 
-    /// Carries out a power action the planner asks for, through the executor, and tells the
-    /// planner how it went.
+    /// Carries out a power action the planner asks for, through the executor, applies what
+    /// follows from it, and tells the planner how it went.
     async fn execute(&mut self, notice: &Notice, action: PowerAction) {
         let watchdog = &self.watchdog;
-        let outcome = self
+        let rec = self
             .executor
-            .execute(notice, action, &mut self.metrics, &|| {
+            .execute(notice, action, &|| {
                 watchdog.ping();
             })
             .await;
-        self.status.action(notice, action, &outcome);
-        if let Some(r) = outcome.for_webhook() {
-            self.webhooks.hooks().send(Event::action(notice, action, r));
-        }
-        match &outcome {
+        self.out.action(&rec);
+        match &rec.outcome {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
             _ => {
                 self.logind_error = None;
@@ -507,7 +503,7 @@ impl Daemon {
             }
         }
         self.planner
-            .record_result(&notice.id, outcome.acted(), SystemTime::now());
+            .record_result(&notice.id, rec.outcome.acted(), rec.at);
     }
 
     /// Pings the watchdog before a logind call that may take its whole timeout.
@@ -652,7 +648,11 @@ impl Daemon {
             );
         }
         Daemon {
-            metrics: Metrics::new(opts.metrics_options()),
+            out: Outputs {
+                metrics: Metrics::new(opts.metrics_options()),
+                status,
+                webhooks,
+            },
             planner,
             executor: Executor::new(Logind::new(), st, opts.dry_run, retry),
             budget: None,
@@ -665,8 +665,6 @@ impl Daemon {
             accepted_at: None,
             watchdog: Watchdog::new(opts),
             last_status: String::new(),
-            status,
-            webhooks,
             extras: Reporter::default(),
             blind: None,
             ready: false,
@@ -690,11 +688,9 @@ impl Daemon {
                 // With auto-detection the cloud is known only now.
                 self.opts.validate_for(det.cloud)?;
                 tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
-                self.metrics.set_provider(det.cloud);
-                self.status.set_cloud(det.cloud, &det.how, &describe);
+                self.out.cloud(det.cloud, &det.how, &describe);
                 let (all, source) = self.opts.blind_after(det.cloud);
-                self.status.set_blind_after(all, source);
-                self.webhooks.update_context(|c| c.cloud = Some(det.cloud));
+                self.out.status.set_blind_after(all, source);
                 self.cloud = Some(det.cloud);
                 self.describe = describe;
             }
@@ -719,16 +715,14 @@ impl Daemon {
             Some(d) => tracing::info!("instance: {d}"),
             None => tracing::debug!("the metadata service does not describe this instance"),
         }
-        self.metrics.set_identity(&id);
-        self.status.set_identity(&id);
-        self.webhooks.update_context(|c| c.identity = id);
+        self.out.identity(id);
         self.update_status(false);
     }
 
     /// Keeps the status file up to date (`changed`: the planner's picture moved).
     fn update_status(&mut self, changed: bool) {
-        let (listen, textfile) = self.metrics.problems();
-        let extras = [self.webhooks.problem(), listen, textfile];
+        let (listen, textfile) = self.out.metrics.problems();
+        let extras = [self.out.webhooks.problem(), listen, textfile];
         self.extras.report(extras);
         let facts = crate::status::Facts {
             planner: &self.planner,
@@ -739,10 +733,10 @@ impl Daemon {
             extras: [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i])),
         };
         let now = SystemTime::now();
-        self.status.update(&facts, changed, now);
-        let (blind, age) = self.status.health(now);
+        self.out.status.update(&facts, changed, now);
+        let (blind, age) = self.out.status.health(now);
         let disabled = [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i].is_some()));
-        self.metrics.health(blind.is_some(), age, &disabled);
+        self.out.metrics.health(blind.is_some(), age, &disabled);
         if blind != self.blind {
             self.log_blindness(blind);
         }
@@ -756,7 +750,7 @@ impl Daemon {
                 message_id = MSG_BLIND,
                 "nthd is blind: no metadata read succeeded for over {}; a notice now would be \
                  missed. `nthd status` and the NPD plugin say unknown. Last error: {err}",
-                timefmt::format_duration(self.status.blind_after())
+                timefmt::format_duration(self.out.status.blind_after())
             ),
             Some(Some(src)) => tracing::error!(
                 message_id = MSG_BLIND,
@@ -772,8 +766,8 @@ impl Daemon {
 
     /// observe → plan → execute → record, for one observation.
     async fn on_observation(&mut self, obs: Observation) {
-        self.metrics.observation(&obs);
-        self.status.observation(&obs, SystemTime::now());
+        self.out.metrics.observation(&obs);
+        self.out.status.observation(&obs, SystemTime::now());
         for (sources, msg) in obs.grouped_errors() {
             if self.last_error.as_deref() != Some(&msg) {
                 tracing::warn!(
@@ -795,7 +789,7 @@ impl Daemon {
         let changed = !cmds.is_empty();
         self.handle(cmds).await;
         self.watch_cancellation().await;
-        self.metrics.notices(&self.planner, SystemTime::now());
+        self.out.metrics.notices(&self.planner, SystemTime::now());
         self.update_status(changed);
         self.ready();
     }
@@ -811,7 +805,7 @@ impl Daemon {
     }
 
     fn on_watchdog_tick(&mut self) {
-        self.webhooks.retry_if_due(&self.opts, Instant::now());
+        self.out.webhooks.retry_if_due(&self.opts, Instant::now());
         self.update_status(false);
         if !self.watchdog.ping() {
             tracing::error!(
@@ -824,7 +818,7 @@ impl Daemon {
 }
 
 /// How long a stopping daemon waits for webhook deliveries still under way.
-const WEBHOOK_DRAIN: Duration = Duration::from_secs(3);
+pub(crate) const WEBHOOK_DRAIN: Duration = Duration::from_secs(3);
 
 /// Sleeps until `wake`, or forever.
 async fn sleep_until(wake: Option<tokio::time::Instant>) {
@@ -885,11 +879,11 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     }
 
     notify(&[sd_notify::NotifyState::Stopping]);
-    d.metrics.flush_now();
+    d.out.metrics.flush_now();
     acknowledge_on_stop(&mut d, &ack_tx).await;
     task.abort();
     // The action event is sent right before the machine goes down: give it a moment, within
     // the unit's TimeoutStopSec=15s (the Azure acknowledgement above takes at most 5 s).
-    d.webhooks.drain(WEBHOOK_DRAIN).await;
+    d.out.webhooks.drain(WEBHOOK_DRAIN).await;
     Ok(())
 }

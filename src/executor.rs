@@ -8,8 +8,11 @@
 //!   event still listed after the reboot would look new, and nthd would reboot on every boot);
 //!   the write (fsyncs) runs off the runtime thread, and a power-off does not wait for it;
 //! - bounds the logind call, and names the real cause of a refusal (see `logind.rs`);
-//! - records the result, counts it in the metrics and logs it with a stable journald
-//!   `MESSAGE_ID`.
+//! - returns one [`ActionRecord`]: what was asked, what logind was called with, and the result.
+//!
+//! What follows from the record (the journald line with its stable `MESSAGE_ID`, the metrics,
+//! the status file's `actions`, the webhook's action event) is applied in one place,
+//! [`crate::report::apply`], by the daemon and by a fire drill alike.
 //!
 //! Whether to act, when, and when to retry is the planner's business (`policy.rs`): exactly once
 //! lives there (the done set) and here (the state record that survives a restart).
@@ -18,7 +21,6 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::logind::{Logind, CALL_TIMEOUT};
-use crate::metrics::Metrics;
 use crate::notice::Notice;
 use crate::policy::PowerAction;
 use crate::state::{self, Phase, State};
@@ -72,13 +74,66 @@ impl Outcome {
     }
 
     /// The `result` label of `nthd_actions_total`.
-    fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Outcome::Accepted => "ok",
             Outcome::AlreadyShuttingDown => "already_shutting_down",
             Outcome::DryRun => "dry_run",
             Outcome::Failed(_) => "error",
         }
+    }
+}
+
+/// One power action carried out (or not): what was asked, what was called, what came of it.
+/// Everything the rest of nthd learns about the action comes from it ([`crate::report::apply`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ActionRecord {
+    /// The notice acted on (a fire drill's is [`Notice::is_drill`]).
+    pub(crate) notice: Notice,
+    /// The action asked for.
+    pub(crate) action: PowerAction,
+    /// The logind method called, `None` when none was (stood down, dry run, refused first).
+    pub(crate) called: Option<&'static str>,
+    /// What came of it.
+    pub(crate) outcome: Outcome,
+    /// When it was decided.
+    pub(crate) at: SystemTime,
+    /// When the planner tries a failed action again, named in the log line; `None` for a drill.
+    pub(crate) retry: Option<Duration>,
+}
+
+impl ActionRecord {
+    /// Whether it was a fire drill (`nthd simulate --yes`).
+    pub(crate) fn drill(&self) -> bool {
+        self.notice.is_drill()
+    }
+
+    /// The journald line, with its stable `MESSAGE_ID` and `NTHD_*` fields (`NTHD_DRILL=true`
+    /// and a "fire drill:" prefix for a drill).
+    pub(crate) fn log(&self) {
+        let (n, action) = (&self.notice, self.action);
+        match &self.outcome {
+            Outcome::Accepted => log_accepted(n, action),
+            Outcome::DryRun => log_dry_run(n, action),
+            Outcome::AlreadyShuttingDown => tracing::info!(
+                nthd_notice_id = n.id.as_str(),
+                nthd_drill = n.is_drill(),
+                "{}logind is already preparing for shutdown; not calling {} again for {}",
+                drill_tag(n),
+                action.method(),
+                n.id
+            ),
+            Outcome::Failed(e) => log_failed(n, action, e, self.retry),
+        }
+    }
+}
+
+/// The prefix of a drill's log lines.
+fn drill_tag(n: &Notice) -> &'static str {
+    if n.is_drill() {
+        "fire drill: "
+    } else {
+        ""
     }
 }
 
@@ -115,6 +170,11 @@ impl Executor {
         }
     }
 
+    /// Whether this executor only logs (`--dry-run`).
+    pub(crate) fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
     /// The logind client, for the reads the daemon makes around the actions.
     pub(crate) fn logind(&mut self) -> &mut Logind {
         &mut self.logind
@@ -126,27 +186,32 @@ impl Executor {
     }
 
     /// Carries out `action` for `n`. `keepalive` runs before each logind call that may take its
-    /// whole timeout (the daemon pings systemd's watchdog there).
+    /// whole timeout (the daemon pings systemd's watchdog there). Nothing is logged or counted
+    /// here: the caller applies the record ([`crate::report::apply`]).
     pub(crate) async fn execute(
         &mut self,
         n: &Notice,
         action: PowerAction,
-        metrics: &mut Metrics,
         keepalive: &dyn Fn(),
-    ) -> Outcome {
-        let outcome = if self.dry_run {
-            log_dry_run(n, action);
-            Outcome::DryRun
+    ) -> ActionRecord {
+        let (called, outcome) = if self.dry_run {
+            (None, Outcome::DryRun)
         } else {
             keepalive();
             if self.shutdown_under_way().await {
-                self.stand_down(n, action).await
+                (None, self.stand_down(n, action).await)
             } else {
                 self.call(n, action, keepalive).await
             }
         };
-        metrics.action(n.kind, action, outcome.label());
-        outcome
+        ActionRecord {
+            notice: n.clone(),
+            action,
+            called,
+            outcome,
+            at: SystemTime::now(),
+            retry: self.retry,
+        }
     }
 
     /// Whether logind already prepares for shutdown. Acting once across restarts: another call
@@ -159,18 +224,19 @@ impl Executor {
     }
 
     async fn stand_down(&mut self, n: &Notice, action: PowerAction) -> Outcome {
-        tracing::info!(
-            nthd_notice_id = n.id.as_str(),
-            "logind is already preparing for shutdown; not calling {} again for {}",
-            action.method(),
-            n.id
-        );
         let done = self.start_record(n, action, Phase::Done);
         self.finish_record(done).await;
         Outcome::AlreadyShuttingDown
     }
 
-    async fn call(&mut self, n: &Notice, action: PowerAction, keepalive: &dyn Fn()) -> Outcome {
+    /// Records, then calls logind: the method called (`None` when the reboot was refused
+    /// first) and the outcome.
+    async fn call(
+        &mut self,
+        n: &Notice,
+        action: PowerAction,
+        keepalive: &dyn Fn(),
+    ) -> (Option<&'static str>, Outcome) {
         let started = self.start_record(n, action, Phase::Started);
         // A reboot's record must be on disk first. A power-off's is written beside the call: a
         // stalled disk must hold up neither the call nor the watchdog.
@@ -178,7 +244,7 @@ impl Executor {
             PowerAction::Reboot => {
                 keepalive();
                 if !self.finish_record(started).await {
-                    return self.refuse_unrecorded_reboot(n);
+                    return (None, self.refuse_unrecorded_reboot(n));
                 }
                 None
             }
@@ -191,7 +257,10 @@ impl Executor {
             self.finish_record(started).await;
         }
         keepalive();
-        self.answered(n, action, answer).await
+        (
+            Some(action.method()),
+            self.answered(n, action, answer).await,
+        )
     }
 
     /// What came of the logind call.
@@ -205,10 +274,9 @@ impl Executor {
             Ok(Ok(())) => {
                 let done = self.start_record(n, action, Phase::Done);
                 self.finish_record(done).await;
-                log_accepted(n, action);
                 Outcome::Accepted
             }
-            Ok(Err(e)) => self.failed(n, action, e.to_string()),
+            Ok(Err(e)) => Outcome::Failed(e.to_string()),
             Err(_) => {
                 // The connection may be stuck: the next call reconnects.
                 self.logind.reset();
@@ -218,7 +286,7 @@ impl Executor {
                     action.method(),
                     timefmt::format_duration(CALL_TIMEOUT)
                 );
-                self.failed(n, action, e)
+                Outcome::Failed(e)
             }
         }
     }
@@ -228,7 +296,7 @@ impl Executor {
     fn refuse_unrecorded_reboot(&mut self, n: &Notice) -> Outcome {
         self.state.forget(&n.id);
         drop(self.spawn_write());
-        self.failed(n, PowerAction::Reboot, self.unrecorded_reboot(n))
+        Outcome::Failed(self.unrecorded_reboot(n))
     }
 
     fn unrecorded_reboot(&self, n: &Notice) -> String {
@@ -238,22 +306,6 @@ impl Executor {
              directory writable",
             n.id
         )
-    }
-
-    fn failed(&self, n: &Notice, action: PowerAction, e: String) -> Outcome {
-        let retry = match self.retry {
-            Some(d) => format!(" (retrying in {})", timefmt::format_duration(d)),
-            None => String::new(),
-        };
-        tracing::error!(
-            message_id = MSG_ACTION_FAILED,
-            nthd_kind = n.kind.name(),
-            nthd_notice_id = n.id.as_str(),
-            nthd_action = action.name(),
-            "action {action} for {} failed: {e}{retry}",
-            n.kind
-        );
-        Outcome::Failed(e)
     }
 
     /// Records a phase of an action in memory, and starts writing the file off the runtime
@@ -328,6 +380,23 @@ impl Gate {
     }
 }
 
+fn log_failed(n: &Notice, action: PowerAction, e: &str, retry: Option<Duration>) {
+    let retry = match retry {
+        Some(d) => format!(" (retrying in {})", timefmt::format_duration(d)),
+        None => String::new(),
+    };
+    tracing::error!(
+        message_id = MSG_ACTION_FAILED,
+        nthd_kind = n.kind.name(),
+        nthd_notice_id = n.id.as_str(),
+        nthd_action = action.name(),
+        nthd_drill = n.is_drill(),
+        "{}action {action} for {} failed: {e}{retry}",
+        drill_tag(n),
+        n.kind
+    );
+}
+
 fn log_dry_run(n: &Notice, action: PowerAction) {
     tracing::warn!(
         message_id = MSG_ACTION,
@@ -335,8 +404,10 @@ fn log_dry_run(n: &Notice, action: PowerAction) {
         nthd_notice_id = n.id.as_str(),
         nthd_action = action.name(),
         nthd_dry_run = true,
-        "action {action} for {}: dry run: would call org.freedesktop.login1.Manager.{}(false) for \
-         {} ({})",
+        nthd_drill = n.is_drill(),
+        "{}action {action} for {}: dry run: would call org.freedesktop.login1.Manager.{}(false) \
+         for {} ({})",
+        drill_tag(n),
         n.kind,
         action.method(),
         n.id,
@@ -351,8 +422,10 @@ fn log_accepted(n: &Notice, action: PowerAction) {
         nthd_notice_id = n.id.as_str(),
         nthd_event_id = n.event_id.as_deref().unwrap_or(""),
         nthd_action = action.name(),
-        "action {action} for {}: called org.freedesktop.login1.Manager.{}(false) for {}: kubelet's \
-         inhibitor lock now drains the node",
+        nthd_drill = n.is_drill(),
+        "{}action {action} for {}: called org.freedesktop.login1.Manager.{}(false) for {}: \
+         kubelet's inhibitor lock now drains the node",
+        drill_tag(n),
         n.kind,
         action.method(),
         n.id
@@ -395,28 +468,19 @@ pub(crate) fn load_state(dir: &Path, now: SystemTime) -> State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::MetricsOptions;
     use crate::notice::NoticeKind;
     use nthd_testkit::logind::{FakeLogind, PrivateBus};
     use std::sync::Arc;
 
     /// A reboot for `n` comes back refused ("not rebooting …") and never reaches logind.
     async fn expect_reboot_refused(exec: &mut Executor, n: &Notice, fake: &FakeLogind) {
-        let out = exec
-            .execute(n, PowerAction::Reboot, &mut metrics(), &|| {})
-            .await;
-        let Outcome::Failed(e) = out else {
+        let out = exec.execute(n, PowerAction::Reboot, &|| {}).await;
+        let Outcome::Failed(e) = &out.outcome else {
             panic!("the reboot was not refused: {out:?}");
         };
+        assert_eq!(out.called, None, "logind was called");
         assert!(e.contains("not rebooting"), "{e}");
         assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
-    }
-
-    fn metrics() -> Metrics {
-        Metrics::new(MetricsOptions {
-            textfile: None,
-            listen: None,
-        })
     }
 
     /// A drill's notice of `kind`, due now.
@@ -443,10 +507,8 @@ mod tests {
         expect_reboot_refused(&mut exec, &reboot, &fake).await;
 
         let spot = notice(NoticeKind::SpotTerminate);
-        let out = exec
-            .execute(&spot, PowerAction::PowerOff, &mut metrics(), &|| {})
-            .await;
-        assert_eq!(out, Outcome::Accepted);
+        let out = exec.execute(&spot, PowerAction::PowerOff, &|| {}).await;
+        assert_eq!(out.outcome, Outcome::Accepted);
         assert_eq!(fake.power_off_count(), 1);
         assert_eq!(std::fs::read(dir.join("state.json")).unwrap(), b"{garbage");
     }
@@ -512,16 +574,14 @@ mod tests {
             }
         });
         let spot = notice(NoticeKind::SpotTerminate);
-        let out = exec
-            .execute(&spot, PowerAction::PowerOff, &mut metrics(), &|| {})
-            .await;
+        let out = exec.execute(&spot, PowerAction::PowerOff, &|| {}).await;
         let (called, written) = watcher.await.unwrap();
         assert!(called, "PowerOff waited for the stalled state write");
         assert!(
             !written,
             "the state file was written before the call: nothing was stalled"
         );
-        assert_eq!(out, Outcome::Accepted);
+        assert_eq!(out.outcome, Outcome::Accepted);
         let done = Some(vec!["done".to_string()]);
         assert_eq!(phases_written(dir.path(), &["done"]).await, done);
     }
@@ -547,10 +607,8 @@ mod tests {
         assert!(exec.state().records().is_empty());
 
         // The disk is back: the retry records the reboot, then calls logind.
-        let out = exec
-            .execute(&reboot, PowerAction::Reboot, &mut metrics(), &|| {})
-            .await;
-        assert_eq!(out, Outcome::Accepted);
+        let out = exec.execute(&reboot, PowerAction::Reboot, &|| {}).await;
+        assert_eq!(out.outcome, Outcome::Accepted);
         assert_eq!(fake.reboot_count(), 1);
         let done = Some(vec!["done".to_string()]);
         assert_eq!(phases_written(dir.path(), &["done"]).await, done);

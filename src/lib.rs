@@ -19,6 +19,7 @@ pub mod notice;
 pub(crate) mod once;
 pub mod policy;
 pub mod provider;
+pub(crate) mod report;
 pub mod sandbox;
 pub mod settings;
 pub(crate) mod simulate;

@@ -354,6 +354,24 @@ pub struct Notice {
     pub raw: String,
 }
 
+/// The source of a fire drill's notice (`nthd simulate`): never a metadata endpoint.
+pub const DRILL_SOURCE: SourceId = SourceId::new("simulate");
+
+/// How a fire drill's notice id starts (`simulate/KIND/...`); no provider's does.
+pub const DRILL_ID_PREFIX: &str = "simulate/";
+
+/// Whether `id` is a fire drill's notice id (a state record keeps only the id).
+pub fn is_drill_id(id: &str) -> bool {
+    id.starts_with(DRILL_ID_PREFIX)
+}
+
+impl Notice {
+    /// Whether this is a fire drill's synthetic notice (`nthd simulate`), not the platform's.
+    pub fn is_drill(&self) -> bool {
+        self.source == DRILL_SOURCE
+    }
+}
+
 /// How the machine is billed, as the metadata service says: users track interruptions by
 /// capacity pool (instance type, zone and lifecycle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

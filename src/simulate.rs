@@ -1,43 +1,54 @@
 //! `nthd simulate KIND`: a fire drill. A synthetic notice goes through the same planner and
 //! executor as a real one, without touching the metadata service. Without `--yes` it only
 //! narrates; with `--yes` it carries the action out, so the kubelet drain can be rehearsed on a
-//! real node. It cannot be triggered by accident: `--yes` is required, and on a terminal the
+//! real node, and applies the record as the daemon does ([`crate::report::apply`]): the journald
+//! line, the metrics textfile, the daemon's status file and the webhooks all show the action,
+//! marked as a drill. `--yes --dry-run` does all of that without calling logind. It cannot be triggered by accident: `--yes` is required, and on a terminal the
 //! host name must be typed as well.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
+use std::path::{Path, PathBuf};
+
 use crate::config::Options;
-use crate::executor::{self, Executor, Outcome};
+use crate::executor::{self, ActionRecord, Executor, Outcome};
+use crate::extras::WebhookSlot;
 use crate::logind::Logind;
 use crate::metrics::{Metrics, MetricsOptions};
-use crate::notice::{Notice, NoticeKind, NoticeStatus, SourceId};
-
-/// The source of a drill's notice.
-const SIMULATE: SourceId = SourceId::new("simulate");
-use crate::policy::{Effect, Planner, PowerAction};
+use crate::notice::{
+    Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, DRILL_ID_PREFIX, DRILL_SOURCE,
+};
+use crate::policy::{Action, Effect, Planner, PowerAction};
+use crate::report::{self, StatusOut};
 use crate::timefmt;
+use crate::webhook::{Context, Event};
 
 /// A plausible deadline for a drill of `kind`: the platform's usual lead time.
 pub(crate) fn default_lead(kind: NoticeKind) -> Duration {
     Duration::from_secs(kind.info().usual_lead_secs)
 }
 
+/// Numbers the synthetic notices of this process.
+static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The synthetic notice.
 pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime) -> Notice {
     let deadline = (!deadline_in.is_zero()).then(|| now + deadline_in);
     Notice {
         kind,
-        source: SIMULATE,
-        // Unique per drill without waiting for a new second: every drill is its own process.
+        source: DRILL_SOURCE,
+        // Unique without waiting for a new second: the process id tells drills apart, and
+        // the sequence number the notices of one process (tests make several).
         id: format!(
-            "simulate/{}/{}-{}",
+            "{DRILL_ID_PREFIX}{}/{}-{}-{}",
             kind.name(),
             now.duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
-            std::process::id()
+            std::process::id(),
+            SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ),
         event_id: None,
         deadline,
@@ -68,12 +79,12 @@ pub(crate) async fn simulate(
             .map(|d| format!(", platform acts at {}", timefmt::format_rfc3339(d)))
             .unwrap_or_default()
     );
-    let cmds = planner.observe(std::slice::from_ref(&notice), &[SIMULATE], now, budget);
+    let cmds = planner.observe(std::slice::from_ref(&notice), &[DRILL_SOURCE], now, budget);
     let Some(action) = narrate(&cmds, now) else {
         println!("nothing to carry out: the policy for {kind} is not poweroff or reboot");
         return Ok(ExitCode::SUCCESS);
     };
-    if !yes || opts.dry_run {
+    if !yes {
         println!(
             "dry run: nthd would call org.freedesktop.login1.Manager.{}(false); kubelet's \
              delay lock would then drain the node. Add --yes to carry it out for real.",
@@ -81,30 +92,114 @@ pub(crate) async fn simulate(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    if !confirmed(action)? {
+    // With --dry-run nothing is powered off: no need to confirm.
+    if !opts.dry_run && !confirmed(action)? {
         println!("not confirmed; nothing done");
         return Ok(ExitCode::FAILURE);
     }
-    // The drill goes through the same executor as a real notice: state record, the
-    // shutdown-under-way guard, call timeout, metrics (the textfile, if set), journald IDs.
-    let state = executor::load_state(&opts.state_dir(), now);
-    let mut exec = Executor::new(logind, state, false, None);
-    let mut metrics = Metrics::new(MetricsOptions {
-        textfile: opts.metrics_options().textfile,
-        listen: None,
-    });
+    let drill = Drill::start(opts, logind, now);
+    drill.announce(&cmds);
     let Some((n, action)) = wait_until_due(&mut planner, cmds).await else {
         println!("nothing left to do");
         return Ok(ExitCode::SUCCESS);
     };
-    println!(
-        "calling org.freedesktop.login1.Manager.{}(false) for {}",
-        action.method(),
-        n.id
-    );
-    let outcome = exec.execute(&n, action, &mut metrics, &|| {}).await;
-    metrics.flush_now();
-    Ok(report(&outcome, action))
+    let rec = drill.carry_out(&n, action).await;
+    Ok(report(&rec))
+}
+
+/// A drill under way: the daemon's path to logind and to everyone who hears of an action.
+struct Drill {
+    exec: Executor,
+    metrics: Metrics,
+    webhooks: WebhookSlot,
+    /// The daemon's status file, which the drill's action is added to.
+    status: PathBuf,
+}
+
+impl Drill {
+    /// The same executor as a real notice's (state record, the shutdown-under-way guard, call
+    /// timeout), the metrics textfile if set, and the daemon's webhooks (`NTHD_WEBHOOK` from
+    /// the same settings files), naming the instance as the daemon's status file does.
+    fn start(opts: &Options, logind: Logind, now: SystemTime) -> Drill {
+        let state = executor::load_state(&opts.state_dir(), now);
+        let status = opts.status_path();
+        let webhooks = WebhookSlot::start(opts, drill_context(&status), None);
+        if let Some(p) = webhooks.problem() {
+            println!("webhooks: {p}");
+        }
+        Drill {
+            exec: Executor::new(logind, state, opts.dry_run, None),
+            metrics: Metrics::new(MetricsOptions {
+                textfile: opts.metrics_options().textfile,
+                listen: None,
+            }),
+            webhooks,
+            status,
+        }
+    }
+
+    /// Sends the notice events, as the daemon does when it announces a notice.
+    fn announce(&self, cmds: &[Effect]) {
+        for c in cmds {
+            if let Effect::Announce {
+                notice, decision, ..
+            } = c
+            {
+                if decision.action != Action::Ignore {
+                    self.webhooks.hooks().send(Event::notice(notice, decision));
+                }
+            }
+        }
+    }
+
+    /// Carries out `action`, applies the record as the daemon would, and gives the webhooks a
+    /// moment to deliver (failing to deliver fails nothing).
+    async fn carry_out(mut self, n: &Notice, action: PowerAction) -> ActionRecord {
+        let verb = if self.exec.dry_run() {
+            "dry run: not calling"
+        } else {
+            "calling"
+        };
+        println!(
+            "{verb} org.freedesktop.login1.Manager.{}(false) for {}",
+            action.method(),
+            n.id
+        );
+        let rec = self.exec.execute(n, action, &|| {}).await;
+        let status = StatusOut::Drill(&self.status);
+        report::apply(&rec, &mut self.metrics, status, self.webhooks.hooks());
+        self.metrics.flush_now();
+        self.webhooks.drain(crate::daemon::WEBHOOK_DRAIN).await;
+        rec
+    }
+}
+
+/// Who the drill's events come from: this host, and the cloud and instance the daemon's status
+/// file names (a drill does not ask the metadata service).
+fn drill_context(status: &Path) -> Context {
+    let mut ctx = Context::for_this_host();
+    let v: serde_json::Value = std::fs::read(status)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let clouds = [
+        Cloud::Aws,
+        Cloud::Gcp,
+        Cloud::Azure,
+        Cloud::Alibaba,
+        Cloud::Tencent,
+    ];
+    ctx.cloud = clouds.into_iter().find(|c| v["cloud"] == c.name());
+    let i = &v["instance"];
+    let lifecycles = [Lifecycle::Spot, Lifecycle::Preemptible, Lifecycle::OnDemand];
+    ctx.identity = Identity {
+        instance_id: text(&i["id"]),
+        instance_type: text(&i["type"]),
+        zone: text(&i["zone"]),
+        lifecycle: lifecycles.into_iter().find(|l| i["lifecycle"] == l.name()),
+    };
+    ctx
 }
 
 /// logind's drain budget, as the planner uses it.
@@ -197,9 +292,9 @@ async fn wait_until_due(
 }
 
 /// The drill's last line and exit status.
-fn report(outcome: &Outcome, action: PowerAction) -> ExitCode {
-    let method = action.method();
-    match outcome {
+fn report(rec: &ActionRecord) -> ExitCode {
+    let method = rec.called.unwrap_or(rec.action.method());
+    match &rec.outcome {
         Outcome::Accepted => {
             println!("done: logind accepted {method}; kubelet's lock now drains the node");
             ExitCode::SUCCESS
@@ -212,7 +307,7 @@ fn report(outcome: &Outcome, action: PowerAction) -> ExitCode {
             ExitCode::SUCCESS
         }
         Outcome::DryRun => {
-            println!("dry run: nothing called");
+            println!("dry run (--dry-run): nothing called; the drill was reported as one");
             ExitCode::SUCCESS
         }
         Outcome::Failed(e) => {
@@ -239,11 +334,11 @@ mod tests {
             n.deadline,
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(220))
         );
-        assert!(
-            synthetic(NoticeKind::Rebalance, Duration::ZERO, SystemTime::now())
-                .deadline
-                .is_none()
-        );
+        assert!(n.is_drill());
+        let again = synthetic(NoticeKind::Rebalance, Duration::ZERO, SystemTime::now());
+        assert!(again.deadline.is_none());
+        let third = synthetic(NoticeKind::Rebalance, Duration::ZERO, SystemTime::now());
+        assert_ne!(again.id, third.id, "two drills in one second, one id");
         for k in crate::notice::KINDS {
             let _ = default_lead(k.kind);
         }

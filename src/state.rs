@@ -174,7 +174,7 @@ fn unix_now(now: SystemTime) -> u64 {
 
 /// Reads the state file without following a symbolic link in its place: root (a drill) would
 /// otherwise read whatever file the owner of the state directory points it at.
-fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = fs::OpenOptions::new()

@@ -12,6 +12,7 @@
 //! version newer than theirs. docs/observability.md (`nthd status`) documents every field.
 
 pub(crate) mod command;
+pub(crate) mod shared;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -231,6 +232,9 @@ pub struct ActionView {
     pub result: String,
     /// The error, for `failed`.
     pub error: Option<String>,
+    /// A fire drill (`nthd simulate --yes`), not a notice from the platform.
+    #[serde(default)]
+    pub drill: bool,
 }
 
 /// An error and when it was last seen.
@@ -435,31 +439,8 @@ impl Tracker {
     }
 
     /// Records a power action's result.
-    pub(crate) fn action(
-        &mut self,
-        n: &Notice,
-        action: crate::policy::PowerAction,
-        outcome: &crate::executor::Outcome,
-    ) {
-        use crate::executor::Outcome;
-        let (result, error) = match outcome {
-            Outcome::Accepted => ("accepted", None),
-            Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
-            Outcome::DryRun => ("dry_run", None),
-            Outcome::Failed(e) => ("failed", Some(e.clone())),
-        };
-        let a = &mut self.base.actions;
-        a.push(ActionView {
-            notice_id: n.id.clone(),
-            kind: Some(n.kind.name().to_string()),
-            action: action.name().to_string(),
-            at: format_rfc3339(SystemTime::now()),
-            result: result.to_string(),
-            error,
-        });
-        if a.len() > MAX_ACTIONS {
-            a.drain(..a.len() - MAX_ACTIONS);
-        }
+    pub(crate) fn action(&mut self, view: ActionView) {
+        push_action(&mut self.base.actions, view);
         self.dirty = true;
     }
 
@@ -617,7 +598,28 @@ impl Tracker {
         s
     }
 
-    fn write(&mut self, path: &Path, status: Status) {
+    /// Writes the file, keeping the fire drills' actions a drill added to it since the last
+    /// write (see [`shared`]). While a drill holds the lock, it is left for the next update.
+    fn write(&mut self, path: &Path, mut status: Status) {
+        let _lock = match shared::DirLock::take(path, false) {
+            Ok(Some(lock)) => Some(lock),
+            Ok(None) => {
+                self.dirty = true;
+                return;
+            }
+            Err(_) => None,
+        };
+        for view in shared::drill_actions(path) {
+            if !self
+                .base
+                .actions
+                .iter()
+                .any(|a| a.notice_id == view.notice_id)
+            {
+                push_action(&mut self.base.actions, view.clone());
+                push_action(&mut status.actions, view);
+            }
+        }
         let mut body = match serde_json::to_vec_pretty(&status) {
             Ok(b) => b,
             Err(_) => return,
@@ -688,6 +690,35 @@ fn record_view(r: &crate::state::Record) -> ActionView {
         }
         .to_string(),
         error: None,
+        drill: crate::notice::is_drill_id(&r.id),
+    }
+}
+
+/// The status file's line for an action the executor carried out (or not).
+pub(crate) fn action_view(rec: &crate::executor::ActionRecord) -> ActionView {
+    use crate::executor::Outcome;
+    let (result, error) = match &rec.outcome {
+        Outcome::Accepted => ("accepted", None),
+        Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
+        Outcome::DryRun => ("dry_run", None),
+        Outcome::Failed(e) => ("failed", Some(e.clone())),
+    };
+    ActionView {
+        notice_id: rec.notice.id.clone(),
+        kind: Some(rec.notice.kind.name().to_string()),
+        action: rec.action.name().to_string(),
+        at: format_rfc3339(rec.at),
+        result: result.to_string(),
+        error,
+        drill: rec.drill(),
+    }
+}
+
+/// Appends `view` to `actions`, keeping the newest [`MAX_ACTIONS`].
+fn push_action(actions: &mut Vec<ActionView>, view: ActionView) {
+    actions.push(view);
+    if actions.len() > MAX_ACTIONS {
+        actions.drain(..actions.len() - MAX_ACTIONS);
     }
 }
 

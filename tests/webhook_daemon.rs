@@ -131,3 +131,64 @@ async fn a_hanging_or_dead_webhook_does_not_delay_the_poweroff() {
 // A world-readable headers file used to stop nthd as a bad setting (exit 2), which left the node
 // unprotected: it now disables webhooks only. tests/secrets.rs
 // `a_bad_headers_file_disables_webhooks_not_the_power_off` shows it, with a spot notice.
+
+/// `nthd simulate --yes` is visible like a real action and marked as a drill: its notice and
+/// action events reach the daemon's webhook (naming the instance from the daemon's status
+/// file), the daemon's status file lists the action as a drill, and the log line says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_drill_sends_its_events_and_is_listed_as_one() {
+    let bus = PrivateBus::start().unwrap();
+    let logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("status.json");
+    std::fs::write(
+        &status,
+        r#"{"schema": 1, "cloud": "aws", "instance": {"id": "i-0drill"}, "actions": [],
+            "field_of_a_newer_nthd": 1}"#,
+    )
+    .unwrap();
+    let r = Receiver::start(Script::Statuses(vec![200])).await;
+    let mut c = common::nthd_command(bus.address());
+    c.args(["simulate", "spot-terminate", "--yes"])
+        .env("NTHD_STATE_DIR", dir.path())
+        .env("NTHD_STATUS_FILE", &status)
+        .env("NTHD_WEBHOOK", r.url("/events"));
+    let out = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(logind.power_off_count(), 1);
+    assert!(
+        stderr.contains("fire drill: action poweroff for spot-terminate: called"),
+        "{stderr}"
+    );
+    assert!(r.wait_for(2, Duration::from_secs(5)).await, "{stderr}");
+    let events: Vec<serde_json::Value> = r.all().iter().map(|e| e.json()).collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["io.nthd.notice", "io.nthd.action"], "{events:?}");
+    for e in &events {
+        assert_eq!(e["nthddrill"], true, "{e}");
+        assert_eq!(e["data"]["drill"], true, "{e}");
+        assert_eq!(e["subject"], "i-0drill", "{e}");
+    }
+    assert_eq!(events[1]["data"]["result"]["outcome"], "accepted");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&status).unwrap()).unwrap();
+    let a = &v["actions"][0];
+    assert_eq!(
+        (&a["drill"], &a["result"]),
+        (&true.into(), &"accepted".into()),
+        "{v}"
+    );
+    assert!(a["notice_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("simulate/spot-terminate/"));
+    assert_eq!(
+        v["field_of_a_newer_nthd"], 1,
+        "a field the drill does not know was lost"
+    );
+}

@@ -1,3 +1,4 @@
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, SystemTime};
 
 use super::command::{npd_verdict, read, render, ReadError, NPD_MAX_LINE};
@@ -71,7 +72,6 @@ fn the_file_is_world_readable_versioned_and_complete() {
         SystemTime::now(),
     );
     t.update(&facts(&p), true, SystemTime::now());
-    use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
     let s = read(&path).unwrap();
@@ -411,4 +411,65 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     // Fixed: the file no longer lists it.
     t.update(&facts(&p), true, now);
     assert!(read(&path).unwrap().extras_disabled.is_empty());
+}
+
+fn drill_view(id: &str) -> ActionView {
+    ActionView {
+        notice_id: id.to_string(),
+        kind: Some("spot-terminate".into()),
+        action: "poweroff".into(),
+        at: format_rfc3339(SystemTime::now()),
+        result: "accepted".into(),
+        error: None,
+        drill: true,
+    }
+}
+
+/// A drill (its own process) adds its action to the daemon's file, marked as a drill; the
+/// daemon keeps it in every later write, and nothing is written where there is no file.
+#[test]
+fn a_drill_is_listed_and_the_daemon_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let view = drill_view("simulate/spot-terminate/1-2-0");
+    assert_eq!(shared::add_drill_action(&path, view.clone()), Ok(false));
+    assert!(!path.exists(), "a drill created the status file");
+
+    let p = planner_with(&[]);
+    t.update(&facts(&p), true, SystemTime::now());
+    assert_eq!(shared::add_drill_action(&path, view.clone()), Ok(true));
+    let read_actions = || read(&path).unwrap().actions;
+    assert_eq!(read_actions(), vec![view.clone()]);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+
+    // The daemon's next write (a new notice) keeps the drill, and lists its own action after.
+    let n = notice(NoticeKind::SpotTerminate, "aws/spot/terminate", 120);
+    let p = planner_with(std::slice::from_ref(&n));
+    let mut real = drill_view("aws/spot/terminate");
+    real.drill = false;
+    t.action(real.clone());
+    t.update(&facts(&p), true, SystemTime::now());
+    assert_eq!(read_actions(), vec![real, view]);
+    let body = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        body.contains("\"drill\": true") && body.contains("\"drill\": false"),
+        "{body}"
+    );
+}
+
+/// While a drill holds the lock, the daemon leaves its write for the next update.
+#[test]
+fn the_daemon_does_not_write_over_a_drill_under_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let lock = shared::DirLock::take(&path, false).unwrap().expect("free");
+    let p = planner_with(&[]);
+    t.update(&facts(&p), true, SystemTime::now());
+    assert!(!path.exists(), "written under the drill's lock");
+    drop(lock);
+    t.update(&facts(&p), false, SystemTime::now());
+    assert!(path.exists(), "not written once the lock was released");
 }

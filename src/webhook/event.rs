@@ -206,6 +206,7 @@ impl Event {
             subject: ctx.identity.instance_id.as_deref(),
             time: format_rfc3339(self.time),
             datacontenttype: "application/json",
+            nthddrill: self.notice.is_drill().then_some(true),
             data: self.data(ctx),
         };
         serde_json::to_vec(&ce).expect("an event always serializes")
@@ -247,6 +248,7 @@ impl Event {
                 },
             }),
             reason: self.reason.as_deref(),
+            drill: n.is_drill(),
         }
     }
 
@@ -254,7 +256,8 @@ impl Event {
     fn slack_text(&self, ctx: &Context) -> String {
         let n = &self.notice;
         let id = &ctx.identity;
-        let mut s = format!("nthd on {}", ctx.hostname);
+        let drill = if n.is_drill() { "[fire drill] " } else { "" };
+        let mut s = format!("{drill}nthd on {}", ctx.hostname);
         let facts: Vec<&str> = [
             ctx.cloud.map(Cloud::name),
             id.instance_id.as_deref(),
@@ -350,6 +353,10 @@ struct CloudEvent<'a> {
     subject: Option<&'a str>,
     time: String,
     datacontenttype: &'static str,
+    /// Extension attribute: `true` on a fire drill's events (`nthd simulate --yes`), absent
+    /// otherwise, so a router can filter drills out without reading `data`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nthddrill: Option<bool>,
     data: Data<'a>,
 }
 
@@ -368,6 +375,9 @@ struct Data<'a> {
     result: Option<ResultData<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    /// `true` on a fire drill's events, absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    drill: bool,
 }
 
 #[derive(Serialize)]
@@ -445,6 +455,31 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), n_ids, "{ids:?}");
+    }
+
+    /// A drill's events carry the `nthddrill` extension attribute and `data.drill`; a real
+    /// notice's carry neither (the schema only grows).
+    #[test]
+    fn a_drill_is_marked_and_a_real_notice_is_not() {
+        let c = ctx("node-1");
+        let json = |n: &Notice| {
+            let e = Event::action(n, PowerAction::PowerOff, ActionResult::Accepted);
+            let (_, body) = e.render(&c, WebhookFormat::CloudEvents);
+            let slack = String::from_utf8(e.render(&c, WebhookFormat::Slack).1).unwrap();
+            (
+                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+                slack,
+            )
+        };
+        let (real, slack) = json(&notice("aws-spot-1"));
+        assert!(real.get("nthddrill").is_none() && real["data"].get("drill").is_none());
+        assert!(!slack.contains("drill"), "{slack}");
+        let mut drill = notice("simulate/spot-terminate/1-2-0");
+        drill.source = crate::notice::DRILL_SOURCE;
+        let (v, slack) = json(&drill);
+        assert_eq!(v["nthddrill"], serde_json::json!(true), "{v}");
+        assert_eq!(v["data"]["drill"], serde_json::json!(true), "{v}");
+        assert!(slack.contains("[fire drill] nthd on node-1"), "{slack}");
     }
 
     #[test]

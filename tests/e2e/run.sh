@@ -521,8 +521,13 @@ scen_check() {
 
 # --- nthd simulate, as user nthd: the real polkit grant
 
+# A drill is visible like a real action, marked as one: the webhook (NTHD_WEBHOOK from
+# /etc/default/nthd, as the daemon reads it), the daemon's status file, the journal.
 scen_simulate() {
-  setup_node
+  local E2E_DRAIN_SECS=15
+  wheels_fetch || fail "could not download the CloudEvents SDK's wheels (pip download)"
+  setup_node --pre _identity_and_receiver --env "NTHD_WEBHOOK=$WEBHOOK_URL"
+  wait_until 10 _status_identity || fail "$NTHD_STATUS does not name the instance: $(ct_exec cat "$NTHD_STATUS" | hjq -c .instance)"
   local out rc
   step "nthd simulate spot-terminate (no --yes)"
   out="$(ct_exec runuser -u nthd -- /usr/bin/nthd simulate spot-terminate </dev/null 2>&1)" && rc=0 || rc=$?
@@ -533,11 +538,12 @@ scen_simulate() {
   expect_no_poweroff 3
   step "nthd simulate spot-terminate --yes (stdin not a terminal)"
   NOTICE_MS="$(now_ms)"
-  out="$(ct_exec runuser -u nthd -- /usr/bin/nthd simulate spot-terminate --yes </dev/null 2>&1)" && rc=0 || rc=$?
+  out="$(ct_exec runuser -u nthd -- env NTHD_LOG_TARGET=journald /usr/bin/nthd simulate spot-terminate --yes </dev/null 2>&1)" && rc=0 || rc=$?
   printf '%s\n' "$out" >"$SDIR/simulate-yes.txt"
   indent <<<"$out" >&2
   ((rc == 0)) || fail "nthd simulate --yes exited $rc: $out"
   grep -q 'logind accepted PowerOff' <<<"$out" || fail "nthd simulate --yes did not report the PowerOff as accepted"
+  drill_visible
   # The drill took the executor's path: real logind is now preparing for shutdown (the
   # stand-in's drain), so a second drill stands down; run as root, it hands the state file
   # back to user nthd.
@@ -552,7 +558,37 @@ scen_simulate() {
   owner="$(ct_exec stat -c %U /var/lib/nthd/state.json)"
   [[ "$owner" == nthd ]] || fail "root's drill left /var/lib/nthd/state.json owned by $owner, not nthd"
   log "second drill stood down; drill record in the state file, owned by $owner"
+  owner="$(ct_exec stat -c '%a %U' "$NTHD_STATUS")"
+  [[ "$owner" == "644 nthd" ]] || fail "root's drill left $NTHD_STATUS $owner, not 644 nthd"
+  [[ "$(ct_exec cat "$NTHD_STATUS" | hjq '[.actions[] | select(.drill and .result == "already_shutting_down")] | length')" == 1 ]] \
+    || fail "$NTHD_STATUS does not list the second drill's stand-down: $(ct_exec cat "$NTHD_STATUS" | hjq -c .actions)"
   expect_poweroff_through_lock 10 2000
+}
+
+# The receiver validated an io.nthd.action for the drill, marked as one (the CloudEvents
+# extension attribute nthddrill and data.drill), naming the instance.
+_receiver_has_drill_action() {
+  hjq -e 'select(.ok and .type == "io.nthd.action" and .kind == "spot-terminate" and .data.drill == true
+                 and (.data.notice.id | startswith("simulate/spot-terminate/")))' "$SDIR/receiver.jsonl" >/dev/null 2>&1
+}
+
+# After the first drill: its action is at the webhook, in the daemon's status file and in the
+# journal, each marked as a drill.
+drill_visible() {
+  step "the drill is visible: webhook, $NTHD_STATUS, journal"
+  wait_until 10 _receiver_has_drill_action || fail "the receiver got no io.nthd.action marked as a drill: $(cat "$SDIR/receiver.jsonl" 2>/dev/null)"
+  [[ "$(hjq -rs 'map(select(.ok and .type == "io.nthd.action" and .data.drill)) | first | .data.result.outcome' "$SDIR/receiver.jsonl")" == accepted ]] \
+    || fail "the drill's action event does not say accepted"
+  log "webhook: $(hjq -c 'select(.ok and .type == "io.nthd.action") | {type, kind, subject, drill: .data.drill, outcome: .data.result.outcome}' "$SDIR/receiver.jsonl")"
+  local st line
+  st="$(ct_exec cat "$NTHD_STATUS")"
+  line="$(hjq -c '[.actions[] | select(.drill and .result == "accepted" and (.notice_id | startswith("simulate/spot-terminate/")))] | first // empty' <<<"$st")"
+  [[ -n "$line" ]] || fail "$NTHD_STATUS lists no accepted drill action: $(hjq -c .actions <<<"$st")"
+  log "status: $line"
+  line="$(journal_json "$MSG_ACTION" | hjq -c 'select(.NTHD_DRILL == "true") | {MESSAGE, NTHD_DRILL, NTHD_NOTICE_ID}' | head -n1)"
+  [[ "$line" == *'fire drill: action poweroff for spot-terminate: called'* ]] \
+    || fail "no journal entry MESSAGE_ID=$MSG_ACTION with NTHD_DRILL=true saying fire drill: $(journal_json "$MSG_ACTION" | hjq -c '{MESSAGE, NTHD_DRILL}')"
+  log "journal: $line"
 }
 
 # --- someone else's shutdown is already held by kubelet's lock when the notice comes: nthd
@@ -953,8 +989,8 @@ OBS_CE_DIR=/opt/e2e-cloudevents
 _receiver_up() { ct_exec curl -sf -m 2 -o /dev/null "http://$RECEIVER/health"; }
 _node_exporter_up() { ct_exec curl -sf -m 2 -o /dev/null "http://$NODE_EXPORTER/metrics"; }
 
-# Before nthd is configured: the SDK, the receiver, the drop-ins, node_exporter.
-_obs_pre() {
+# The instance's identity on the mock, the CloudEvents SDK and its receiver (ce-receiver).
+_identity_and_receiver() {
   local t0; t0="$(now_ms)"
   step "the instance's identity on the mock (what status, nthd_info and the events name)"
   local kv
@@ -974,6 +1010,12 @@ _obs_pre() {
     python3 /e2e/bin/receiver.py --listen "$RECEIVER" --path /events --log /e2e/receiver.jsonl \
     --instance-id "$AWS_INSTANCE_ID" || fail "could not start the receiver"
   wait_until 10 _receiver_up || fail "the CloudEvents receiver did not come up: $(ct_journal -u ce-receiver | tail -n 5)"
+}
+
+# Before nthd is configured: the SDK, the receiver, the drop-ins, node_exporter.
+_obs_pre() {
+  local t0; t0="$(now_ms)"
+  _identity_and_receiver
   step "nthd.service drop-ins: webhook.conf (docs/observability.md), the textfile directory"
   ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
          printf "[Service]\nIPAddressAllow=localhost\n" >/etc/systemd/system/nthd.service.d/webhook.conf &&
