@@ -804,12 +804,22 @@ mod tests {
             normalize_base("http://127.0.0.1:8080").unwrap(),
             "http://127.0.0.1:8080"
         );
+        assert_eq!(
+            host_port("http://[fd00:ec2::254]:8080"),
+            Some(("[fd00:ec2::254]".to_string(), 8080))
+        );
+        assert_eq!(
+            host_port("http://169.254.169.254"),
+            Some(("169.254.169.254".to_string(), 80))
+        );
         for bad in [
             "https://169.254.169.254",
             "169.254.169.254",
             "http://",
             "http://host/latest",
             "http://a b",
+            "http://host:99999",
+            "http://user@host",
         ] {
             let e = normalize_base(bad).unwrap_err().to_string();
             assert!(e.contains("NTHD_IMDS_ENDPOINT"), "{bad}: {e}");
@@ -834,6 +844,187 @@ mod tests {
         for _ in 0..10_000 {
             assert!(b.next_delay() <= Duration::from_secs(5));
         }
+    }
+
+    /// A one-port HTTP server: answers each request with `answer(n, request head)`, `n`
+    /// counting requests from 0, and closes the connection after the answer when `close` says
+    /// so. Returns its base URL and the number of connections it accepted.
+    async fn server(
+        answer: impl Fn(usize, &str) -> (String, bool) + Send + Sync + 'static,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<Mutex<Vec<String>>>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let conns = Arc::new(AtomicUsize::new(0));
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let answer = Arc::new(answer);
+        let (c, h) = (conns.clone(), heads.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                c.fetch_add(1, Ordering::SeqCst);
+                let (answer, heads) = (answer.clone(), h.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let mut chunk = [0u8; 1024];
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let n = {
+                            let mut heads = heads.lock().unwrap();
+                            heads.push(head.clone());
+                            heads.len() - 1
+                        };
+                        let (text, close) = answer(n, &head);
+                        s.write_all(text.as_bytes()).await.unwrap();
+                        if close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (base, conns, heads)
+    }
+
+    fn ok(body: &str) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    #[tokio::test]
+    async fn keeps_the_connection_and_sends_origin_form_with_host() {
+        let (base, conns, heads) = server(|n, _| (ok(&format!("answer {n}")), false)).await;
+        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        for n in 0..3 {
+            let r = c.get("/latest/x", &[("x-token", "t")]).await.unwrap();
+            assert_eq!(
+                (r.status, r.body.as_str()),
+                (200, format!("answer {n}").as_str())
+            );
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let head = heads.lock().unwrap()[0].to_ascii_lowercase();
+        let authority = base.strip_prefix("http://").unwrap();
+        assert!(head.starts_with("get /latest/x http/1.1\r\n"), "{head}");
+        assert!(head.contains(&format!("host: {authority}\r\n")), "{head}");
+        assert!(
+            head.contains("user-agent: nthd/") && head.contains("x-token: t"),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_kept_connection_is_replaced() {
+        // The server closes after every answer, as one with a short keep-alive timeout would.
+        let (base, conns, _) = server(|_, _| (ok("fine"), true)).await;
+        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        for _ in 0..3 {
+            assert_eq!(c.get("/x", &[]).await.unwrap().body, "fine");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn redirects_are_answers_not_followed() {
+        let (base, _, heads) = server(|_, _| {
+            let text = "HTTP/1.1 302 Found\r\nlocation: http://192.0.2.1/elsewhere\r\n\
+                        content-length: 0\r\n\r\n";
+            (text.to_string(), false)
+        })
+        .await;
+        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        assert_eq!(c.get("/x", &[]).await.unwrap().status, 302);
+        assert_eq!(heads.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn caps_the_body_declared_or_not() {
+        let opts = ClientOptions {
+            max_body: 10,
+            ..ClientOptions::default()
+        };
+        let (base, _, _) = server(|n, _| match n {
+            // Declared too long.
+            0 => (ok("0123456789A"), false),
+            // Chunked, no length declared, too long in total.
+            _ => (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                 6\r\n012345\r\n6\r\n6789AB\r\n0\r\n\r\n"
+                    .to_string(),
+                false,
+            ),
+        })
+        .await;
+        let c = ImdsClient::new(&base, opts).unwrap();
+        for _ in 0..2 {
+            let e = c.get("/big", &[]).await.unwrap_err();
+            assert!(matches!(e, ImdsError::TooLarge { limit: 10, .. }), "{e:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn times_out_and_refuses_to_connect_with_the_url() {
+        // Head sent, body never: the request timeout covers the body.
+        let (base, _, _) = server(|_, _| {
+            (
+                "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab".to_string(),
+                false,
+            )
+        })
+        .await;
+        let opts = ClientOptions {
+            request_timeout: Duration::from_millis(200),
+            ..ClientOptions::default()
+        };
+        let c = ImdsClient::new(&base, opts).unwrap();
+        let e = c.get("/slow", &[]).await.unwrap_err();
+        assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
+        assert!(e.to_string().contains(&format!("{base}/slow")), "{e}");
+
+        // Nothing listens: a connection error, with the advice for a user-set endpoint.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let opts = ClientOptions {
+            endpoint_set: true,
+            ..ClientOptions::default()
+        };
+        let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), opts).unwrap();
+        let e = c.get("/x", &[]).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ImdsError::Connect {
+                    advice: ADVICE_SET,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_connect_timeout_is_at_most_a_second() {
+        assert!(ClientOptions::default().connect_timeout <= Duration::from_secs(1));
     }
 
     #[test]
