@@ -433,9 +433,8 @@ fn no_metadata_answer(e: Option<&crate::imds::ImdsError>) -> Check {
 
 /// Whether the daemon's unit drops the metadata endpoint `base` (`http://HOST[:PORT]`).
 async fn daemon_blocks_endpoint(sandbox: &Sandboxes, base: &str) -> Option<Blocked> {
-    let url = reqwest::Url::parse(base).ok()?;
-    let port = url.port_or_known_default()?;
-    sandbox.daemon_blocks(url.host_str()?, port).await
+    let (host, port) = crate::imds::host_port(base)?;
+    sandbox.daemon_blocks(&host, port).await
 }
 
 /// Spot, preemptible or on-demand, from the instance identity; `None` when the cloud does not

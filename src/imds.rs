@@ -2,14 +2,24 @@
 //!
 //! It sets connect and total timeouts, caps every body (a hostile or broken endpoint cannot make
 //! nthd read gigabytes), never uses a proxy (IMDS is link-local; an `http_proxy` in the
-//! environment must not capture it), keeps one connection alive, and provides the backoff used
-//! between failed reads.
+//! environment must not capture it), never follows a redirect, keeps connections alive for
+//! the next request, and provides the backoff used between failed reads.
+//!
+//! It is hyper's HTTP/1 client connection (the stack the webhooks use, without TLS: metadata
+//! services speak plain HTTP, so nthd cannot speak TLS to them by accident) under a pool of at
+//! most [`MAX_IDLE`] idle connections. Each request is a few hundred bytes written on a kept
+//! connection and one answer read from it: no URL parsing, no proxy or redirect machinery and
+//! no task spawned per request, because nthd makes one or two of them every second for as long
+//! as the machine runs.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Method, StatusCode};
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
 
 /// Settings for the client, from the command line.
 #[derive(Clone, Debug)]
@@ -194,30 +204,76 @@ impl Reply {
     }
 }
 
-/// One HTTP client bound to one metadata base URL.
-#[derive(Clone, Debug)]
+/// The most connections kept open between requests (concurrent requests, such as a GCP
+/// long-poll and a read beside it, each need one).
+const MAX_IDLE: usize = 2;
+/// A connection idle for longer is closed rather than reused.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+const USER_AGENT: HeaderValue =
+    HeaderValue::from_static(concat!("nthd/", env!("CARGO_PKG_VERSION")));
+const ANY: HeaderValue = HeaderValue::from_static("*/*");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+type Sender = SendRequest<Full<Bytes>>;
+/// Status, ETag and body of one answer.
+type Answer = (u16, Option<String>, Vec<u8>);
+
+/// One HTTP client bound to one metadata base URL. Clones share the connections.
+#[derive(Clone)]
 pub struct ImdsClient {
-    http: reqwest::Client,
     base: String,
     opts: ClientOptions,
+    conn: Arc<Conn>,
+}
+
+/// Where to connect, and the connections kept open.
+struct Conn {
+    /// The host as written in the base URL (an IPv6 address in brackets).
+    host: String,
+    port: u16,
+    /// The `Host` header: the base URL's authority.
+    authority: HeaderValue,
+    idle: Mutex<Vec<(Sender, Instant)>>,
+}
+
+impl std::fmt::Debug for ImdsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImdsClient")
+            .field("base", &self.base)
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an exchange got no usable answer, before it is told as an [`ImdsError`].
+enum Failure {
+    /// No TCP connection (refused, unreachable, DNS).
+    Connect(std::io::Error),
+    /// No TCP connection within the connect timeout.
+    ConnectTimeout,
+    /// The connection broke, or what came back is not HTTP.
+    Http(hyper::Error),
+    /// The body is longer than the cap.
+    TooLarge,
 }
 
 impl ImdsClient {
     /// `base` is e.g. `http://169.254.169.254` or `http://[fd00:ec2::254]`.
     pub fn new(base: &str, opts: ClientOptions) -> Result<ImdsClient, ImdsError> {
         let base = normalize_base(base)?;
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(opts.connect_timeout)
-            .timeout(opts.request_timeout)
-            .pool_max_idle_per_host(2)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .tcp_nodelay(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("nthd/", env!("CARGO_PKG_VERSION")))
-            .build()
+        let (host, port) = host_port(&base).ok_or_else(|| ImdsError::BadEndpoint {
+            url: base.clone(),
+            reason: "no host".into(),
+        })?;
+        let authority = HeaderValue::from_str(&base["http://".len()..])
             .map_err(|e| ImdsError::Client(e.to_string()))?;
-        Ok(ImdsClient { http, base, opts })
+        let conn = Arc::new(Conn {
+            host,
+            port,
+            authority,
+            idle: Mutex::new(Vec::new()),
+        });
+        Ok(ImdsClient { base, opts, conn })
     }
 
     pub(crate) fn base(&self) -> &str {
@@ -234,7 +290,8 @@ impl ImdsClient {
     }
 
     /// Sends one request and reads the body up to the cap. Non-2xx answers are returned as
-    /// replies, not errors; callers decide what a 404 means.
+    /// replies, not errors; callers decide what a 404 means. `timeout` (default: the client's
+    /// request timeout) covers everything: the connection, the request and the whole body.
     pub(crate) async fn send(
         &self,
         method: Method,
@@ -243,72 +300,191 @@ impl ImdsClient {
         body: Option<String>,
         timeout: Option<Duration>,
     ) -> Result<Reply, ImdsError> {
-        let url = self.url(path);
         let timeout = timeout.unwrap_or(self.opts.request_timeout);
-        let mut req = self
-            .http
-            .request(method, &url)
-            .headers(header_map(headers)?)
-            .timeout(timeout);
-        if let Some(b) = body {
-            req = req
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(b);
-        }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => {
-                let err = classify(&url, timeout, e, self.opts.endpoint_set);
+        let req = self.request(method, path, headers, body)?;
+        let failure = match tokio::time::timeout(timeout, self.exchange(req)).await {
+            Ok(Ok((status, etag, body))) => {
+                let body = String::from_utf8(body).map_err(|e| {
+                    let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                    ImdsError::malformed(&self.url(path), "the body is not UTF-8", &lossy)
+                })?;
+                return Ok(Reply { status, body, etag });
+            }
+            Ok(Err(f)) => f,
+            Err(_) => {
+                let err = ImdsError::Timeout {
+                    url: self.url(path),
+                    timeout,
+                };
                 return Err(self.blame_sandbox(err).await);
             }
         };
-        let status = resp.status();
-        let etag = resp
-            .headers()
-            .get(reqwest::header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = self.read_capped(resp, &url, timeout).await?;
-        Ok(Reply {
-            status: status.as_u16(),
-            body,
-            etag,
-        })
+        let url = self.url(path);
+        let err = match failure {
+            Failure::TooLarge => {
+                return Err(ImdsError::TooLarge {
+                    url,
+                    limit: self.opts.max_body,
+                })
+            }
+            Failure::ConnectTimeout => ImdsError::Timeout {
+                url,
+                timeout: self.opts.connect_timeout,
+            },
+            Failure::Connect(e) => connect_error(url, &e, self.opts.endpoint_set),
+            Failure::Http(e) => connect_error(url, &e, self.opts.endpoint_set),
+        };
+        Err(self.blame_sandbox(err).await)
     }
 
-    /// Reads a body up to the cap, as UTF-8. A declared or actual length over the cap is an
-    /// error before the rest is read.
-    async fn read_capped(
+    /// The request for `path`: origin-form URI, `Host`, a user agent, the caller's headers.
+    fn request(
         &self,
-        mut resp: reqwest::Response,
-        url: &str,
-        timeout: Duration,
-    ) -> Result<String, ImdsError> {
-        let too_large = || ImdsError::TooLarge {
-            url: url.to_string(),
-            limit: self.opts.max_body,
+        method: Method,
+        path: &str,
+        headers: &[(&'static str, &str)],
+        body: Option<String>,
+    ) -> Result<Request<Full<Bytes>>, ImdsError> {
+        let uri = Uri::try_from(path)
+            .map_err(|e| ImdsError::Client(format!("cannot request {path:?}: {e}")))?;
+        let json = body.is_some();
+        let mut req = Request::new(Full::new(body.map(Bytes::from).unwrap_or_default()));
+        *req.method_mut() = method;
+        *req.uri_mut() = uri;
+        let h = req.headers_mut();
+        h.insert(header::HOST, self.conn.authority.clone());
+        h.insert(header::USER_AGENT, USER_AGENT);
+        h.insert(header::ACCEPT, ANY);
+        for (k, v) in headers {
+            let value = HeaderValue::from_str(v).map_err(|_| {
+                ImdsError::Client(format!("header {k} has a value that cannot be sent"))
+            })?;
+            h.insert(HeaderName::from_static(k), value);
+        }
+        if json {
+            h.insert(header::CONTENT_TYPE, JSON);
+        }
+        Ok(req)
+    }
+
+    /// One request and its answer, on a kept connection when there is one. A request that a
+    /// kept connection closed before taking it (the server timed it out) goes once more, on a
+    /// new connection.
+    async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<Answer, Failure> {
+        let (mut sender, reused) = match self.checkout().await {
+            Some(s) => (s, true),
+            None => (self.connect().await?, false),
         };
-        if resp
-            .content_length()
-            .is_some_and(|len| len > self.opts.max_body as u64)
-        {
-            return Err(too_large());
+        let resp = match sender.try_send_request(req).await {
+            Ok(resp) => resp,
+            Err(mut e) => match e.take_message() {
+                Some(req) if reused => {
+                    sender = self.connect().await?;
+                    sender.send_request(req).await.map_err(Failure::Http)?
+                }
+                _ => return Err(Failure::Http(e.into_error())),
+            },
+        };
+        let status = resp.status().as_u16();
+        let etag = resp
+            .headers()
+            .get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = self.read_capped(resp.into_body()).await?;
+        self.checkin(sender);
+        Ok((status, etag, body))
+    }
+
+    /// Reads a body up to the cap. A declared or actual length over the cap is an error before
+    /// the rest is read (the connection is then dropped, not kept).
+    async fn read_capped(&self, mut body: hyper::body::Incoming) -> Result<Vec<u8>, Failure> {
+        use hyper::body::Body;
+        let cap = self.opts.max_body;
+        let hint = body.size_hint();
+        if hint.lower() > cap as u64 {
+            return Err(Failure::TooLarge);
         }
-        let mut buf: Vec<u8> = Vec::new();
-        while let Some(chunk) = resp
-            .chunk()
-            .await
-            .map_err(|e| classify(url, timeout, e, self.opts.endpoint_set))?
-        {
-            if buf.len() + chunk.len() > self.opts.max_body {
-                return Err(too_large());
+        let mut buf: Vec<u8> = Vec::with_capacity(hint.exact().map_or(0, |n| n as usize));
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(Failure::Http)?;
+            if let Ok(chunk) = frame.into_data() {
+                if buf.len() + chunk.len() > cap {
+                    return Err(Failure::TooLarge);
+                }
+                buf.extend_from_slice(&chunk);
             }
-            buf.extend_from_slice(&chunk);
         }
-        String::from_utf8(buf).map_err(|e| {
-            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
-            ImdsError::malformed(url, "the body is not UTF-8", &lossy)
-        })
+        Ok(buf)
+    }
+
+    /// A kept connection that is still open and ready for a request, if any.
+    async fn checkout(&self) -> Option<Sender> {
+        loop {
+            let (mut sender, since) = self.conn.idle.lock().ok()?.pop()?;
+            if sender.is_closed() || since.elapsed() > IDLE_TIMEOUT {
+                continue;
+            }
+            // Ready at once unless the connection is still finishing the last answer.
+            if sender.ready().await.is_ok() {
+                return Some(sender);
+            }
+        }
+    }
+
+    /// Keeps a connection whose answer was read to the end, for the next request.
+    fn checkin(&self, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        if let Ok(mut idle) = self.conn.idle.lock() {
+            if idle.len() < MAX_IDLE {
+                idle.push((sender, Instant::now()));
+            }
+        }
+    }
+
+    /// A new connection, within the connect timeout: to the host's address, or to each address
+    /// its name resolves to in turn. The connection's own task reads and writes the socket.
+    async fn connect(&self) -> Result<Sender, Failure> {
+        let stream = tokio::time::timeout(self.opts.connect_timeout, self.tcp())
+            .await
+            .map_err(|_| Failure::ConnectTimeout)?
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::TimedOut => Failure::ConnectTimeout,
+                _ => Failure::Connect(e),
+            })?;
+        // IMDS answers are small and each request is one write: no Nagle delay on them.
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(Failure::Http)?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    async fn tcp(&self) -> std::io::Result<tokio::net::TcpStream> {
+        let (host, port) = (&self.conn.host, self.conn.port);
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
+            return tokio::net::TcpStream::connect((ip, port)).await;
+        }
+        let mut last = None;
+        for addr in tokio::net::lookup_host((host.as_str(), port)).await? {
+            match tokio::net::TcpStream::connect(addr).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{host} resolves to no address"),
+            )
+        }))
     }
 
     /// A connection that failed or timed out, to an address the unit's IP access lists drop,
@@ -320,13 +496,7 @@ impl ImdsClient {
         let Some(policy) = &self.opts.sandbox else {
             return err;
         };
-        let Ok(parsed) = reqwest::Url::parse(&self.base) else {
-            return err;
-        };
-        let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
-            return err;
-        };
-        match policy.blocked_host(host, port).await {
+        match policy.blocked_host(&self.conn.host, self.conn.port).await {
             Some(b) => ImdsError::BlockedBySandbox {
                 url: url.clone(),
                 addr: b.addr,
@@ -362,8 +532,30 @@ pub(crate) fn normalize_base(base: &str) -> Result<String, ImdsError> {
     if rest.contains('/') || rest.contains('?') || rest.contains('#') {
         return Err(bad("give only scheme, host and port, without a path"));
     }
-    reqwest::Url::parse(trimmed).map_err(|e| bad(&e.to_string()))?;
+    let uri = Uri::try_from(trimmed).map_err(|e| bad(&e.to_string()))?;
+    let authority = uri.authority().ok_or_else(|| bad("no host"))?;
+    if authority.host().is_empty() || authority.as_str().contains('@') {
+        return Err(bad("give only a host and a port"));
+    }
+    if let Some((_, port)) = authority.as_str().rsplit_once(':').filter(|_| {
+        // An IPv6 address without a port has colons only inside its brackets.
+        !authority.as_str().ends_with(']')
+    }) {
+        if port.parse::<u16>().is_err() {
+            return Err(bad("invalid port number"));
+        }
+    }
     Ok(trimmed.to_string())
+}
+
+/// The host (an IPv6 address in brackets, as in the URL) and port of an `http://` base URL.
+pub(crate) fn host_port(base: &str) -> Option<(String, u16)> {
+    let uri = Uri::try_from(base).ok()?;
+    let authority = uri.authority()?;
+    Some((
+        authority.host().to_string(),
+        authority.port_u16().unwrap_or(80),
+    ))
 }
 
 /// What to check when the default endpoint cannot be reached.
@@ -374,21 +566,16 @@ const ADVICE_DEFAULT: &str = "Check that the metadata service is enabled for thi
 const ADVICE_SET: &str = "Check that a metadata service listens at the address NTHD_IMDS_ENDPOINT \
      names, and that the unit's IPAddressAllow= admits it";
 
-fn classify(url: &str, timeout: Duration, e: reqwest::Error, endpoint_set: bool) -> ImdsError {
-    if e.is_timeout() {
-        return ImdsError::Timeout {
-            url: url.to_string(),
-            timeout,
-        };
-    }
+/// No HTTP answer: the error and its causes, and what to check.
+fn connect_error(url: String, e: &dyn std::error::Error, endpoint_set: bool) -> ImdsError {
     let mut reason = e.to_string();
-    let mut src = std::error::Error::source(&e);
+    let mut src = e.source();
     while let Some(s) = src {
         reason = format!("{reason}: {s}");
         src = s.source();
     }
     ImdsError::Connect {
-        url: url.to_string(),
+        url,
         reason,
         advice: if endpoint_set {
             ADVICE_SET
@@ -599,19 +786,6 @@ impl Backoff {
     }
 }
 
-/// The request headers; a value that is not a valid header (a token with a newline, say) is a
-/// client error naming the header.
-fn header_map(headers: &[(&'static str, &str)]) -> Result<HeaderMap, ImdsError> {
-    let mut map = HeaderMap::new();
-    for (k, v) in headers {
-        let value = HeaderValue::from_str(v).map_err(|_| {
-            ImdsError::Client(format!("header {k} has a value that cannot be sent"))
-        })?;
-        map.insert(HeaderName::from_static(k), value);
-    }
-    Ok(map)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,12 +804,22 @@ mod tests {
             normalize_base("http://127.0.0.1:8080").unwrap(),
             "http://127.0.0.1:8080"
         );
+        assert_eq!(
+            host_port("http://[fd00:ec2::254]:8080"),
+            Some(("[fd00:ec2::254]".to_string(), 8080))
+        );
+        assert_eq!(
+            host_port("http://169.254.169.254"),
+            Some(("169.254.169.254".to_string(), 80))
+        );
         for bad in [
             "https://169.254.169.254",
             "169.254.169.254",
             "http://",
             "http://host/latest",
             "http://a b",
+            "http://host:99999",
+            "http://user@host",
         ] {
             let e = normalize_base(bad).unwrap_err().to_string();
             assert!(e.contains("NTHD_IMDS_ENDPOINT"), "{bad}: {e}");
@@ -660,6 +844,187 @@ mod tests {
         for _ in 0..10_000 {
             assert!(b.next_delay() <= Duration::from_secs(5));
         }
+    }
+
+    /// A one-port HTTP server: answers each request with `answer(n, request head)`, `n`
+    /// counting requests from 0, and closes the connection after the answer when `close` says
+    /// so. Returns its base URL and the number of connections it accepted.
+    async fn server(
+        answer: impl Fn(usize, &str) -> (String, bool) + Send + Sync + 'static,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<Mutex<Vec<String>>>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let conns = Arc::new(AtomicUsize::new(0));
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let answer = Arc::new(answer);
+        let (c, h) = (conns.clone(), heads.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                c.fetch_add(1, Ordering::SeqCst);
+                let (answer, heads) = (answer.clone(), h.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let mut chunk = [0u8; 1024];
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let n = {
+                            let mut heads = heads.lock().unwrap();
+                            heads.push(head.clone());
+                            heads.len() - 1
+                        };
+                        let (text, close) = answer(n, &head);
+                        s.write_all(text.as_bytes()).await.unwrap();
+                        if close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (base, conns, heads)
+    }
+
+    fn ok(body: &str) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    #[tokio::test]
+    async fn keeps_the_connection_and_sends_origin_form_with_host() {
+        let (base, conns, heads) = server(|n, _| (ok(&format!("answer {n}")), false)).await;
+        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        for n in 0..3 {
+            let r = c.get("/latest/x", &[("x-token", "t")]).await.unwrap();
+            assert_eq!(
+                (r.status, r.body.as_str()),
+                (200, format!("answer {n}").as_str())
+            );
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let head = heads.lock().unwrap()[0].to_ascii_lowercase();
+        let authority = base.strip_prefix("http://").unwrap();
+        assert!(head.starts_with("get /latest/x http/1.1\r\n"), "{head}");
+        assert!(head.contains(&format!("host: {authority}\r\n")), "{head}");
+        assert!(
+            head.contains("user-agent: nthd/") && head.contains("x-token: t"),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_kept_connection_is_replaced() {
+        // The server closes after every answer, as one with a short keep-alive timeout would.
+        let (base, conns, _) = server(|_, _| (ok("fine"), true)).await;
+        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        for _ in 0..3 {
+            assert_eq!(c.get("/x", &[]).await.unwrap().body, "fine");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn redirects_are_answers_not_followed() {
+        let (base, _, heads) = server(|_, _| {
+            let text = "HTTP/1.1 302 Found\r\nlocation: http://192.0.2.1/elsewhere\r\n\
+                        content-length: 0\r\n\r\n";
+            (text.to_string(), false)
+        })
+        .await;
+        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        assert_eq!(c.get("/x", &[]).await.unwrap().status, 302);
+        assert_eq!(heads.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn caps_the_body_declared_or_not() {
+        let opts = ClientOptions {
+            max_body: 10,
+            ..ClientOptions::default()
+        };
+        let (base, _, _) = server(|n, _| match n {
+            // Declared too long.
+            0 => (ok("0123456789A"), false),
+            // Chunked, no length declared, too long in total.
+            _ => (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                 6\r\n012345\r\n6\r\n6789AB\r\n0\r\n\r\n"
+                    .to_string(),
+                false,
+            ),
+        })
+        .await;
+        let c = ImdsClient::new(&base, opts).unwrap();
+        for _ in 0..2 {
+            let e = c.get("/big", &[]).await.unwrap_err();
+            assert!(matches!(e, ImdsError::TooLarge { limit: 10, .. }), "{e:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn times_out_and_refuses_to_connect_with_the_url() {
+        // Head sent, body never: the request timeout covers the body.
+        let (base, _, _) = server(|_, _| {
+            (
+                "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab".to_string(),
+                false,
+            )
+        })
+        .await;
+        let opts = ClientOptions {
+            request_timeout: Duration::from_millis(200),
+            ..ClientOptions::default()
+        };
+        let c = ImdsClient::new(&base, opts).unwrap();
+        let e = c.get("/slow", &[]).await.unwrap_err();
+        assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
+        assert!(e.to_string().contains(&format!("{base}/slow")), "{e}");
+
+        // Nothing listens: a connection error, with the advice for a user-set endpoint.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let opts = ClientOptions {
+            endpoint_set: true,
+            ..ClientOptions::default()
+        };
+        let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), opts).unwrap();
+        let e = c.get("/x", &[]).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ImdsError::Connect {
+                    advice: ADVICE_SET,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_connect_timeout_is_at_most_a_second() {
+        assert!(ClientOptions::default().connect_timeout <= Duration::from_secs(1));
     }
 
     #[test]

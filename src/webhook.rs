@@ -22,14 +22,14 @@
 //!
 //! ring compiles some C, so the aarch64 cross build needs an aarch64 C compiler (Debian's
 //! `gcc-aarch64-linux-gnu` with `CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc`);
-//! aws-lc-rs would need cmake on top. The metadata client (`crate::imds`) is untouched:
-//! reqwest stays built without TLS and without proxies, and webhooks use hyper's client
-//! directly, so IMDS cannot speak TLS by accident.
+//! aws-lc-rs would need cmake on top. The metadata client (`crate::imds`) is hyper's plain
+//! HTTP/1 client connection, without this client's TLS connector, so IMDS cannot speak TLS by
+//! accident.
 //!
 //! **Why not the `cloudevents-sdk` crate.** Version 0.9 would add 7 crates (chrono, a second
 //! date library beside jiff; snafu, a second error library beside thiserror; hostname,
 //! iana-time-zone, delegate-attr, …), about 20 KB to a musl release binary (measured on a
-//! scratch program), and its HTTP bindings target reqwest 0.12 while nthd uses 0.13; all nthd
+//! scratch program), and its HTTP bindings target reqwest 0.12, which nthd does not use; all nthd
 //! would use of it is a struct serialized with serde. Structured mode is one JSON object with
 //! four required attributes, so it is written here by hand and checked against the spec in
 //! the tests.

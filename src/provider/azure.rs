@@ -39,7 +39,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
+use http::Method;
 use serde_json::{Map, Value};
 
 use super::identity::{clean_value, Reads};

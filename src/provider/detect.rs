@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::Method;
+use http::Method;
 
 use super::Cloud;
 use crate::imds::{ClientOptions, ImdsClient, ImdsError};

@@ -54,7 +54,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
-use reqwest::Method;
+use http::Method;
 
 use super::identity::{last_segment, Reads};
 use super::{
