@@ -21,7 +21,7 @@ use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::Detection;
 use crate::provider::{self, Observation, Provider, ProviderSettings};
-use crate::report::Outputs;
+use crate::report::{self, Outputs};
 use crate::timefmt;
 use crate::webhook::{Context, Event};
 
@@ -376,13 +376,7 @@ impl Daemon {
                     already_done,
                 } => {
                     log_announce(&notice, &decision, already_done);
-                    // Re-announced after a restart: the same event id, receivers deduplicate.
-                    if decision.action != Action::Ignore {
-                        self.out
-                            .webhooks
-                            .hooks()
-                            .send(Event::notice(&notice, &decision));
-                    }
+                    report::announce(self.out.webhooks.hooks(), &notice, &decision);
                 }
                 Effect::Drifted { notice, from } => tracing::debug!(
                     nthd_notice_id = notice.id.as_str(),

@@ -7,6 +7,8 @@ use std::path::Path;
 
 use crate::executor::ActionRecord;
 use crate::metrics::Metrics;
+use crate::notice::Notice;
+use crate::policy::{Action, Decision};
 use crate::status::{self, Tracker};
 use crate::webhook::{Event, Webhooks};
 
@@ -36,6 +38,14 @@ pub(crate) fn apply(
     }
     if let Some(result) = rec.outcome.for_webhook() {
         hooks.send(Event::action(&rec.notice, rec.action, result));
+    }
+}
+
+/// Sends the notice event of an announced notice, unless the policy ignores it. A notice
+/// re-announced after a restart gets the same event id: receivers deduplicate.
+pub(crate) fn announce(hooks: &Webhooks, n: &Notice, d: &Decision) {
+    if d.action != Action::Ignore {
+        hooks.send(Event::notice(n, d));
     }
 }
 

@@ -20,10 +20,10 @@ use crate::metrics::{Metrics, MetricsOptions};
 use crate::notice::{
     Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, DRILL_ID_PREFIX, DRILL_SOURCE,
 };
-use crate::policy::{Action, Effect, Planner, PowerAction};
+use crate::policy::{Effect, Planner, PowerAction};
 use crate::report::{self, StatusOut};
 use crate::timefmt;
-use crate::webhook::{Context, Event};
+use crate::webhook::Context;
 
 /// A plausible deadline for a drill of `kind`: the platform's usual lead time.
 pub(crate) fn default_lead(kind: NoticeKind) -> Duration {
@@ -145,9 +145,7 @@ impl Drill {
                 notice, decision, ..
             } = c
             {
-                if decision.action != Action::Ignore {
-                    self.webhooks.hooks().send(Event::notice(notice, decision));
-                }
+                report::announce(self.webhooks.hooks(), notice, decision);
             }
         }
     }
