@@ -277,15 +277,8 @@ impl Daemon {
         if self.grant_checked || self.opts.dry_run {
             return;
         }
-        let mut actions = vec![PowerAction::PowerOff];
-        if self.planner.config().wants_reboot() {
-            actions.push(PowerAction::Reboot);
-        }
-        for action in actions {
-            let method = match action {
-                PowerAction::Reboot => "CanReboot",
-                PowerAction::PowerOff => "CanPowerOff",
-            };
+        for action in self.planner.config().power_actions() {
+            let method = action.can_method();
             let answer = tokio::time::timeout(
                 LOGIND_READ_TIMEOUT,
                 self.keepalive().executor.logind().can(action),

@@ -451,13 +451,14 @@ impl Logind {
 
     /// logind's `CanPowerOff` / `CanReboot` answer for this user (`yes`, `challenge`, ...).
     pub(crate) async fn can(&mut self, action: PowerAction) -> Result<String, LogindError> {
+        let method = action.can_method();
         match action {
             PowerAction::Reboot => {
-                self.read("CanReboot", |m| async move { m.can_reboot().await })
+                self.read(method, |m| async move { m.can_reboot().await })
                     .await
             }
             PowerAction::PowerOff => {
-                self.read("CanPowerOff", |m| async move { m.can_power_off().await })
+                self.read(method, |m| async move { m.can_power_off().await })
                     .await
             }
         }
