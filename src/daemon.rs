@@ -104,6 +104,7 @@ async fn provider_task(
     }
     // The identity is read after the first observation, so it never delays a notice.
     let mut identity_due = Some(Instant::now());
+    let mut timer = crate::timer::Deadline::new();
     loop {
         let due = tokio::time::Instant::from_std(provider.next_due());
         tokio::select! {
@@ -112,7 +113,7 @@ async fn provider_task(
                 Some((ids, reply)) => { let _ = reply.send(provider.acknowledge(&ids).await); }
                 None => return,
             },
-            _ = tokio::time::sleep_until(due) => {
+            _ = timer.sleep_until(due) => {
                 let obs = tokio::select! {
                     obs = provider.observe() => obs,
                     req = acks.recv() => {

@@ -26,6 +26,7 @@ pub(crate) mod simulate;
 pub mod state;
 pub mod status;
 pub mod timefmt;
+pub(crate) mod timer;
 pub mod webhook;
 
 use std::process::ExitCode;
