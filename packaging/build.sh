@@ -19,9 +19,13 @@
 #
 # Idempotent: installs the tools it needs only when they are missing, and can be rerun at
 # will. Steps, for each architecture:
-#   1. tools: rustup targets, cargo-deb, cargo-generate-rpm (pinned), lintian, rpmlint
-#   2. cargo build --release --target <arch>-unknown-linux-musl; the binary must be static
-#      and <= 6 MiB; `nthd generate-assets` must reproduce the committed packaging/assets/
+#   1. tools: rustup targets, cargo-deb, cargo-generate-rpm, cargo-auditable (pinned),
+#      lintian, rpmlint
+#   2. cargo auditable build --release --target <arch>-unknown-linux-musl (the dependency
+#      list, crate names and versions, embedded in the binary's .dep-v0 section; --deb-only
+#      uses plain cargo build when cargo-auditable is not installed); the binary must be
+#      static and <= 6 MiB and carry that list; `nthd generate-assets` must reproduce the
+#      committed packaging/assets/
 #   3. systemd-analyze verify + security (exposure must be <= 1.5), once
 #   4. cargo deb --no-build, cargo generate-rpm, the tarball, the sysext image
 #      (packaging/sysext/build.sh)
@@ -44,6 +48,7 @@ set -euo pipefail
 
 CARGO_DEB_VERSION=3.8.0
 CARGO_GENERATE_RPM_VERSION=0.21.1
+CARGO_AUDITABLE_VERSION=0.7.7
 # systemd-analyze security exposure, 0.0 (best) .. 10.0; see README.md.
 MAX_EXPOSURE=1.5
 # The issue's bound for the stripped static binary (#11).
@@ -74,7 +79,8 @@ for a in "${arches[@]}"; do
 done
 triple() { echo "$1-unknown-linux-musl"; }
 deb_arch() { case "$1" in x86_64) echo amd64 ;; aarch64) echo arm64 ;; esac; }
-tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION")
+tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION"
+    "cargo-auditable@$CARGO_AUDITABLE_VERSION")
 [ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
 
 # --- 1. tools -----------------------------------------------------------------
@@ -166,16 +172,45 @@ check_static() {
     [ "$size" -le $MAX_BINARY_BYTES ] || die "$bin is $size bytes, above $MAX_BINARY_BYTES (6 MiB)"
     printf '%s: static, %s bytes\n' "$bin" "$size"
 }
+# cargo-auditable's dependency list: a zlib-compressed JSON in the .dep-v0 section, which
+# `cargo audit bin` and syft read. Decoded here: nthd is its root, and every crate in it is
+# in Cargo.lock at that version.
+check_auditable() {
+    local bin=$1
+    # elf64-little: the host's objcopy reads the other architecture's binary too.
+    objcopy -I elf64-little --dump-section .dep-v0="$tmp/dep-v0" "$bin" "$tmp/dep-v0.elf" 2>"$tmp/objcopy.txt" ||
+        die "$bin has no .dep-v0 section (cargo auditable): $(cat "$tmp/objcopy.txt")"
+    python3 - "$tmp/dep-v0" Cargo.lock "$bin" <<'EOF' || die "$bin: bad cargo-auditable data"
+import json, re, sys, zlib
+pkgs = json.loads(zlib.decompress(open(sys.argv[1], "rb").read()))["packages"]
+lock = set(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', open(sys.argv[2]).read()))
+roots = [p["name"] for p in pkgs if p.get("root")]
+assert roots == ["nthd"], f"root crates: {roots}"
+stray = [f'{p["name"]} {p["version"]}' for p in pkgs if (p["name"], p["version"]) not in lock]
+assert not stray, f"not in Cargo.lock: {stray}"
+missing = {"tokio", "rustls", "ring", "zbus", "hyper"} - {p["name"] for p in pkgs}
+assert not missing, f"not recorded: {missing}"
+build = sum(p.get("kind") == "build" for p in pkgs)
+print(f"{sys.argv[3]}: .dep-v0 lists {len(pkgs)} crates ({build} build-time), all at their Cargo.lock versions")
+EOF
+}
+# Every binary that is packaged carries its dependency list; only --deb-only, where
+# cargo-auditable may not be installed (the README demo must not wait for it), may skip it.
+build_cmd=(build)
+if [ $deb_only = 0 ] || command -v cargo-auditable >/dev/null; then build_cmd=(auditable build); fi
 for a in "${arches[@]}"; do
     bin=target/$(triple "$a")/release/nthd
     if [ "${NTHD_PACKAGE_PREBUILT:-0}" = 1 ]; then
         say "NTHD_PACKAGE_PREBUILT=1: packaging $bin as it is"
     else
-        say "cargo build --release --target $(triple "$a")"
-        cargo build --release --locked --target "$(triple "$a")" --bin nthd
+        say "cargo ${build_cmd[*]} --release --target $(triple "$a")"
+        cargo "${build_cmd[@]}" --release --locked --target "$(triple "$a")" --bin nthd
     fi
     [ -x "$bin" ] || die "$bin is missing"
     check_static "$bin"
+    if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ "${build_cmd[0]}" = auditable ]; then
+        check_auditable "$bin"
+    fi
 done
 # The packages ship the man page and completions committed in packaging/assets/ (so that a
 # plain `cargo deb` works). Here they are generated afresh from a binary being packaged (one
