@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Build, check and lint every nthd artifact: a static (musl) binary, the .deb, the .rpm and a
-# tarball, into target/dist/.
+# tarball, into target/dist/; sign them and make signed apt and dnf repositories of them.
 #
 #   packaging/build.sh [--all-arches | --deb-only]
 #
-# (no flag)     the host architecture: .deb, .rpm, tarball, sysext image, lints, SHA256SUMS.
+# (no flag)     the host architecture: .deb, .rpm, tarball, sysext image, lints, SHA256SUMS,
+#               the signatures and the repositories (below).
 # --all-arches  x86_64 and aarch64: nthd_<ver>-1_{amd64,arm64}.deb,
-#               nthd-<ver>-1.{x86_64,aarch64}.rpm, nthd-<ver>-{x86_64,aarch64}.tar.gz,
-#               nthd-<ver>-{x86_64,aarch64}.raw (systemd-sysext images), SHA256SUMS.
-#               This is the release command.
+#               nthd-<ver>-1.{x86_64,aarch64}.rpm (signed), nthd-<ver>-{x86_64,aarch64}.tar.gz,
+#               nthd-<ver>-{x86_64,aarch64}.raw (systemd-sysext images), SHA256SUMS and
+#               SHA256SUMS.asc, nthd-archive-key.asc and nthd-archive-keyring.gpg (the public
+#               key), apt/ (a signed apt repository: pool/, dists/stable/) and rpm/ (a dnf/yum
+#               repository: repodata/ with repomd.xml.asc). This is the release command.
 # --deb-only    only what the README demo needs: the host .deb with its file list and
-#               maintainer-script checks. No .rpm, tarball, lintian or rpmlint.
+#               maintainer-script checks. No .rpm, tarball, lintian, rpmlint, signing or
+#               repository.
 #
 # The binary is fully static (x86_64/aarch64-unknown-linux-musl), so no package depends on a
 # libc version: one .deb installs on Debian 11 to 13 and Ubuntu 20.04 on, one .rpm on the
@@ -20,7 +24,7 @@
 # Idempotent: installs the tools it needs only when they are missing, and can be rerun at
 # will. Steps, for each architecture:
 #   1. tools: rustup targets, cargo-deb, cargo-generate-rpm, cargo-auditable (pinned),
-#      lintian, rpmlint
+#      lintian, rpmlint, and for the signing gnupg, rpm (rpmsign), apt-utils, createrepo-c
 #   2. cargo auditable build --release --target <arch>-unknown-linux-musl (the dependency
 #      list, crate names and versions, embedded in the binary's .dep-v0 section; --deb-only
 #      uses plain cargo build when cargo-auditable is not installed); the binary must be
@@ -28,10 +32,12 @@
 #      committed packaging/assets/
 #   3. systemd-analyze verify + security (exposure must be <= 1.5), once
 #   4. cargo deb --no-build, cargo generate-rpm, the tarball, the sysext image
-#      (packaging/sysext/build.sh)
+#      (packaging/sysext/build.sh); rpmsign of every .rpm of this version (packaging/repo.sh)
 #   5. exact file lists, maintainer scripts, lintian and rpmlint (errors or warnings fail the
 #      build; justified exceptions live in packaging/debian/nthd.lintian-overrides and
 #      packaging/rpm/rpmlint.toml)
+#   6. SHA256SUMS, its signature, the apt and rpm repositories (packaging/repo.sh), each
+#      signature checked with gpgv or rpmkeys against the exported public key
 #
 # The version comes from Cargo.toml alone. The Debian changelog the .deb ships is
 # target/packaging/changelog: packaging/debian/changelog (the released entries), with an entry
@@ -44,6 +50,10 @@
 #                            Never for a release.
 #   SOURCE_DATE_EPOCH        timestamps inside the packages (default: the
 #                            last git commit).
+#   NTHD_SIGNING_KEY         fingerprint of the secret key that signs (in GNUPGHOME,
+#                            default ~/.gnupg); unset: a throwaway key made for
+#                            this run and deleted after it (packaging/repo.sh).
+#   NTHD_SIGNING_PASSPHRASE_FILE  that key's passphrase, for gpg's loopback pinentry.
 set -euo pipefail
 
 CARGO_DEB_VERSION=3.8.0
@@ -56,6 +66,8 @@ MAX_BINARY_BYTES=$((6 * 1024 * 1024))
 
 cd "$(dirname "$0")/.."
 root=$PWD
+# shellcheck source=packaging/repo.sh
+. packaging/repo.sh
 assets=target/assets
 dist=target/dist
 
@@ -104,6 +116,7 @@ if [ $deb_only = 0 ]; then
     command -v rpmlint >/dev/null || missing+=(rpmlint)
     command -v rpm >/dev/null || missing+=(rpm)
     command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
+    for p in $(repo_missing_tools); do missing+=("$p"); done
 fi
 # dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
 command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
@@ -139,7 +152,7 @@ grep -qxF "$sysusers_line" packaging/rpm/pre_install.sh ||
     die "the sysusers line in packaging/rpm/pre_install.sh differs from systemd/nthd.sysusers"
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; signing_key_cleanup' EXIT
 mkdir -p "$dist" target/packaging
 
 # The Debian changelog: the released entries, and one for this version on top if missing.
@@ -308,6 +321,21 @@ for a in "${arches[@]}"; do
     raws+=("$(sh packaging/sysext/build.sh "target/$t/release/nthd" "$a" "$version" "$dist" | tail -n1)")
     [ -s "${raws[-1]}" ] || die "packaging/sysext/build.sh made no image for $a"
 done
+if [ $deb_only = 0 ]; then
+    say "signing key (packaging/repo.sh)"
+    signing_key_init
+    echo "public key: $(export_public_key)"
+    echo "  in $dist/nthd-archive-key.asc and $dist/nthd-archive-keyring.gpg"
+    # Every .rpm of this version here, another architecture's from an earlier run too: that
+    # one was signed with that run's key, and the repository must verify with this one.
+    say "rpmsign"
+    sign_rpms "$dist"/nthd-"$version"-1.*.rpm
+    # From here on rpm and rpmlint read an rpm database of their own that holds the key
+    # (sign_rpms made it): they check the signed packages as a client that imported it.
+    rpm() { command rpm --dbpath "$tmp/rpmdb" "$@"; }
+    mkdir -p "$tmp/rpmhome"
+    printf '%%_dbpath %s\n' "$tmp/rpmdb" >"$tmp/rpmhome/.rpmmacros"
+fi
 
 # --- 5. checks ----------------------------------------------------------------
 check_deb() {
@@ -462,7 +490,7 @@ done
 
 for rpmfile in "${rpms[@]}"; do
     say "rpmlint $rpmfile"
-    rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
+    HOME=$tmp/rpmhome rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
     summary=$(grep -E '[0-9]+ errors, [0-9]+ warnings' "$tmp/rpmlint.txt") || die "no rpmlint summary"
     grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
 done
@@ -477,9 +505,17 @@ for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=
     nthd-"$version"-*.raw |
     sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 cat "$dist/SHA256SUMS"
+sign_sums
+
+say "apt repository $dist/apt"
+make_apt_repo
+say "rpm repository $dist/rpm"
+make_rpm_repo
 
 say "artifacts in $dist"
-for f in "${artifacts[@]}"; do
+for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc nthd-archive-key.asc nthd-archive-keyring.gpg; do
     printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
 done
+printf '%-40s %9s files\n' apt/ "$(find "$dist/apt" -type f | wc -l)" rpm/ "$(find "$dist/rpm" -type f | wc -l)"
+echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (throwaway key, deleted now)}"
 echo "systemd-analyze security exposure: $exposure"
