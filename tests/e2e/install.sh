@@ -25,11 +25,16 @@
 #   cloud-init-12       Debian 12 + cloud-init: the shipped user-data under real
 #   cloud-init-13       cloud-init (NoCloud seed), nthd check, spot-terminate
 #   sysext              Debian 13: systemd-sysext image, merge, spot-terminate
+#   repo-11, repo-12,   Debian 11 / 12 / 13: the signed apt repository over HTTP with
+#   repo-13             signed-by=; apt's refusals (another key, altered InRelease, Packages
+#                       and .deb), apt-get install nthd, spot-terminate; on 12 and 13 rpm -K
+#                       of the signed .rpm (tests/e2e/install-repo.sh)
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
 # Inputs: target/dist/ (packaging/build.sh --all-arches) when present: the x86_64
-# tarball, .rpm and amd64 .deb; otherwise built here from the same files
+# tarball, .rpm and amd64 .deb, apt/ and the public key (repo-*: required);
+# otherwise built here from the same files
 # (target/x86_64-unknown-linux-musl/release/nthd, cargo deb / cargo generate-rpm into
 # target/e2e/install-artefacts/). The testkit binaries as for run.sh.
 set -uo pipefail
@@ -40,15 +45,18 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=scenario.sh
 . "$HERE/scenario.sh"
+# shellcheck source-path=SCRIPTDIR source=install-repo.sh
+. "$HERE/install-repo.sh"
 
 RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
-SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13)
 # Which tree each scenario boots: "suite flavour".
 declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
-                 [cloud-init-13]="trixie install" [sysext]="trixie ")
+                 [cloud-init-13]="trixie install" [sysext]="trixie "
+                 [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install")
 
 # ------------------------------------------------------------- helpers
 
