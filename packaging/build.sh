@@ -191,8 +191,12 @@ check_static() {
 check_auditable() {
     local bin=$1
     # elf64-little: the host's objcopy reads the other architecture's binary too.
-    objcopy -I elf64-little --dump-section .dep-v0="$tmp/dep-v0" "$bin" "$tmp/dep-v0.elf" 2>"$tmp/objcopy.txt" ||
+    # objcopy (2.40) exits 0 when the section is missing: the dump's presence tells.
+    rm -f "$tmp/dep-v0"
+    if ! objcopy -I elf64-little --dump-section .dep-v0="$tmp/dep-v0" "$bin" "$tmp/dep-v0.elf" \
+        2>"$tmp/objcopy.txt" || [ ! -s "$tmp/dep-v0" ]; then
         die "$bin has no .dep-v0 section (cargo auditable): $(cat "$tmp/objcopy.txt")"
+    fi
     python3 - "$tmp/dep-v0" Cargo.lock "$bin" <<'EOF' || die "$bin: bad cargo-auditable data"
 import json, re, sys, zlib
 pkgs = json.loads(zlib.decompress(open(sys.argv[1], "rb").read()))["packages"]
