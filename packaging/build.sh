@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Build, check and lint every nthd artifact: a static (musl) binary, the .deb, the .rpm and a
-# tarball, into target/dist/.
+# tarball, into target/dist/; sign them and make signed apt and dnf repositories of them.
 #
 #   packaging/build.sh [--all-arches | --deb-only]
 #
-# (no flag)     the host architecture: .deb, .rpm, tarball, sysext image, lints, SHA256SUMS.
+# (no flag)     the host architecture: .deb, .rpm, tarball, sysext image, lints, SHA256SUMS,
+#               the signatures and the repositories (below).
 # --all-arches  x86_64 and aarch64: nthd_<ver>-1_{amd64,arm64}.deb,
-#               nthd-<ver>-1.{x86_64,aarch64}.rpm, nthd-<ver>-{x86_64,aarch64}.tar.gz,
-#               nthd-<ver>-{x86_64,aarch64}.raw (systemd-sysext images), SHA256SUMS.
-#               This is the release command.
+#               nthd-<ver>-1.{x86_64,aarch64}.rpm (signed), nthd-<ver>-{x86_64,aarch64}.tar.gz,
+#               nthd-<ver>-{x86_64,aarch64}.raw (systemd-sysext images), SHA256SUMS and
+#               SHA256SUMS.asc, nthd-archive-key.asc and nthd-archive-keyring.gpg (the public
+#               key), apt/ (a signed apt repository: pool/, dists/stable/) and rpm/ (a dnf/yum
+#               repository: repodata/ with repomd.xml.asc). This is the release command.
 # --deb-only    only what the README demo needs: the host .deb with its file list and
-#               maintainer-script checks. No .rpm, tarball, lintian or rpmlint.
+#               maintainer-script checks. No .rpm, tarball, lintian, rpmlint, signing or
+#               repository.
 #
 # The binary is fully static (x86_64/aarch64-unknown-linux-musl), so no package depends on a
 # libc version: one .deb installs on Debian 11 to 13 and Ubuntu 20.04 on, one .rpm on the
@@ -19,15 +23,21 @@
 #
 # Idempotent: installs the tools it needs only when they are missing, and can be rerun at
 # will. Steps, for each architecture:
-#   1. tools: rustup targets, cargo-deb, cargo-generate-rpm (pinned), lintian, rpmlint
-#   2. cargo build --release --target <arch>-unknown-linux-musl; the binary must be static
-#      and <= 6 MiB; `nthd generate-assets` must reproduce the committed packaging/assets/
+#   1. tools: rustup targets, cargo-deb, cargo-generate-rpm, cargo-auditable (pinned),
+#      lintian, rpmlint, and for the signing gnupg, rpm (rpmsign), apt-utils, createrepo-c
+#   2. cargo auditable build --release --target <arch>-unknown-linux-musl (the dependency
+#      list, crate names and versions, embedded in the binary's .dep-v0 section; --deb-only
+#      uses plain cargo build when cargo-auditable is not installed); the binary must be
+#      static and <= 6 MiB and carry that list; `nthd generate-assets` must reproduce the
+#      committed packaging/assets/
 #   3. systemd-analyze verify + security (exposure must be <= 1.5), once
 #   4. cargo deb --no-build, cargo generate-rpm, the tarball, the sysext image
-#      (packaging/sysext/build.sh)
+#      (packaging/sysext/build.sh); rpmsign of every .rpm of this version (packaging/repo.sh)
 #   5. exact file lists, maintainer scripts, lintian and rpmlint (errors or warnings fail the
 #      build; justified exceptions live in packaging/debian/nthd.lintian-overrides and
 #      packaging/rpm/rpmlint.toml)
+#   6. SHA256SUMS, its signature, the apt and rpm repositories (packaging/repo.sh), each
+#      signature checked with gpgv or rpmkeys against the exported public key
 #
 # The version comes from Cargo.toml alone. The Debian changelog the .deb ships is
 # target/packaging/changelog: packaging/debian/changelog (the released entries), with an entry
@@ -40,10 +50,15 @@
 #                            Never for a release.
 #   SOURCE_DATE_EPOCH        timestamps inside the packages (default: the
 #                            last git commit).
+#   NTHD_SIGNING_KEY         fingerprint of the secret key that signs (in GNUPGHOME,
+#                            default ~/.gnupg); unset: a throwaway key made for
+#                            this run and deleted after it (packaging/repo.sh).
+#   NTHD_SIGNING_PASSPHRASE_FILE  that key's passphrase, for gpg's loopback pinentry.
 set -euo pipefail
 
 CARGO_DEB_VERSION=3.8.0
 CARGO_GENERATE_RPM_VERSION=0.21.1
+CARGO_AUDITABLE_VERSION=0.7.7
 # systemd-analyze security exposure, 0.0 (best) .. 10.0; see README.md.
 MAX_EXPOSURE=1.5
 # The issue's bound for the stripped static binary (#11).
@@ -51,6 +66,8 @@ MAX_BINARY_BYTES=$((6 * 1024 * 1024))
 
 cd "$(dirname "$0")/.."
 root=$PWD
+# shellcheck source=packaging/repo.sh
+. packaging/repo.sh
 assets=target/assets
 dist=target/dist
 
@@ -74,7 +91,8 @@ for a in "${arches[@]}"; do
 done
 triple() { echo "$1-unknown-linux-musl"; }
 deb_arch() { case "$1" in x86_64) echo amd64 ;; aarch64) echo arm64 ;; esac; }
-tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION")
+tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION"
+    "cargo-auditable@$CARGO_AUDITABLE_VERSION")
 [ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
 
 # --- 1. tools -----------------------------------------------------------------
@@ -98,6 +116,7 @@ if [ $deb_only = 0 ]; then
     command -v rpmlint >/dev/null || missing+=(rpmlint)
     command -v rpm >/dev/null || missing+=(rpm)
     command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
+    for p in $(repo_missing_tools); do missing+=("$p"); done
 fi
 # dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
 command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
@@ -133,7 +152,7 @@ grep -qxF "$sysusers_line" packaging/rpm/pre_install.sh ||
     die "the sysusers line in packaging/rpm/pre_install.sh differs from systemd/nthd.sysusers"
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; signing_key_cleanup' EXIT
 mkdir -p "$dist" target/packaging
 
 # The Debian changelog: the released entries, and one for this version on top if missing.
@@ -166,16 +185,49 @@ check_static() {
     [ "$size" -le $MAX_BINARY_BYTES ] || die "$bin is $size bytes, above $MAX_BINARY_BYTES (6 MiB)"
     printf '%s: static, %s bytes\n' "$bin" "$size"
 }
+# cargo-auditable's dependency list: a zlib-compressed JSON in the .dep-v0 section, which
+# `cargo audit bin` and syft read. Decoded here: nthd is its root, and every crate in it is
+# in Cargo.lock at that version.
+check_auditable() {
+    local bin=$1
+    # elf64-little: the host's objcopy reads the other architecture's binary too.
+    # objcopy (2.40) exits 0 when the section is missing: the dump's presence tells.
+    rm -f "$tmp/dep-v0"
+    if ! objcopy -I elf64-little --dump-section .dep-v0="$tmp/dep-v0" "$bin" "$tmp/dep-v0.elf" \
+        2>"$tmp/objcopy.txt" || [ ! -s "$tmp/dep-v0" ]; then
+        die "$bin has no .dep-v0 section (cargo auditable): $(cat "$tmp/objcopy.txt")"
+    fi
+    python3 - "$tmp/dep-v0" Cargo.lock "$bin" <<'EOF' || die "$bin: bad cargo-auditable data"
+import json, re, sys, zlib
+pkgs = json.loads(zlib.decompress(open(sys.argv[1], "rb").read()))["packages"]
+lock = set(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', open(sys.argv[2]).read()))
+roots = [p["name"] for p in pkgs if p.get("root")]
+assert roots == ["nthd"], f"root crates: {roots}"
+stray = [f'{p["name"]} {p["version"]}' for p in pkgs if (p["name"], p["version"]) not in lock]
+assert not stray, f"not in Cargo.lock: {stray}"
+missing = {"tokio", "rustls", "ring", "zbus", "hyper"} - {p["name"] for p in pkgs}
+assert not missing, f"not recorded: {missing}"
+build = sum(p.get("kind") == "build" for p in pkgs)
+print(f"{sys.argv[3]}: .dep-v0 lists {len(pkgs)} crates ({build} build-time), all at their Cargo.lock versions")
+EOF
+}
+# Every binary that is packaged carries its dependency list; only --deb-only, where
+# cargo-auditable may not be installed (the README demo must not wait for it), may skip it.
+build_cmd=(build)
+if [ $deb_only = 0 ] || command -v cargo-auditable >/dev/null; then build_cmd=(auditable build); fi
 for a in "${arches[@]}"; do
     bin=target/$(triple "$a")/release/nthd
     if [ "${NTHD_PACKAGE_PREBUILT:-0}" = 1 ]; then
         say "NTHD_PACKAGE_PREBUILT=1: packaging $bin as it is"
     else
-        say "cargo build --release --target $(triple "$a")"
-        cargo build --release --locked --target "$(triple "$a")" --bin nthd
+        say "cargo ${build_cmd[*]} --release --target $(triple "$a")"
+        cargo "${build_cmd[@]}" --release --locked --target "$(triple "$a")" --bin nthd
     fi
     [ -x "$bin" ] || die "$bin is missing"
     check_static "$bin"
+    if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ "${build_cmd[0]}" = auditable ]; then
+        check_auditable "$bin"
+    fi
 done
 # The packages ship the man page and completions committed in packaging/assets/ (so that a
 # plain `cargo deb` works). Here they are generated afresh from a binary being packaged (one
@@ -273,6 +325,21 @@ for a in "${arches[@]}"; do
     raws+=("$(sh packaging/sysext/build.sh "target/$t/release/nthd" "$a" "$version" "$dist" | tail -n1)")
     [ -s "${raws[-1]}" ] || die "packaging/sysext/build.sh made no image for $a"
 done
+if [ $deb_only = 0 ]; then
+    say "signing key (packaging/repo.sh)"
+    signing_key_init
+    echo "public key: $(export_public_key)"
+    echo "  in $dist/nthd-archive-key.asc and $dist/nthd-archive-keyring.gpg"
+    # Every .rpm of this version here, another architecture's from an earlier run too: that
+    # one was signed with that run's key, and the repository must verify with this one.
+    say "rpmsign"
+    sign_rpms "$dist"/nthd-"$version"-1.*.rpm
+    # From here on rpm and rpmlint read an rpm database of their own that holds the key
+    # (sign_rpms made it): they check the signed packages as a client that imported it.
+    rpm() { command rpm --dbpath "$tmp/rpmdb" "$@"; }
+    mkdir -p "$tmp/rpmhome"
+    printf '%%_dbpath %s\n' "$tmp/rpmdb" >"$tmp/rpmhome/.rpmmacros"
+fi
 
 # --- 5. checks ----------------------------------------------------------------
 check_deb() {
@@ -427,7 +494,7 @@ done
 
 for rpmfile in "${rpms[@]}"; do
     say "rpmlint $rpmfile"
-    rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
+    HOME=$tmp/rpmhome rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
     summary=$(grep -E '[0-9]+ errors, [0-9]+ warnings' "$tmp/rpmlint.txt") || die "no rpmlint summary"
     grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
 done
@@ -442,9 +509,17 @@ for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=
     nthd-"$version"-*.raw |
     sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 cat "$dist/SHA256SUMS"
+sign_sums
+
+say "apt repository $dist/apt"
+make_apt_repo
+say "rpm repository $dist/rpm"
+make_rpm_repo
 
 say "artifacts in $dist"
-for f in "${artifacts[@]}"; do
+for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc nthd-archive-key.asc nthd-archive-keyring.gpg; do
     printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
 done
+printf '%-40s %9s files\n' apt/ "$(find "$dist/apt" -type f | wc -l)" rpm/ "$(find "$dist/rpm" -type f | wc -l)"
+echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (throwaway key, deleted now)}"
 echo "systemd-analyze security exposure: $exposure"

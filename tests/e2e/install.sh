@@ -23,13 +23,19 @@
 #                       a provides-rpm names what dpkg installed), rpm -U to a bumped
 #                       version, rpm -e, rpm -i again, spot-terminate
 #   cloud-init-12       Debian 12 + cloud-init: the shipped user-data under real
-#   cloud-init-13       cloud-init (NoCloud seed), nthd check, spot-terminate
+#   cloud-init-13       cloud-init (NoCloud seed) installs nthd from the signed apt
+#                       repository (target/dist/apt) with its key, nthd check, spot-terminate
 #   sysext              Debian 13: systemd-sysext image, merge, spot-terminate
+#   repo-11, repo-12,   Debian 11 / 12 / 13: the signed apt repository over HTTP with
+#   repo-13             signed-by=; apt's refusals (another key, altered InRelease, Packages
+#                       and .deb), apt-get install nthd, spot-terminate; on 12 and 13 rpm -K
+#                       of the signed .rpm (tests/e2e/install-repo.sh)
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
 # Inputs: target/dist/ (packaging/build.sh --all-arches) when present: the x86_64
-# tarball, .rpm and amd64 .deb; otherwise built here from the same files
+# tarball, .rpm and amd64 .deb, apt/ and the public key (repo-*, cloud-init-*: required);
+# otherwise built here from the same files
 # (target/x86_64-unknown-linux-musl/release/nthd, cargo deb / cargo generate-rpm into
 # target/e2e/install-artefacts/). The testkit binaries as for run.sh.
 set -uo pipefail
@@ -40,15 +46,18 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=scenario.sh
 . "$HERE/scenario.sh"
+# shellcheck source-path=SCRIPTDIR source=install-repo.sh
+. "$HERE/install-repo.sh"
 
 RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
-SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13)
 # Which tree each scenario boots: "suite flavour".
 declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
-                 [cloud-init-13]="trixie install" [sysext]="trixie ")
+                 [cloud-init-13]="trixie install" [sysext]="trixie "
+                 [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install")
 
 # ------------------------------------------------------------- helpers
 
@@ -495,22 +504,34 @@ scen_rpm() {
   spot_terminate
 }
 
-# cloud-init: NoCloud seed directory, the shipped user-data with only VERSION and the
-# base URL substituted, served by python3 -m http.server on 127.0.0.1:8080 inside the
-# container (a unit started before cloud-final.service).
+# cloud-init: NoCloud seed directory, the shipped user-data with only the repository URL
+# and the key substituted; target/dist/apt (the signed repository) served by python3 -m
+# http.server on 127.0.0.1:8080 inside the container (a unit started before
+# cloud-final.service).
 CI_PORT=8080
 scen_cloud_init() {
-  local deb v base ci seed st rc long
-  deb="$(deb_path)" || fail "no amd64 .deb"
-  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT"
-  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www" "$ci/final.d"
-  ln -f "$deb" "$ci/www/nthd_${v}-1_amd64.deb" 2>/dev/null || cp "$deb" "$ci/www/nthd_${v}-1_amd64.deb"
-  # The user's documented step, and nothing else: VERSION and the base URL.
-  sed -e "s|^\\([[:space:]]*\\)base=https://example.invalid\$|\\1base=$base|" \
-      -e "s|^\\([[:space:]]*\\)version=VERSION\$|\\1version=$v|" \
-      "$REPO/packaging/cloud-init/user-data.yaml" >"$seed/user-data"
+  local v base ci seed st rc long
+  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
+  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
+  [[ -r "$DIST/apt/dists/stable/InRelease" && -r "$DIST/nthd-archive-key.asc" ]] ||
+    fail "no signed apt repository in $DIST: run packaging/build.sh --all-arches first"
+  cp -al "$DIST/apt" "$ci/www/nthd/apt"
+  # The user's documented step, and nothing else: the repo= URL, and the key's lines in
+  # place of the placeholder between BEGIN and END.
+  sed "s|^\\([[:space:]]*\\)repo=https://example.invalid/nthd\$|\\1repo=$base|" \
+      "$REPO/packaging/cloud-init/user-data.yaml" |
+    awk -v key="$DIST/nthd-archive-key.asc" '
+      /^ *-----BEGIN PGP PUBLIC KEY BLOCK-----$/ { ind = substr($0, 1, index($0, "-") - 1)
+        while ((getline l < key) > 0) print (l == "" ? "" : ind l); skip = 1; next }
+      skip { if ($0 ~ /^ *-----END PGP PUBLIC KEY BLOCK-----$/) skip = 0; next }
+      { print }' >"$seed/user-data"
   diff "$REPO/packaging/cloud-init/user-data.yaml" "$seed/user-data" >"$SDIR/user-data.diff"
-  [[ "$(grep -c '^[<>]' "$SDIR/user-data.diff")" == 4 ]] || fail "substituting VERSION and the URL did not change exactly 2 lines: $(cat "$SDIR/user-data.diff")"
+  [[ "$(grep -c '^<' "$SDIR/user-data.diff")" == 2 ]] && grep -q '^< *repo=https://example.invalid/nthd$' "$SDIR/user-data.diff" &&
+    grep -q '^< *REPLACE THIS LINE' "$SDIR/user-data.diff" ||
+    fail "substituting the URL and the key did not change exactly those 2 lines: $(cat "$SDIR/user-data.diff")"
+  # The container has no route to Debian's mirror, which the tree's sources.list names, and
+  # nthd's dependencies are installed: the user-data's apt-get update sees nthd's repository only.
+  : >"$ci/sources.list.empty"
   printf 'instance-id: iid-nthd-e2e-%s\nlocal-hostname: nthd-e2e\n' "$$" >"$seed/meta-data"
   # ds-identify: find NoCloud (the seed directory) and enable cloud-init; no network
   # configuration (the container has only lo).
@@ -530,6 +551,7 @@ EOF
   printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$ci/final.d/50-e2e-http.conf"
   # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
   E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
+       --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
        --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
        --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
        --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
@@ -547,8 +569,16 @@ EOF
     || fail "the user-data's nthd check did not run as nthd with the grant in place (see cloud-init-output.log)"
   long="$(ct_exec cloud-init query v1.platform 2>/dev/null)" || true
   log "cloud-init datasource: ${long:-?}; $(grep -m1 -i 'detail' <<<"$st")"
-  (( $(ct_journal -u e2e-http | grep -c "GET /nthd_${v}-1_amd64.deb") > 0 )) || fail "the user-data never downloaded the .deb from $base"
+  local http; http="$(ct_journal -u e2e-http)"
+  grep -q 'GET /nthd/apt/dists/stable/InRelease' <<<"$http" || fail "the user-data's apt-get update never fetched $base/apt/dists/stable/InRelease"
+  grep -q "GET /nthd/apt/pool/main/n/nthd/nthd_${v}-1_amd64.deb" <<<"$http" || fail "the user-data never downloaded the .deb from $base/apt"
   step "what the user-data promises"
+  ct_exec grep -qx "Signed-By: /usr/share/keyrings/nthd-archive-keyring.asc" /etc/apt/sources.list.d/nthd.sources ||
+    fail "no Signed-By in /etc/apt/sources.list.d/nthd.sources: $(ct_exec cat /etc/apt/sources.list.d/nthd.sources 2>&1)"
+  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  ct_exec cmp /usr/share/keyrings/nthd-archive-keyring.asc /e2e/bin/nthd-archive-key.asc ||
+    fail "the user-data's /usr/share/keyrings/nthd-archive-keyring.asc is not $DIST/nthd-archive-key.asc"
+  log "apt: $(ct_exec apt-cache policy nthd | tr -s ' ' | tr '\n' ' ')"
   [[ "$(ct_exec dpkg-query -W -f '${db:Status-Status} ${Version}' nthd)" == "installed $v-1" ]] || fail "nthd .deb not installed by the user-data"
   nthd_active || fail "nthd not active after cloud-init"
   [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after cloud-init"

@@ -1,0 +1,170 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154  # root, dist, tmp, version and SOURCE_DATE_EPOCH are build.sh's
+# Signing and the package repositories, for packaging/build.sh, which sources this file (it
+# is not run on its own) and calls it on its full and --all-arches paths only: --deb-only
+# signs nothing. It uses build.sh's die, $root, $dist, $tmp, $version and SOURCE_DATE_EPOCH.
+#
+# The key. With NTHD_SIGNING_KEY unset, every run makes a throwaway key (RSA 3072, signing
+# only, valid one year) in a private GNUPGHOME under target/packaging/ and deletes it when
+# build.sh exits: that run's artifacts verify against that run's nthd-archive-key.asc and
+# against nothing else. A release is signed with the project's own key:
+#   NTHD_SIGNING_KEY=<fingerprint>   a secret key that can sign, in
+#   GNUPGHOME=<dir>                  its keyring (default ~/.gnupg), and if it has a passphrase
+#   NTHD_SIGNING_PASSPHRASE_FILE=<file>   (a path without spaces: rpmsign splits it) for gpg's
+#                                    loopback pinentry; else gpg-agent must have it cached.
+#
+# What it writes into target/dist/ (besides signing the .rpm files in place):
+#   nthd-archive-key.asc       the public key, ASCII-armoured: rpm --import, dnf's gpgkey=
+#   nthd-archive-keyring.gpg   the same key as a binary keyring: apt's signed-by=
+#   apt/                       pool/main/n/nthd/*.deb; dists/stable/{Release,InRelease,
+#                              Release.gpg}; dists/stable/main/binary-{amd64,arm64}/Packages{,.gz}
+#   rpm/                       the signed .rpm files; repodata/ (createrepo_c) and
+#                              repodata/repomd.xml.asc
+#   SHA256SUMS.asc             a detached signature of SHA256SUMS
+# Each signature is checked with gpgv (or rpmkeys -K) against the exported key before
+# build.sh goes on. The repositories hold every package of this version in target/dist/, as
+# SHA256SUMS does.
+
+REPO_SUITE=stable
+REPO_COMPONENT=main
+REPO_DEB_ARCHES=(amd64 arm64)
+SIGN_FPR=""
+SIGN_HOME_TMP=""
+SIGN_GPG_ARGS=()
+
+# The Debian packages of the tools below that this host lacks, one a line.
+repo_missing_tools() {
+    command -v gpg >/dev/null || echo gnupg
+    command -v gpgv >/dev/null || echo gpgv
+    command -v apt-ftparchive >/dev/null || echo apt-utils
+    command -v createrepo_c >/dev/null || echo createrepo-c
+    command -v rpmsign >/dev/null || echo rpm
+    command -v objcopy >/dev/null || echo binutils
+    return 0
+}
+
+# Sets SIGN_FPR and GNUPGHOME: the user's key (NTHD_SIGNING_KEY) or a new throwaway one.
+signing_key_init() {
+    local uid
+    if [ -n "${NTHD_SIGNING_PASSPHRASE_FILE:-}" ]; then
+        [ -r "$NTHD_SIGNING_PASSPHRASE_FILE" ] ||
+            die "NTHD_SIGNING_PASSPHRASE_FILE=$NTHD_SIGNING_PASSPHRASE_FILE is not readable"
+        SIGN_GPG_ARGS=(--pinentry-mode loopback --passphrase-file "$NTHD_SIGNING_PASSPHRASE_FILE")
+    fi
+    if [ -n "${NTHD_SIGNING_KEY:-}" ]; then
+        export GNUPGHOME="${GNUPGHOME:-$HOME/.gnupg}"
+        # gpg fails for an unknown key: not fatal here (set -e, pipefail), the message below says it.
+        SIGN_FPR=$(gpg --batch --no-auto-check-trustdb --with-colons --list-secret-keys -- "$NTHD_SIGNING_KEY" \
+            2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }') || true
+        [ -n "$SIGN_FPR" ] || die "NTHD_SIGNING_KEY=$NTHD_SIGNING_KEY: no such secret key in $GNUPGHOME"
+        echo "signing key: $SIGN_FPR from $GNUPGHOME (NTHD_SIGNING_KEY)"
+        return 0
+    fi
+    mkdir -p "$root/target/packaging"
+    SIGN_HOME_TMP=$(mktemp -d "$root/target/packaging/gnupg.XXXXXX")
+    export GNUPGHOME="$SIGN_HOME_TMP"
+    uid="nthd throwaway key $(date -u +%Y%m%dT%H%M%SZ) (packaging/build.sh, not a release key) <nthd@example.invalid>"
+    gpg --batch --quiet --passphrase '' --quick-gen-key "$uid" rsa3072 sign 1y 2>/dev/null ||
+        die "gpg could not make a key in $GNUPGHOME"
+    SIGN_FPR=$(gpg --batch --no-auto-check-trustdb --with-colons --list-secret-keys 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')
+    [ -n "$SIGN_FPR" ] || die "no key in $GNUPGHOME after gpg --quick-gen-key"
+    echo "signing key: $SIGN_FPR, a throwaway made for this run (set NTHD_SIGNING_KEY for a release)"
+}
+
+# build.sh's EXIT trap: the throwaway key and its agent go; a user's key is left alone.
+signing_key_cleanup() {
+    [ -n "$SIGN_HOME_TMP" ] || return 0
+    gpgconf --homedir "$SIGN_HOME_TMP" --kill gpg-agent >/dev/null 2>&1 || true
+    rm -rf "$SIGN_HOME_TMP"
+    SIGN_HOME_TMP=""
+}
+
+gpg_sign() {
+    gpg --batch --yes --quiet --no-auto-check-trustdb --digest-algo SHA512 --local-user "$SIGN_FPR" \
+        ${SIGN_GPG_ARGS[@]+"${SIGN_GPG_ARGS[@]}"} "$@"
+}
+# gpgv against the exported keyring only: what a client that trusts that key alone sees.
+gpg_check() {
+    gpgv --quiet --keyring "$root/$dist/nthd-archive-keyring.gpg" "$@" 2>"$tmp/gpgv.txt" ||
+        die "gpgv $*: $(cat "$tmp/gpgv.txt")"
+}
+
+# The public key, armoured and as a binary keyring; prints its fingerprint and user id.
+export_public_key() {
+    gpg --batch --armor --export-options export-minimal --export "$SIGN_FPR" >"$dist/nthd-archive-key.asc"
+    gpg --batch --export-options export-minimal --export "$SIGN_FPR" >"$dist/nthd-archive-keyring.gpg"
+    [ -s "$dist/nthd-archive-keyring.gpg" ] || die "gpg exported nothing for $SIGN_FPR"
+    gpg --batch --with-colons --show-keys "$dist/nthd-archive-keyring.gpg" 2>/dev/null |
+        awk -F: '$1 == "fpr" && !f { f = $10 } $1 == "uid" && !u { u = $10 } END { print f "  " u }'
+}
+
+# rpmsign --addsign (replacing any older signature), then rpmkeys -K of each file in an
+# rpm database that holds only the exported key.
+sign_rpms() {
+    local args f db=$tmp/rpmdb out
+    args=(--define "_gpg_name $SIGN_FPR" --define "_gpg_path $GNUPGHOME" --define "__gpg $(command -v gpg)")
+    [ ${#SIGN_GPG_ARGS[@]} = 0 ] || args+=(--define "_gpg_sign_cmd_extra_args ${SIGN_GPG_ARGS[*]}")
+    rpmsign --addsign "${args[@]}" "$@" </dev/null >/dev/null 2>"$tmp/rpmsign.txt" ||
+        die "rpmsign: $(cat "$tmp/rpmsign.txt")"
+    rm -rf "$db" && mkdir -p "$db"
+    rpmkeys --dbpath "$db" --import "$dist/nthd-archive-key.asc"
+    for f in "$@"; do
+        out=$(rpmkeys --dbpath "$db" -K "$f" 2>&1) || die "rpmkeys -K: $out"
+        [ "$out" = "$f: digests signatures OK" ] || die "rpmkeys -K: $out"
+        echo "$out ($(rpm -qp --qf '%{RSAHEADER:pgpsig}' "$f" 2>/dev/null))"
+    done
+}
+
+# ln where possible (same file system), else cp.
+link_into() { local d=$1; shift; mkdir -p "$d" && { ln -f "$@" "$d/" 2>/dev/null || cp -f "$@" "$d/"; }; }
+
+# dist/apt: a flat pool and one suite, signed both ways apt reads (InRelease, Release.gpg).
+make_apt_repo() {
+    local apt=$dist/apt a d n rel=$dist/apt/dists/$REPO_SUITE
+    rm -rf "$apt"
+    link_into "$apt/pool/$REPO_COMPONENT/n/nthd" "$dist"/nthd_"$version"-1_*.deb
+    for a in "${REPO_DEB_ARCHES[@]}"; do
+        d=$rel/$REPO_COMPONENT/binary-$a
+        mkdir -p "$d"
+        (cd "$apt" && apt-ftparchive --arch "$a" packages pool) >"$d/Packages" 2>"$tmp/ftp.txt" ||
+            die "apt-ftparchive packages: $(cat "$tmp/ftp.txt")"
+        gzip -9n <"$d/Packages" >"$d/Packages.gz"
+        n=$(grep -c '^Package: nthd$' "$d/Packages" || true)
+        printf '%s: %s package(s)\n' "${d#"$dist"/}" "$n"
+    done
+    (cd "$apt" && apt-ftparchive \
+        -o APT::FTPArchive::Release::Origin=nthd -o APT::FTPArchive::Release::Label=nthd \
+        -o APT::FTPArchive::Release::Suite="$REPO_SUITE" \
+        -o APT::FTPArchive::Release::Codename="$REPO_SUITE" \
+        -o APT::FTPArchive::Release::Architectures="${REPO_DEB_ARCHES[*]}" \
+        -o APT::FTPArchive::Release::Components="$REPO_COMPONENT" \
+        -o APT::FTPArchive::Release::Description="nthd packages" \
+        release "dists/$REPO_SUITE") >"$tmp/Release"
+    mv "$tmp/Release" "$rel/Release"
+    gpg_sign --clearsign -o "$rel/InRelease" "$rel/Release"
+    gpg_sign --armor --detach-sign -o "$rel/Release.gpg" "$rel/Release"
+    gpg_check "$rel/InRelease"
+    gpg_check "$rel/Release.gpg" "$rel/Release"
+    echo "${rel#"$dist"/}: Release, InRelease, Release.gpg (signature good)"
+}
+
+# dist/rpm: the signed .rpm files and their repodata, repomd.xml signed for repo_gpgcheck=1.
+make_rpm_repo() {
+    local r=$dist/rpm
+    rm -rf "$r"
+    link_into "$r" "$dist"/nthd-"$version"-1.*.rpm
+    # gzip, not zstd: dnf on the RHEL 8 family reads it. Timestamps from SOURCE_DATE_EPOCH.
+    createrepo_c --quiet --general-compress-type=gz --revision "$SOURCE_DATE_EPOCH" \
+        --set-timestamp-to-revision "$r" >"$tmp/createrepo.txt" 2>&1 ||
+        die "createrepo_c: $(cat "$tmp/createrepo.txt")"
+    gpg_sign --armor --detach-sign -o "$r/repodata/repomd.xml.asc" "$r/repodata/repomd.xml"
+    gpg_check "$r/repodata/repomd.xml.asc" "$r/repodata/repomd.xml"
+    echo "rpm/repodata: $(grep -c '<package type="rpm">' < <(zcat "$r"/repodata/*-primary.xml.gz)) package(s), repomd.xml.asc (signature good)"
+}
+
+# SHA256SUMS.asc: armoured, detached.
+sign_sums() {
+    gpg_sign --armor --detach-sign -o "$dist/SHA256SUMS.asc" "$dist/SHA256SUMS"
+    gpg_check "$dist/SHA256SUMS.asc" "$dist/SHA256SUMS"
+    echo "SHA256SUMS.asc (signature good)"
+}

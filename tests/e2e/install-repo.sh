@@ -1,0 +1,238 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016,SC2015  # single-quoted scripts run inside the container; A && B || fail is meant
+# The signed repositories of packaging/build.sh (packaging/repo.sh: target/dist/apt,
+# target/dist/rpm, nthd-archive-key.asc, nthd-archive-keyring.gpg), used the way a node uses
+# them. Sourced by tests/e2e/install.sh, whose helpers (boot, spot_terminate, dist_artifact,
+# pkg_version) and driver run these scenarios:
+#
+#   repo-11, repo-12, repo-13   Debian 11 (apt 2.2, gpgv), 12 (apt 2.6, gpgv), 13 (apt 3.0,
+#       sqv). target/dist/apt is served over HTTP from the host: the host's python3 in the
+#       container's network namespace, on 127.0.0.1 there. The key goes to
+#       /usr/share/keyrings/nthd-archive-keyring.gpg and is named by signed-by= only (a
+#       one-line .list on 11, a deb822 .sources on 12 and 13). First what apt must refuse,
+#       each in apt's own words: the repository checked against another key, an InRelease
+#       altered after signing, a Packages file that is not the one InRelease names (update
+#       fails, nthd cannot be installed), a .deb that is not the one Packages names (install
+#       fails, nothing installed). Then signed-by= the armoured .asc (as the cloud-init
+#       example writes it) lets apt-get update through, and with the binary keyring apt-get
+#       update, apt-get install nthd: installed from the repository, active, spot-terminate.
+#       12 and 13 (their trees carry rpm 4.18 and 4.20): rpm -K of the signed .rpm says NOKEY
+#       before rpm --import of nthd-archive-key.asc and OK after; a copy altered in its header
+#       and one altered in its payload are NOT OK.
+
+REPO_PORT=8081
+REPO_URL="http://127.0.0.1:$REPO_PORT"
+REPO_HTTP_PID=""
+REPO_KEYRING=/usr/share/keyrings/nthd-archive-keyring.gpg
+
+# Serve DIR (a host directory) on 127.0.0.1:$REPO_PORT in the container's network namespace:
+# a host process, so any tree can be served, python3 or not.  Stopped by the EXIT trap (the
+# process holds the namespace after the container is gone).
+repo_http_start() {
+  nsenter -t "$CT_PID" -n -- python3 -u -m http.server --bind 127.0.0.1 --directory "$1" "$REPO_PORT" \
+    </dev/null >>"$SDIR/http.log" 2>&1 &
+  REPO_HTTP_PID=$!
+  trap 'repo_http_stop; ct_cleanup' EXIT
+  wait_until 10 ct_exec curl -sf -o /dev/null "$REPO_URL/" || fail "the host's http.server is not reachable at $REPO_URL in the container"
+  log "serving $1 at $REPO_URL (host pid $REPO_HTTP_PID, in the container's network namespace)"
+}
+repo_http_stop() {
+  [[ -n "$REPO_HTTP_PID" ]] || return 0
+  kill "$REPO_HTTP_PID" 2>/dev/null || true
+  wait "$REPO_HTTP_PID" 2>/dev/null || true   # 143 (SIGTERM); under set -e it would end the trap
+  REPO_HTTP_PID=""
+}
+
+# Replace FILE (a hard link into target/dist) by a copy changed by the sed script or by
+# python's FLIP (one byte inverted, 200 bytes before the end): the release stays intact.
+# Usage: tamper FILE sed SCRIPT | tamper FILE flip
+tamper() {
+  local f="$1" new="$1.tampered"
+  case "$2" in
+    sed) sed "$3" "$f" >"$new";;
+    flip) python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-200] ^= 0xff
+open(sys.argv[2], "wb").write(b)' "$f" "$new";;
+  esac
+  cmp -s "$f" "$new" && fail "tamper $f $2 changed nothing"
+  rm -f "$f"; mv "$new" "$f"
+}
+
+# The trees served, under $SDIR/www: good, and one altered copy per refusal.
+repo_trees() {
+  local www="$SDIR/www" rel=dists/stable t bp
+  [[ -r "$DIST/apt/$rel/InRelease" ]] || fail "no $DIST/apt/$rel/InRelease: run packaging/build.sh --all-arches first"
+  mkdir -p "$www"
+  cp -al "$DIST/apt" "$www/good"
+  for t in bad-inrelease bad-packages bad-deb; do cp -al "$www/good" "$www/$t"; done
+  tamper "$www/bad-inrelease/$rel/InRelease" sed 's/^Description: .*/Description: nthd packages, and more/'
+  bp="$www/bad-packages/$rel/main/binary-amd64"
+  tamper "$bp/Packages" sed 's/^Priority: .*/Priority: required/'
+  gzip -9n <"$bp/Packages" >"$bp/Packages.gz.new"; rm -f "$bp/Packages.gz"; mv "$bp/Packages.gz.new" "$bp/Packages.gz"
+  tamper "$(echo "$www"/bad-deb/pool/main/n/nthd/nthd_*_amd64.deb)" flip
+  # A second key, in no way the repository's: signed-by= naming it must not let the repo in.
+  local gh="$SDIR/other-gnupg"; mkdir -m 700 "$gh"
+  GNUPGHOME="$gh" gpg --batch -q --passphrase '' --quick-gen-key 'another key <other@example.invalid>' rsa3072 sign 1d 2>/dev/null &&
+    GNUPGHOME="$gh" gpg --batch --export >"$SDIR/bin-other-keyring.gpg" || fail "could not make the other key"
+  gpgconf --homedir "$gh" --kill gpg-agent 2>/dev/null || true
+}
+
+# Point apt at $REPO_URL/TREE with signed-by=KEYRING (the suite's format), forget every list.
+repo_sources() {
+  local tree="$1" keyring="$2"
+  if [[ "$REPO_SOURCES_FORMAT" == list ]]; then
+    ct_sh 'printf "deb [signed-by=%s] %s stable main\n" "$2" "$1" >/etc/apt/sources.list.d/nthd.list' "$REPO_URL/$tree" "$keyring"
+  else
+    ct_sh 'printf "%s\n" "Types: deb" "URIs: $1" "Suites: stable" "Components: main" "Signed-By: $2" \
+             >/etc/apt/sources.list.d/nthd.sources' "$REPO_URL/$tree" "$keyring"
+  fi
+  ct_sh 'rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb; mkdir -p /var/lib/apt/lists/partial'
+}
+
+# Run CMD in the container: output in APT_OUT and $SDIR/apt-NAME.log, status in APT_RC.
+apt_run() {
+  local name="$1"; shift
+  APT_OUT="$(ct_exec env DEBIAN_FRONTEND=noninteractive "$@" 2>&1)" && APT_RC=0 || APT_RC=$?
+  printf '$ %s\n%s\n(rc %s)\n' "$*" "$APT_OUT" "$APT_RC" >"$SDIR/apt-$name.log"
+}
+# The last command failed and said each of the extended regexps given.
+# Usage: expect_apt_said WHAT REGEXP...
+expect_apt_said() {
+  local what="$1" re; shift
+  ((APT_RC != 0)) || fail "$what: apt succeeded: $APT_OUT"
+  for re in "$@"; do
+    grep -Eq -- "$re" <<<"$APT_OUT" || fail "$what: apt (rc $APT_RC) did not say /$re/: $APT_OUT"
+  done
+  log "$what: apt refused (rc $APT_RC): $(grep -E '^(E|W|Err):|NO_PUBKEY|BADSIG|Hash Sum|[Ss]ignature|[Kk]ey' <<<"$APT_OUT" | head -n 4 | tr '\n' ' ' | cut -c1-400)"
+}
+# After a refused update: no nthd to install, nothing installed.
+expect_no_nthd() {
+  apt_run "$1-install" apt-get install -y nthd
+  expect_apt_said "$1: apt-get install nthd" 'Unable to locate package nthd'
+  ! ct_exec dpkg-query -W -f '${db:Status-Status}' nthd 2>/dev/null | grep -q installed || fail "$1: nthd got installed"
+}
+
+scen_repo() {
+  local v fpr apt_ver
+  v="$(pkg_version)"
+  dist_artifact nthd-archive-keyring.gpg >/dev/null || fail "no target/dist/nthd-archive-keyring.gpg (packaging/build.sh)"
+  fpr="$(gpg --batch --with-colons --show-keys "$DIST/nthd-archive-keyring.gpg" 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')"
+  [[ -n "$fpr" ]] || fail "no key in $DIST/nthd-archive-keyring.gpg"
+  repo_trees
+  boot
+  apt_ver="$(ct_exec dpkg-query -W -f '${Version}' apt)"
+  if [[ "$apt_ver" == 2.2.* ]]; then REPO_SOURCES_FORMAT=list; else REPO_SOURCES_FORMAT=sources; fi
+  step "apt $apt_ver ($(ct_exec sh -c 'command -v sqv || command -v gpgv')); key $fpr; sources as .$REPO_SOURCES_FORMAT"
+  # The container has no route to Debian's mirror, which the tree's sources.list names: only
+  # nthd's repository is configured (nthd's dependencies are installed already).
+  ct_sh 'for f in /etc/apt/sources.list /etc/apt/sources.list.d/*; do [ -e "$f" ] && mv "$f" "$f.e2e-off"; done; true'
+  ct_put "$DIST/nthd-archive-keyring.gpg" >/dev/null
+  ct_put "$SDIR/bin-other-keyring.gpg" other-keyring.gpg >/dev/null
+  ct_exec install -m 644 /e2e/bin/nthd-archive-keyring.gpg "$REPO_KEYRING"
+  ct_exec install -m 644 /e2e/bin/other-keyring.gpg /usr/share/keyrings/other-keyring.gpg
+  repo_http_start "$SDIR/www"
+  repo_refusals "$fpr"
+
+  step "signed-by= the armoured key (.asc, as the cloud-init example writes it): apt-get update works"
+  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  ct_exec install -m 644 /e2e/bin/nthd-archive-key.asc /usr/share/keyrings/nthd-archive-keyring.asc
+  repo_sources good /usr/share/keyrings/nthd-archive-keyring.asc
+  apt_run update-asc apt-get update
+  ((APT_RC == 0)) && ! grep -Eq '^(W|E|Err):' <<<"$APT_OUT" || fail "apt-get update, signed-by= the .asc key: $APT_OUT"
+
+  step "the good repository, signed-by= the binary keyring: apt-get update, apt-get install nthd"
+  local t0; t0="$(now_ms)"
+  repo_sources good "$REPO_KEYRING"
+  apt_run update apt-get update
+  ((APT_RC == 0)) || fail "apt-get update failed: $APT_OUT"
+  ! grep -Eq '^(W|E|Err):' <<<"$APT_OUT" || fail "apt-get update warned or failed: $APT_OUT"
+  apt_run install apt-get install -y nthd
+  ((APT_RC == 0)) || fail "apt-get install nthd failed: $APT_OUT"
+  timing "apt-get update + install $(fmt_ms $(( $(now_ms) - t0 )))"
+  [[ "$(ct_exec dpkg-query -W -f '${db:Status-Status} ${Version}' nthd)" == "installed $v-1" ]] || fail "nthd $v-1 not installed"
+  grep -q "GET /good/pool/main/n/nthd/nthd_${v}-1_amd64.deb HTTP/1.1\" 200" "$SDIR/http.log" || fail "the .deb was not downloaded from the repository"
+  log "$(ct_exec apt-cache policy nthd | tr -s ' ' | tr '\n' ' ')"
+  wait_until 10 nthd_active || fail "nthd not active after apt-get install"
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after apt-get install"
+  if ct_exec sh -c 'command -v rpm' >/dev/null; then repo_rpm_checks; fi
+  spot_terminate
+}
+
+# Every way the repository must be refused; $1: the long key id of the repository's key.
+# apt 2.x verifies with gpgv, apt 3.x (Debian 13) with sqv, in other words.
+repo_refusals() {
+  local fpr="$1" keyid="${1: -16}" no_key manipulated
+  if ct_exec test -x /usr/bin/sqv && ct_exec dpkg --compare-versions "$(ct_exec dpkg-query -W -f '${Version}' apt)" ge 3; then
+    no_key="Sub-process /usr/bin/sqv returned an error code \\(1\\), error message is: Missing key $fpr, which is needed to verify signature"
+    manipulated="Sub-process /usr/bin/sqv returned an error code \\(1\\), error message is: Verifying signature: +Message has been manipulated"
+  else
+    no_key="The following signatures couldn't be verified because the public key is not available: NO_PUBKEY $keyid"
+    manipulated="The following signatures were invalid: BADSIG $keyid"
+  fi
+  step "signed-by= a keyring without the repository's key: apt-get update refuses"
+  repo_sources good /usr/share/keyrings/other-keyring.gpg
+  apt_run other-key apt-get update
+  expect_apt_said "another key" "$no_key" "E: The repository '$REPO_URL/good stable InRelease' is not signed\\."
+  expect_no_nthd other-key
+
+  step "InRelease altered after signing: apt-get update refuses"
+  repo_sources bad-inrelease "$REPO_KEYRING"
+  apt_run bad-inrelease apt-get update
+  expect_apt_said "altered InRelease" "$manipulated" "E: The repository '$REPO_URL/bad-inrelease stable InRelease' is not signed\\."
+  expect_no_nthd bad-inrelease
+
+  step "a Packages file that is not the one InRelease names: apt-get update refuses"
+  repo_sources bad-packages "$REPO_KEYRING"
+  apt_run bad-packages apt-get update
+  # apt compares the size first: a Packages.gz of another size is "File has unexpected size".
+  expect_apt_said "altered Packages" "Failed to fetch $REPO_URL/bad-packages/dists/stable/main/binary-amd64/Packages" \
+    "Hash Sum mismatch|File has unexpected size \([0-9]+ != [0-9]+\)" "Some index files failed to download"
+  expect_no_nthd bad-packages
+
+  step "a .deb that is not the one Packages names: update works, apt-get install refuses"
+  repo_sources bad-deb "$REPO_KEYRING"
+  apt_run bad-deb-update apt-get update
+  ((APT_RC == 0)) || fail "apt-get update of bad-deb failed (its indices are intact): $APT_OUT"
+  apt_run bad-deb apt-get install -y nthd
+  expect_apt_said "altered .deb" "Failed to fetch $REPO_URL/bad-deb/pool/main/n/nthd/nthd_.*_amd64.deb" "Hash Sum mismatch"
+  ! ct_exec dpkg-query -W -f '${db:Status-Status}' nthd 2>/dev/null | grep -q installed || fail "the altered .deb got installed"
+  ! ct_exec test -e /usr/bin/nthd || fail "the altered .deb left /usr/bin/nthd"
+  timing "4 refusals"
+}
+
+# rpm -K: NOKEY without the key, OK with it, NOT OK for a copy altered in its header and one
+# altered in its payload.
+repo_rpm_checks() {
+  local rpm out
+  rpm="$(dist_artifact "nthd-$(pkg_version)-1.$ARCH_RPM.rpm")" || fail "no .rpm"
+  step "rpm -K of $(basename "$rpm") with $(ct_exec rpm --version)"
+  mkdir -p "$SDIR/bin"
+  cp "$rpm" "$SDIR/bin/header.rpm"; cp "$rpm" "$SDIR/bin/payload.rpm"
+  # The header: one letter of the Summary; the payload: a byte near the end of the file.
+  python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+i = b.index(b"Node termination handler"); b[i] = ord("M"); open(p, "wb").write(b)' "$SDIR/bin/header.rpm"
+  tamper "$SDIR/bin/payload.rpm" flip
+  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  out="$(ct_exec rpm -K /e2e/bin/nthd.rpm 2>&1)" && fail "rpm -K passed without the key: $out"
+  [[ "$out" == *"/e2e/bin/nthd.rpm: digests SIGNATURES NOT OK"* ]] || fail "rpm -K without the key: $out"
+  log "before rpm --import: $out"
+  ct_exec rpm --import /e2e/bin/nthd-archive-key.asc || fail "rpm --import failed"
+  out="$(ct_exec rpm -K /e2e/bin/nthd.rpm 2>&1)" || fail "rpm -K failed with the key imported: $out"
+  [[ "$out" == "/e2e/bin/nthd.rpm: digests signatures OK" ]] || fail "rpm -K with the key: $out"
+  log "after rpm --import: $out; $(ct_exec rpm -Kv /e2e/bin/nthd.rpm | grep -i signature | tr -s ' ')"
+  out="$(ct_exec rpm -Kv /e2e/bin/header.rpm 2>&1)" && fail "rpm -K passed an altered header: $out"
+  printf '%s\n' "$out" >"$SDIR/rpm-K-header.txt"
+  grep -Eq 'Header V4 RSA/SHA512 Signature, key ID [0-9a-f]+: BAD' <<<"$out" && grep -q 'Header SHA256 digest: BAD' <<<"$out" ||
+    fail "rpm -Kv of the altered header: $out"
+  out="$(ct_exec rpm -K /e2e/bin/header.rpm 2>&1)" || true
+  [[ "$out" == *"DIGESTS SIGNATURES NOT OK"* ]] || fail "rpm -K of the altered header: $out"
+  log "altered header: $out"
+  out="$(ct_exec rpm -Kv /e2e/bin/payload.rpm 2>&1)" && fail "rpm -K passed an altered payload: $out"
+  printf '%s\n' "$out" >"$SDIR/rpm-K-payload.txt"
+  grep -q 'Payload SHA256 digest: BAD' <<<"$out" || fail "rpm -Kv of the altered payload: $out"
+  out="$(ct_exec rpm -K /e2e/bin/payload.rpm 2>&1)" || true
+  [[ "$out" == *"DIGESTS"*"NOT OK"* ]] || fail "rpm -K of the altered payload: $out"
+  log "altered payload: $out"
+}
+scen_repo_11() { scen_repo; }
+scen_repo_12() { scen_repo; }
+scen_repo_13() { scen_repo; }
