@@ -509,10 +509,10 @@ scen_rpm() {
 # http.server on 127.0.0.1:8080 inside the container (a unit started before
 # cloud-final.service).
 CI_PORT=8080
-scen_cloud_init() {
-  local v base ci seed st rc long
-  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
-  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
+# The shipped user-data with the test repository's URL and key put in (the user's documented
+# step, nothing else), in $SDIR/ci/seed; the repository served from $SDIR/ci/www.
+_ci_seed() {
+  local base="$1" ci="$2" seed="$2/seed"
   [[ -r "$DIST/apt/dists/stable/InRelease" && -r "$DIST/nthd-archive-key.asc" ]] ||
     fail "no signed apt repository in $DIST: run packaging/build.sh --all-arches first"
   cp -al "$DIST/apt" "$ci/www/nthd/apt"
@@ -531,6 +531,11 @@ scen_cloud_init() {
     fail "substituting the URL and the key did not change exactly those 2 lines: $(cat "$SDIR/user-data.diff")"
   # The container has no route to Debian's mirror, which the tree's sources.list names, and
   # nthd's dependencies are installed: the user-data's apt-get update sees nthd's repository only.
+}
+
+# cloud-init's and the container's configuration for a NoCloud boot without a network.
+_ci_config() {
+  local ci="$1" seed="$1/seed"
   : >"$ci/sources.list.empty"
   printf 'instance-id: iid-nthd-e2e-%s\nlocal-hostname: nthd-e2e\n' "$$" >"$seed/meta-data"
   # ds-identify: find NoCloud (the seed directory) and enable cloud-init; no network
@@ -549,13 +554,11 @@ DefaultDependencies=no
 ExecStart=/usr/bin/python3 -m http.server --bind 127.0.0.1 --directory /e2e/ci/www $CI_PORT
 EOF
   printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$ci/final.d/50-e2e-http.conf"
-  # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
-  E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
-       --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
-       --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
-       --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
-       --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
-       --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
+}
+
+# cloud-init status --wait, its logs kept; the user-data's apt fetched the signed repository.
+_ci_wait() {
+  local base="$1" v="$2" st rc long
   step "cloud-init status --wait"
   local t0; t0="$(now_ms)"
   st="$(ct_exec timeout 240 cloud-init status --wait --long 2>&1)" && rc=0 || rc=$?
@@ -572,6 +575,12 @@ EOF
   local http; http="$(ct_journal -u e2e-http)"
   grep -q 'GET /nthd/apt/dists/stable/InRelease' <<<"$http" || fail "the user-data's apt-get update never fetched $base/apt/dists/stable/InRelease"
   grep -q "GET /nthd/apt/pool/main/n/nthd/nthd_${v}-1_amd64.deb" <<<"$http" || fail "the user-data never downloaded the .deb from $base/apt"
+}
+
+# What the user-data promises: the key pinned, nthd installed, enabled, its settings and the
+# kubelet drop-in written.
+_ci_promises() {
+  local v="$1"
   step "what the user-data promises"
   ct_exec grep -qx "Signed-By: /usr/share/keyrings/nthd-archive-keyring.asc" /etc/apt/sources.list.d/nthd.sources ||
     fail "no Signed-By in /etc/apt/sources.list.d/nthd.sources: $(ct_exec cat /etc/apt/sources.list.d/nthd.sources 2>&1)"
@@ -590,8 +599,24 @@ EOF
   kubelet_start || fail "kubelet stand-in did not take its delay lock"
   mock_start || fail "mock IMDS did not start"
   nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
+}
+scen_cloud_init() {
+  local v base ci seed
+  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
+  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
+  _ci_seed "$base" "$ci"
+  _ci_config "$ci"
+  # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
+  E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
+       --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
+       --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
+       --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
+       --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
+       --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
+  _ci_wait "$base" "$v"
+  _ci_promises "$v"
   step "nthd check, as the user runs it (sudo -u nthd nthd check)"
-  local out; out="$(ct_exec sudo -u nthd nthd check </dev/null 2>&1)" && rc=0 || rc=$?
+  local out rc; out="$(ct_exec sudo -u nthd nthd check </dev/null 2>&1)" && rc=0 || rc=$?
   printf '%s\n' "$out" >"$SDIR/nthd-check.txt"
   ((rc == 0)) || fail "nthd check exited $rc: $out"
   log "nthd check passed ($(grep -c '✔' <<<"$out") checks ✔)"
