@@ -86,9 +86,10 @@ stage "cargo fmt --check" cargo fmt --all -- --check
 shellcheck_all() {
     git ls-files -z '*.sh' ':!packaging/rpm/*.sh' .ci/run packaging/debian/postinst \
         packaging/debian/postrm packaging/debian/prerm | xargs -0 shellcheck -x &&
-        shellcheck -s sh packaging/rpm/*.sh
+        shellcheck -s sh packaging/rpm/*.sh &&
+        bash tests/shell-functions.sh
 }
-stage "shellcheck" shellcheck_all
+stage "shellcheck, no shell function over 60 lines" shellcheck_all
 stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 stage "cargo test" cargo test --workspace
 # The 10-minute log budget (tests/log_budget.rs: a hostile metadata service at 1 poll/s) needs
