@@ -115,14 +115,15 @@ sign_rpms() {
     done
 }
 
-# ln where possible (same file system), else cp.
-link_into() { local d=$1; shift; mkdir -p "$d" && { ln -f "$@" "$d/" 2>/dev/null || cp -f "$@" "$d/"; }; }
+# Copies, not hard links: cargo deb rewrites target/dist/*.deb in place (same inode), so a
+# later --deb-only would change a linked pool file under the signed Packages index.
+copy_into() { local d=$1; shift; mkdir -p "$d" && cp -f "$@" "$d/"; }
 
 # dist/apt: a flat pool and one suite, signed both ways apt reads (InRelease, Release.gpg).
 make_apt_repo() {
     local apt=$dist/apt a d n rel=$dist/apt/dists/$REPO_SUITE
     rm -rf "$apt"
-    link_into "$apt/pool/$REPO_COMPONENT/n/nthd" "$dist"/nthd_"$version"-1_*.deb
+    copy_into "$apt/pool/$REPO_COMPONENT/n/nthd" "$dist"/nthd_"$version"-1_*.deb
     for a in "${REPO_DEB_ARCHES[@]}"; do
         d=$rel/$REPO_COMPONENT/binary-$a
         mkdir -p "$d"
@@ -152,7 +153,7 @@ make_apt_repo() {
 make_rpm_repo() {
     local r=$dist/rpm
     rm -rf "$r"
-    link_into "$r" "$dist"/nthd-"$version"-1.*.rpm
+    copy_into "$r" "$dist"/nthd-"$version"-1.*.rpm
     # gzip, not zstd: dnf on the RHEL 8 family reads it. Timestamps from SOURCE_DATE_EPOCH.
     createrepo_c --quiet --general-compress-type=gz --revision "$SOURCE_DATE_EPOCH" \
         --set-timestamp-to-revision "$r" >"$tmp/createrepo.txt" 2>&1 ||
