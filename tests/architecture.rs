@@ -1,0 +1,121 @@
+//! The module graph the docs describe: dependencies run one way (no cycle between the
+//! top-level modules of `src/`), and the shared vocabulary depends on nothing.
+//!
+//! A module's dependencies are the `crate::<module>` paths in its code (comments and its
+//! `#[cfg(test)] mod tests` left out); `super::` stays inside a module.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("src/ is readable").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The `crate::X` names in `code`, outside comments and unit tests.
+fn crate_refs(code: &str) -> BTreeSet<String> {
+    let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
+    let mut refs = BTreeSet::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        for part in line.split("crate::").skip(1) {
+            let name: String = part
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                refs.insert(name);
+            }
+        }
+    }
+    refs
+}
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut g = Graph::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "main" || module == "lib" {
+            continue;
+        }
+        let refs = crate_refs(&std::fs::read_to_string(&f).unwrap());
+        let deps = g.entry(module.clone()).or_default();
+        deps.extend(refs.into_iter().filter(|r| *r != module));
+    }
+    g
+}
+
+/// A cycle through `from`, if there is one, as the modules on it.
+fn cycle(g: &Graph, from: &str) -> Option<Vec<String>> {
+    fn walk(g: &Graph, at: &str, path: &mut Vec<String>, done: &mut BTreeSet<String>) -> bool {
+        if let Some(i) = path.iter().position(|m| m == at) {
+            path.drain(..i);
+            path.push(at.to_string());
+            return true;
+        }
+        if !done.insert(at.to_string()) {
+            return false;
+        }
+        path.push(at.to_string());
+        for next in g.get(at).into_iter().flatten() {
+            if g.contains_key(next) && walk(g, next, path, done) {
+                return true;
+            }
+        }
+        path.pop();
+        false
+    }
+    let mut path = Vec::new();
+    walk(g, from, &mut path, &mut BTreeSet::new()).then_some(path)
+}
+
+#[test]
+fn module_dependencies_run_one_way() {
+    let g = graph();
+    assert!(g.len() > 10, "found only {} modules in src/", g.len());
+    for m in g.keys() {
+        if let Some(c) = cycle(&g, m) {
+            panic!("module cycle: {}", c.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_vocabulary_depends_on_nothing() {
+    let g = graph();
+    for m in ["notice", "timefmt"] {
+        assert_eq!(
+            g.get(m),
+            Some(&BTreeSet::new()),
+            "{m} depends on {:?}",
+            g[m]
+        );
+    }
+    let policy: Vec<_> = g["policy"].iter().map(String::as_str).collect();
+    assert_eq!(policy, ["notice", "timefmt"], "policy.rs must stay pure");
+}
+
+#[test]
+fn a_planted_cycle_is_found() {
+    let mut g = graph();
+    g.get_mut("notice").unwrap().insert("policy".into());
+    let c = cycle(&g, "notice").expect("notice -> policy -> notice is a cycle");
+    assert_eq!(c.first(), c.last(), "{c:?}");
+}
