@@ -499,6 +499,23 @@ for rpmfile in "${rpms[@]}"; do
     grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
 done
 
+# docs/performance.md quotes every size once, in its sizes block: fail when one is 5 % off, so
+# the block is updated with the change that moves it.
+check_sizes_quoted() {
+    local sizes paths p a key have want
+    sizes=$(sed -n '/<!-- sizes:begin -->/,/<!-- sizes:end -->/p' docs/performance.md)
+    paths=("${artifacts[@]/#/$dist/}")
+    for a in "${arches[@]}"; do paths+=("target/$(triple "$a")/release/nthd"); done
+    for p in "${paths[@]}"; do
+        key=${p#"$dist"/}; key=${key//$version/VERSION}; have=$(stat -c %s "$p")
+        want=$(awk -F'|' -v k="\`$key\`" 'index($2, k) { gsub(/[^0-9]/, "", $3); print $3 }' <<<"$sizes")
+        if [ -z "$want" ] || [ $((have * 20)) -lt $((want * 19)) ] || [ $((have * 20)) -gt $((want * 21)) ]; then
+            die "docs/performance.md's sizes block says ${want:-nothing} for $key; built: $have bytes (update the block)"
+        fi
+    done
+    echo "sizes: every artifact within 5 % of docs/performance.md's sizes block"
+}
+
 say "SHA256SUMS"
 artifacts=()
 for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=("$(basename "$f")"); done
@@ -521,5 +538,6 @@ for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc nthd-archive-key.asc nthd-a
     printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
 done
 printf '%-40s %9s files\n' apt/ "$(find "$dist/apt" -type f | wc -l)" rpm/ "$(find "$dist/rpm" -type f | wc -l)"
+check_sizes_quoted
 echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (throwaway key, deleted now)}"
 echo "systemd-analyze security exposure: $exposure"
