@@ -30,6 +30,7 @@
 #   repo-13             signed-by=; apt's refusals (another key, altered InRelease, Packages
 #                       and .deb), apt-get install nthd, spot-terminate; on 12 and 13 rpm -K
 #                       of the signed .rpm (tests/e2e/install-repo.sh)
+#   repo-dnf            the host's dnf and the signed rpm repository: refusals, install
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
@@ -53,11 +54,12 @@ RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
-SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
 # Which tree each scenario boots: "suite flavour".
 declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie "
-                 [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install")
+                 [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install"
+                 [repo-dnf]="bookworm install")
 
 # ------------------------------------------------------------- helpers
 
