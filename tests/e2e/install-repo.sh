@@ -254,6 +254,8 @@ dnf_try() {
   DNF_OUT="$(timeout 120 dnf -y --installroot="$root/root" --releasever=12 --setopt=reposdir="$root/repos" \
     --setopt=cachedir="$root/cache" --setopt=tsflags=noscripts --nodocs install nthd 2>&1)" && DNF_RC=0 || DNF_RC=$?
   printf '$ dnf install nthd  (%s)\n%s\n(rc %s)\n' "$2" "$DNF_OUT" "$DNF_RC" >"$SDIR/dnf-$name.log"
+  # librepo verifies repomd.xml.asc through gpgme, which leaves a gpg-agent per cache keyring.
+  local d; for d in "$root"/cache/*/pubring; do [[ -d "$d" ]] && gpgconf --homedir "$d" --kill gpg-agent 2>/dev/null; done; true
 }
 scen_repo_dnf() {
   local www="$SDIR/www" key gh="$SDIR/other-gnupg" url="http://127.0.0.1:$REPO_DNF_PORT"
