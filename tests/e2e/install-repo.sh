@@ -19,6 +19,10 @@
 #       12 and 13 (their trees carry rpm 4.18 and 4.20): rpm -K of the signed .rpm says NOKEY
 #       before rpm --import of nthd-archive-key.asc and OK after; a copy altered in its header
 #       and one altered in its payload are NOT OK.
+#   repo-dnf   Debian's dnf 4.14 on the host (no tree booted; --installroot, scriptlets off)
+#       with packaging/README.md's .repo file (gpgcheck=1, repo_gpgcheck=1, gpgkey=): refuses
+#       a repomd.xml altered after signing ("Bad GPG signature") and a package without
+#       signature ("is not signed", "GPG check FAILED"), installs nthd from target/dist/rpm.
 
 REPO_PORT=8081
 REPO_URL="http://127.0.0.1:$REPO_PORT"
@@ -28,13 +32,16 @@ REPO_KEYRING=/usr/share/keyrings/nthd-archive-keyring.gpg
 # Serve DIR (a host directory) on 127.0.0.1:$REPO_PORT in the container's network namespace:
 # a host process, so any tree can be served, python3 or not.  Stopped by the EXIT trap (the
 # process holds the namespace after the container is gone).
+# Without a container (repo-dnf): on the host's 127.0.0.1:$REPO_DNF_PORT.
 repo_http_start() {
-  nsenter -t "$CT_PID" -n -- python3 -u -m http.server --bind 127.0.0.1 --directory "$1" "$REPO_PORT" \
+  local ns=(nsenter -t "$CT_PID" -n --) port="$REPO_PORT" probe=ct_exec where="in the container's network namespace"
+  [[ -n "$CT_PID" ]] || { ns=(); port="$REPO_DNF_PORT"; probe=""; where="on the host"; }
+  ${ns[@]+"${ns[@]}"} python3 -u -m http.server --bind 127.0.0.1 --directory "$1" "$port" \
     </dev/null >>"$SDIR/http.log" 2>&1 &
   REPO_HTTP_PID=$!
   trap 'repo_http_stop; ct_cleanup' EXIT
-  wait_until 10 ct_exec curl -sf -o /dev/null "$REPO_URL/" || fail "the host's http.server is not reachable at $REPO_URL in the container"
-  log "serving $1 at $REPO_URL (host pid $REPO_HTTP_PID, in the container's network namespace)"
+  wait_until 10 $probe curl -sf -o /dev/null "http://127.0.0.1:$port/" || fail "http.server is not reachable at 127.0.0.1:$port $where"
+  log "serving $1 at http://127.0.0.1:$port (host pid $REPO_HTTP_PID, $where)"
 }
 repo_http_stop() {
   [[ -n "$REPO_HTTP_PID" ]] || return 0
@@ -232,6 +239,64 @@ i = b.index(b"Node termination handler"); b[i] = ord("M"); open(p, "wb").write(b
   out="$(ct_exec rpm -K /e2e/bin/payload.rpm 2>&1)" || true
   [[ "$out" == *"DIGESTS"*"NOT OK"* ]] || fail "rpm -K of the altered payload: $out"
   log "altered payload: $out"
+}
+# dnf (Debian's dnf 4.14 on the host, into an --installroot with scriptlets off: rpm-12/13
+# prove them) with packaging/README.md's .repo file: gpgcheck=1, repo_gpgcheck=1, gpgkey=.
+REPO_DNF_PORT=18081
+# Usage: dnf_try NAME TREE GPGKEY_URLS -> DNF_OUT, DNF_RC, $SDIR/dnf-NAME.log
+dnf_try() {
+  local name="$1" root="$SDIR/dnf/$1"
+  mkdir -p "$root/repos" "$root/root"
+  printf '%s\n' '[nthd]' 'name=nthd' "baseurl=http://127.0.0.1:$REPO_DNF_PORT/$2" 'enabled=1' 'gpgcheck=1' \
+    'repo_gpgcheck=1' "gpgkey=$3" >"$root/repos/nthd.repo"
+  # What dpkg installed, told to this rpm database (install.sh's debian_provides_rpm).
+  rpm --root "$root/root" -i "$REPO_DNF_PROVIDES" >/dev/null 2>&1 || fail "rpm -i the provides rpm into $root/root"
+  DNF_OUT="$(timeout 120 dnf -y --installroot="$root/root" --releasever=12 --setopt=reposdir="$root/repos" \
+    --setopt=cachedir="$root/cache" --setopt=tsflags=noscripts --nodocs install nthd 2>&1)" && DNF_RC=0 || DNF_RC=$?
+  printf '$ dnf install nthd  (%s)\n%s\n(rc %s)\n' "$2" "$DNF_OUT" "$DNF_RC" >"$SDIR/dnf-$name.log"
+  # librepo verifies repomd.xml.asc through gpgme, which leaves a gpg-agent per cache keyring.
+  local d; for d in "$root"/cache/*/pubring; do [[ -d "$d" ]] && gpgconf --homedir "$d" --kill gpg-agent 2>/dev/null; done; true
+}
+scen_repo_dnf() {
+  local www="$SDIR/www" key gh="$SDIR/other-gnupg" url="http://127.0.0.1:$REPO_DNF_PORT"
+  [[ -r "$DIST/rpm/repodata/repomd.xml.asc" ]] || fail "no $DIST/rpm: run packaging/build.sh --all-arches first"
+  command -v dnf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnf >/dev/null; } ||
+    fail "no dnf on the host (apt-get install dnf)"
+  REPO_DNF_PROVIDES="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
+  mkdir -p "$www"; cp -r "$DIST/rpm" "$www/good"; cp "$DIST/nthd-archive-key.asc" "$www/"
+  # repomd.xml altered after signing; and a repository whose metadata is signed (by a second
+  # key, also listed in gpgkey=) around a package with its signature removed.
+  cp -r "$www/good" "$www/bad-repomd"
+  tamper "$www/bad-repomd/repodata/repomd.xml" sed 's|<revision>|<revision>1|'
+  mkdir -p "$www/unsigned"; cp "$DIST/rpm/"*.x86_64.rpm "$www/unsigned/"
+  rpmsign --delsign "$www/unsigned/"*.rpm >/dev/null || fail "rpmsign --delsign"
+  createrepo_c -q --general-compress-type=gz "$www/unsigned" || fail "createrepo_c"
+  mkdir -m 700 "$gh"
+  GNUPGHOME="$gh" gpg --batch -q --passphrase '' --quick-gen-key 'metadata only <other@example.invalid>' rsa3072 sign 1d 2>/dev/null &&
+    GNUPGHOME="$gh" gpg --batch -q --armor --detach-sign -o "$www/unsigned/repodata/repomd.xml.asc" "$www/unsigned/repodata/repomd.xml" &&
+    GNUPGHOME="$gh" gpg --batch --armor --export >"$www/other-key.asc" || fail "could not sign with a second key"
+  gpgconf --homedir "$gh" --kill gpg-agent 2>/dev/null || true
+  repo_http_start "$www"
+  key="$url/nthd-archive-key.asc"
+  step "dnf $(dnf --version | head -n1): altered repomd.xml"
+  dnf_try bad-repomd bad-repomd "$key"
+  ((DNF_RC != 0)) && grep -q "repomd.xml GPG signature verification error: Bad GPG signature" <<<"$DNF_OUT" ||
+    fail "dnf did not refuse the altered repomd.xml (rc $DNF_RC): $DNF_OUT"
+  log "refused (rc $DNF_RC): $(grep -m1 'Bad GPG signature' <<<"$DNF_OUT")"
+  step "a package without signature in a repository whose metadata verifies"
+  dnf_try unsigned unsigned "$key $url/other-key.asc"
+  ((DNF_RC != 0)) && grep -q "Package nthd-.*.x86_64.rpm is not signed" <<<"$DNF_OUT" && grep -q "GPG check FAILED" <<<"$DNF_OUT" ||
+    fail "dnf did not refuse the unsigned package (rc $DNF_RC): $DNF_OUT"
+  ! rpm --root "$SDIR/dnf/unsigned/root" -q nthd >/dev/null 2>&1 || fail "the unsigned nthd got installed"
+  log "refused (rc $DNF_RC): $(grep -E 'is not signed|GPG check FAILED' <<<"$DNF_OUT" | tr '\n' ' ')"
+  step "the release's repository: dnf install nthd, gpgcheck and repo_gpgcheck on"
+  dnf_try good good "$key"
+  ((DNF_RC == 0)) || fail "dnf install nthd failed: $DNF_OUT"
+  grep -q 'Importing GPG key' <<<"$DNF_OUT" && grep -q 'Key imported successfully' <<<"$DNF_OUT" || fail "dnf imported no key: $DNF_OUT"
+  [[ "$(rpm --root "$SDIR/dnf/good/root" -q nthd 2>/dev/null)" == "nthd-$(pkg_version)-1.x86_64" ]] || fail "nthd not in the installroot's rpm database"
+  grep -q '"GET /good/repodata/repomd.xml.asc HTTP/1.1" 200' "$SDIR/http.log" || fail "dnf never fetched repomd.xml.asc"
+  log "installed $(rpm --root "$SDIR/dnf/good/root" -q nthd 2>/dev/null) with key $(rpm --root "$SDIR/dnf/good/root" -q gpg-pubkey 2>/dev/null | tr '\n' ' ')"
+  timing "2 refusals, install"
 }
 scen_repo_11() { scen_repo; }
 scen_repo_12() { scen_repo; }

@@ -30,6 +30,7 @@
 #   repo-13             signed-by=; apt's refusals (another key, altered InRelease, Packages
 #                       and .deb), apt-get install nthd, spot-terminate; on 12 and 13 rpm -K
 #                       of the signed .rpm (tests/e2e/install-repo.sh)
+#   repo-dnf            the host's dnf and the signed rpm repository: refusals, install
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
@@ -53,11 +54,12 @@ RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
-SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
 # Which tree each scenario boots: "suite flavour".
 declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie "
-                 [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install")
+                 [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install"
+                 [repo-dnf]="bookworm install")
 
 # ------------------------------------------------------------- helpers
 
@@ -509,56 +511,80 @@ scen_rpm() {
 # http.server on 127.0.0.1:8080 inside the container (a unit started before
 # cloud-final.service).
 CI_PORT=8080
-# The shipped user-data with the test repository's URL and key put in (the user's documented
-# step, nothing else), in $SDIR/ci/seed; the repository served from $SDIR/ci/www.
-_ci_seed() {
-  local base="$1" ci="$2" seed="$2/seed"
-  [[ -r "$DIST/apt/dists/stable/InRelease" && -r "$DIST/nthd-archive-key.asc" ]] ||
-    fail "no signed apt repository in $DIST: run packaging/build.sh --all-arches first"
-  cp -al "$DIST/apt" "$ci/www/nthd/apt"
-  # The user's documented step, and nothing else: the repo= URL, and the key's lines in
-  # place of the placeholder between BEGIN and END.
-  sed "s|^\\([[:space:]]*\\)repo=https://example.invalid/nthd\$|\\1repo=$base|" \
-      "$REPO/packaging/cloud-init/user-data.yaml" |
+# The shipped user-data as the user makes it, on stdout: the repo= URL replaced by $1, and
+# the key's lines (target/dist/nthd-archive-key.asc) in place of the placeholder between
+# BEGIN and END; nothing else changed (checked against $SDIR/user-data.diff).
+ci_user_data() {
+  local ud="$REPO/packaging/cloud-init/user-data.yaml"
+  sed "s|^\\([[:space:]]*\\)repo=https://example.invalid/nthd\$|\\1repo=$1|" "$ud" |
     awk -v key="$DIST/nthd-archive-key.asc" '
       /^ *-----BEGIN PGP PUBLIC KEY BLOCK-----$/ { ind = substr($0, 1, index($0, "-") - 1)
         while ((getline l < key) > 0) print (l == "" ? "" : ind l); skip = 1; next }
       skip { if ($0 ~ /^ *-----END PGP PUBLIC KEY BLOCK-----$/) skip = 0; next }
-      { print }' >"$seed/user-data"
-  diff "$REPO/packaging/cloud-init/user-data.yaml" "$seed/user-data" >"$SDIR/user-data.diff"
+      { print }' >"$SDIR/user-data"
+  diff "$ud" "$SDIR/user-data" >"$SDIR/user-data.diff"
   [[ "$(grep -c '^<' "$SDIR/user-data.diff")" == 2 ]] && grep -q '^< *repo=https://example.invalid/nthd$' "$SDIR/user-data.diff" &&
     grep -q '^< *REPLACE THIS LINE' "$SDIR/user-data.diff" ||
     fail "substituting the URL and the key did not change exactly those 2 lines: $(cat "$SDIR/user-data.diff")"
-  # The container has no route to Debian's mirror, which the tree's sources.list names, and
-  # nthd's dependencies are installed: the user-data's apt-get update sees nthd's repository only.
+  cat "$SDIR/user-data"
 }
 
-# cloud-init's and the container's configuration for a NoCloud boot without a network.
-_ci_config() {
-  local ci="$1" seed="$1/seed"
-  : >"$ci/sources.list.empty"
-  printf 'instance-id: iid-nthd-e2e-%s\nlocal-hostname: nthd-e2e\n' "$$" >"$seed/meta-data"
+# What the user-data did with apt: fetched InRelease and the .deb from the repository
+# (the server's log), Signed-By: the key file, which is the release's key byte for byte.
+ci_expect_repo_install() {
+  local base="$1" v="$2" http
+  http="$(ct_journal -u e2e-http)"
+  grep -q 'GET /nthd/apt/dists/stable/InRelease' <<<"$http" || fail "the user-data's apt-get update never fetched $base/apt/dists/stable/InRelease"
+  grep -q "GET /nthd/apt/pool/main/n/nthd/nthd_${v}-1_amd64.deb" <<<"$http" || fail "the user-data never downloaded the .deb from $base/apt"
+  ct_exec grep -qx "Signed-By: /usr/share/keyrings/nthd-archive-keyring.asc" /etc/apt/sources.list.d/nthd.sources ||
+    fail "no Signed-By in /etc/apt/sources.list.d/nthd.sources: $(ct_exec cat /etc/apt/sources.list.d/nthd.sources 2>&1)"
+  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  ct_exec cmp /usr/share/keyrings/nthd-archive-keyring.asc /e2e/bin/nthd-archive-key.asc ||
+    fail "the user-data's /usr/share/keyrings/nthd-archive-keyring.asc is not $DIST/nthd-archive-key.asc"
+  log "apt: $(ct_exec apt-cache policy nthd | tr -s ' ' | tr '\n' ' ')"
+}
+
+# The files the boot binds in: the NoCloud meta-data, ds-identify's and cloud-init's
+# settings, and the unit that serves $1/www. Usage: ci_boot_files CIDIR
+ci_boot_files() {
+  printf 'instance-id: iid-nthd-e2e-%s\nlocal-hostname: nthd-e2e\n' "$$" >"$1/seed/meta-data"
   # ds-identify: find NoCloud (the seed directory) and enable cloud-init; no network
   # configuration (the container has only lo).
-  printf 'policy: enabled\ndatasource: NoCloud\n' >"$ci/ds-identify.cfg"
+  printf 'policy: enabled\ndatasource: NoCloud\n' >"$1/ds-identify.cfg"
   # The minbase tree lacks what a cloud image has, and cloud-init would report errors
   # that have nothing to do with nthd: no OpenSSH (ssh_genkeytypes: [] skips cc_ssh's
   # key generation, a "recoverable error" on 13) and no locales package (locale: false
   # skips cc_locale, whose update-locale fails on 12).
-  printf 'datasource_list: [ NoCloud, None ]\nnetwork: {config: disabled}\nssh_genkeytypes: []\nlocale: false\n' >"$ci/99-e2e.cfg"
-  cat >"$ci/e2e-http.service" <<EOF
+  printf 'datasource_list: [ NoCloud, None ]\nnetwork: {config: disabled}\nssh_genkeytypes: []\nlocale: false\n' >"$1/99-e2e.cfg"
+  cat >"$1/e2e-http.service" <<EOF
 [Unit]
 Description=e2e: serve the nthd packages (the user's release location)
 DefaultDependencies=no
 [Service]
 ExecStart=/usr/bin/python3 -m http.server --bind 127.0.0.1 --directory /e2e/ci/www $CI_PORT
 EOF
-  printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$ci/final.d/50-e2e-http.conf"
+  printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$1/final.d/50-e2e-http.conf"
 }
 
-# cloud-init status --wait, its logs kept; the user-data's apt fetched the signed repository.
-_ci_wait() {
-  local base="$1" v="$2" st rc long
+scen_cloud_init() {
+  local v base ci seed st rc long
+  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
+  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
+  [[ -r "$DIST/apt/dists/stable/InRelease" && -r "$DIST/nthd-archive-key.asc" ]] ||
+    fail "no signed apt repository in $DIST: run packaging/build.sh --all-arches first"
+  cp -al "$DIST/apt" "$ci/www/nthd/apt"
+  ci_user_data "$base" >"$seed/user-data"
+  # The container has no route to Debian's mirror, which the tree's sources.list names, and
+  # nthd's dependencies are installed: the user-data's apt-get update sees nthd's repository only.
+  : >"$ci/sources.list.empty"
+  ci_boot_files "$ci"
+  # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
+  E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
+       --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
+       --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
+       --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
+       --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
+       --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
   step "cloud-init status --wait"
   local t0; t0="$(now_ms)"
   st="$(ct_exec timeout 240 cloud-init status --wait --long 2>&1)" && rc=0 || rc=$?
@@ -572,22 +598,8 @@ _ci_wait() {
     || fail "the user-data's nthd check did not run as nthd with the grant in place (see cloud-init-output.log)"
   long="$(ct_exec cloud-init query v1.platform 2>/dev/null)" || true
   log "cloud-init datasource: ${long:-?}; $(grep -m1 -i 'detail' <<<"$st")"
-  local http; http="$(ct_journal -u e2e-http)"
-  grep -q 'GET /nthd/apt/dists/stable/InRelease' <<<"$http" || fail "the user-data's apt-get update never fetched $base/apt/dists/stable/InRelease"
-  grep -q "GET /nthd/apt/pool/main/n/nthd/nthd_${v}-1_amd64.deb" <<<"$http" || fail "the user-data never downloaded the .deb from $base/apt"
-}
-
-# What the user-data promises: the key pinned, nthd installed, enabled, its settings and the
-# kubelet drop-in written.
-_ci_promises() {
-  local v="$1"
   step "what the user-data promises"
-  ct_exec grep -qx "Signed-By: /usr/share/keyrings/nthd-archive-keyring.asc" /etc/apt/sources.list.d/nthd.sources ||
-    fail "no Signed-By in /etc/apt/sources.list.d/nthd.sources: $(ct_exec cat /etc/apt/sources.list.d/nthd.sources 2>&1)"
-  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
-  ct_exec cmp /usr/share/keyrings/nthd-archive-keyring.asc /e2e/bin/nthd-archive-key.asc ||
-    fail "the user-data's /usr/share/keyrings/nthd-archive-keyring.asc is not $DIST/nthd-archive-key.asc"
-  log "apt: $(ct_exec apt-cache policy nthd | tr -s ' ' | tr '\n' ' ')"
+  ci_expect_repo_install "$base" "$v"
   [[ "$(ct_exec dpkg-query -W -f '${db:Status-Status} ${Version}' nthd)" == "installed $v-1" ]] || fail "nthd .deb not installed by the user-data"
   nthd_active || fail "nthd not active after cloud-init"
   [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after cloud-init"
@@ -599,24 +611,8 @@ _ci_promises() {
   kubelet_start || fail "kubelet stand-in did not take its delay lock"
   mock_start || fail "mock IMDS did not start"
   nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
-}
-scen_cloud_init() {
-  local v base ci seed
-  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
-  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
-  _ci_seed "$base" "$ci"
-  _ci_config "$ci"
-  # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
-  E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
-       --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
-       --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
-       --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
-       --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
-       --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
-  _ci_wait "$base" "$v"
-  _ci_promises "$v"
   step "nthd check, as the user runs it (sudo -u nthd nthd check)"
-  local out rc; out="$(ct_exec sudo -u nthd nthd check </dev/null 2>&1)" && rc=0 || rc=$?
+  local out; out="$(ct_exec sudo -u nthd nthd check </dev/null 2>&1)" && rc=0 || rc=$?
   printf '%s\n' "$out" >"$SDIR/nthd-check.txt"
   ((rc == 0)) || fail "nthd check exited $rc: $out"
   log "nthd check passed ($(grep -c '✔' <<<"$out") checks ✔)"
