@@ -138,7 +138,7 @@ if [ $quick = 0 ]; then
         env E2E_NTHD_ARCH=arm64 bash tests/e2e/run.sh spot-terminate tencent-auto sandbox-imds
     stage "real-system e2e, arm64 Debian 12 under qemu-user, spot-terminate" env E2E_ARCH=arm64 \
         bash tests/e2e/run.sh spot-terminate
-    stage "installers: tarball, rpm, cloud-init, sysext on booted Debian 11, 12, 13" \
+    stage "installers: tarball, rpm, cloud-init, sysext, signed apt and dnf repositories on booted Debian 11, 12, 13" \
         bash tests/e2e/install.sh
     stage "aarch64 test suite under qemu-user" bash tests/arm64.sh
     stage "benchmark smoke" bash bench/run.sh --smoke
