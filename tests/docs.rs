@@ -72,6 +72,15 @@ fn first_column(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first column of the marked table `name` in `file`, without its header `header`.
+fn table_rows(file: &str, name: &str, header: &str) -> BTreeSet<String> {
+    let text = read(file);
+    first_column(block(&text, name, file))
+        .into_iter()
+        .filter(|c| c != header)
+        .collect()
+}
+
 /// The text of `src` before its `#[cfg(test)]` module.
 fn non_test(src: &str) -> &str {
     src.split("#[cfg(test)]").next().unwrap()
@@ -324,12 +333,7 @@ fn the_scenario_list_the_scenario_table_and_every_scenario_count_agree() {
         "tests/e2e's scen_* functions and run.sh's SCENARIOS differ"
     );
     // docs/testing.md's table: one row per scenario.
-    let testing = read("docs/testing.md");
-    let table = block(&testing, "scenarios", "docs/testing.md");
-    let rows: BTreeSet<String> = first_column(table)
-        .into_iter()
-        .filter(|c| c != "scenario")
-        .collect();
+    let rows = table_rows("docs/testing.md", "scenarios", "scenario");
     assert_eq!(
         rows, listed_owned,
         "docs/testing.md's scenario table and tests/e2e/run.sh's SCENARIOS differ"
@@ -370,12 +374,7 @@ fn the_fuzz_table_lists_every_target_and_every_notice_parser_is_fuzzed() {
         "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/ differ"
     );
 
-    let testing = read("docs/testing.md");
-    let table = block(&testing, "fuzz-targets", "docs/testing.md");
-    let rows: BTreeSet<String> = first_column(table)
-        .into_iter()
-        .filter(|c| c != "target")
-        .collect();
+    let rows = table_rows("docs/testing.md", "fuzz-targets", "target");
     assert_eq!(
         rows, targets,
         "docs/testing.md's fuzz target table and fuzz/fuzz_targets/ differ"
@@ -395,6 +394,8 @@ fn the_fuzz_table_lists_every_target_and_every_notice_parser_is_fuzzed() {
 
     // Every provider function that parses a metadata body is called by a fuzz target, or named
     // in the table's block as not fuzzed.
+    let testing = read("docs/testing.md");
+    let table = block(&testing, "fuzz-targets", "docs/testing.md");
     let not_fuzzed = table.split_once("Not fuzzed:").map_or("", |(_, rest)| rest);
     let sources: Vec<String> = targets
         .iter()
