@@ -24,6 +24,14 @@ elif mkdir -p /etc/sysconfig && cp /usr/share/nthd/default "$settings.rpm-tmp"; 
     chmod 0644 "$settings.rpm-tmp"
     mv -f "$settings.rpm-tmp" "$settings"
 fi
+# Upgrade: stop the running daemon now and start it again in %posttrans, once the settings are
+# back. In between, the erase of the older package can take the settings file away (0.1.0
+# owned it as %config) and its %postun would restart nthd without it: with the default actions
+# and safety margin, which could power off early or for a notice the admin set to log.
+if [ "$1" -ge 2 ] && [ "$running" = 1 ] && systemctl is-active --quiet nthd.service &&
+    mkdir -p /var/lib/rpm-state/nthd && : >/var/lib/rpm-state/nthd/was-active; then
+    systemctl stop nthd.service >/dev/null 2>&1 || :
+fi
 if [ "$1" -eq 1 ]; then
     # First install: enable (works offline too), then start if we can.
     # Upgrades keep whatever the admin chose.

@@ -2,10 +2,11 @@
 # package this one replaced.
 # 0.1.0 owned /etc/sysconfig/nthd as %config(noreplace), and this package does not: the
 # erase of 0.1.0 (after our %post) removed the file, or renamed it to .rpmsave when it was
-# edited, and 0.1.0's %postun restarted nthd without it. Put back the copy %post kept, drop
-# the .rpmsave that is that same file, and restart nthd to read it.
+# edited. Put back the copy %post kept and drop the .rpmsave that is that same file. Then
+# start the daemon %post stopped, now with its settings.
 settings=/etc/sysconfig/nthd
-kept=/var/lib/rpm-state/nthd/sysconfig
+state=/var/lib/rpm-state/nthd
+kept=$state/sysconfig
 if [ -e "$kept" ] || [ -L "$kept" ]; then
     if [ ! -e "$settings" ] && [ ! -L "$settings" ]; then
         if cp -pP "$kept" "$settings.rpm-tmp" && mv -f "$settings.rpm-tmp" "$settings"; then
@@ -14,11 +15,11 @@ if [ -e "$kept" ] || [ -L "$kept" ]; then
                 rm -f "$settings.rpmsave"
             fi
             echo "nthd: $settings kept as it was (the erase of the older package had taken it away)"
-            if [ -d /run/systemd/system ] && [ "${SYSTEMD_OFFLINE:-0}" != 1 ]; then
-                systemctl try-restart nthd.service >/dev/null 2>&1 || :
-            fi
         fi
     fi
-    rm -rf /var/lib/rpm-state/nthd
 fi
+if [ -e "$state/was-active" ] && [ -d /run/systemd/system ] && [ "${SYSTEMD_OFFLINE:-0}" != 1 ]; then
+    systemctl start nthd.service >/dev/null 2>&1 || :
+fi
+rm -rf "$state"
 exit 0

@@ -54,9 +54,9 @@ RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
-SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 rpm-deferred cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
 # Which tree each scenario boots: "suite flavour".
-declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [cloud-init-12]="bookworm install"
+declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [rpm-deferred]="bookworm install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie "
                  [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install"
                  [repo-dnf]="bookworm install")
@@ -621,6 +621,58 @@ scen_cloud_init() {
   expect_poweroff_through_lock 10 2000
   expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
   expect_one_poweroff_action
+}
+# rpm -U from the previous release while a deferred action waits: 0.1.0 configured through
+# /etc/sysconfig/nthd (its %config), a scheduled instance-stop deferred to the last safe
+# moment, then rpm -U of the package under test, stdin closed.  The settings survive the
+# %config hand-over (0.1.0's erase renames them, %posttrans puts them back), and the action is
+# carried out once, at its moment, never early (nthd restarted without its settings would
+# compute another moment).
+AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
+RPM_DEFER_DELAY=10 RPM_DEFER_MARGIN=2 RPM_DEFER_AHEAD=45
+scen_rpm_deferred() {
+  local prev rpm prov v_old v sum nb at_ms prep late n E2E_INHIBIT_DELAY=$RPM_DEFER_DELAY
+  rpm="$(rpm_path)" || fail "no .rpm"
+  prev="$(previous_rpm)" || fail "no .rpm of the previous release (tests/e2e/previous-release.sh)"
+  prov="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
+  v="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$rpm")"; v_old="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$prev")"
+  boot
+  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$prev" nthd-previous.rpm >/dev/null; ct_put "$prov" provides.rpm >/dev/null
+  step "$v_old from its .rpm, configured by its admin through /etc/sysconfig/nthd"
+  ct_exec rpm -i /e2e/bin/provides.rpm /e2e/bin/nthd-previous.rpm >"$SDIR/rpm-i.log" 2>&1 || fail "rpm -i $v_old failed: $(cat "$SDIR/rpm-i.log")"
+  kubelet_start || fail "kubelet stand-in did not take its delay lock"
+  mock_start || fail "mock IMDS did not start"
+  ct_sh 'printf "%s\n" "# the admin'"'"'s settings" NTHD_PROVIDER=aws "NTHD_IMDS_ENDPOINT=$1" NTHD_SLOW_POLL_INTERVAL=1s \
+           "NTHD_SAFETY_MARGIN=$2s" >/etc/sysconfig/nthd && systemctl restart nthd' "$IMDS" "$RPM_DEFER_MARGIN" \
+    || fail "could not configure /etc/sysconfig/nthd"
+  wait_until 10 nthd_active || fail "$v_old not active with the admin's settings"
+  sum="$(_sysconfig_sum)"
+  step "a scheduled instance-stop, deferred to the last safe moment"
+  nb=$(( $(date +%s) + RPM_DEFER_AHEAD )); at_ms=$(( (nb - RPM_DEFER_DELAY - RPM_DEFER_MARGIN) * 1000 ))
+  set_notice "$AWS_SCHEDULED" "[{\"NotBefore\":\"$(date -u -d "@$nb" '+%d %b %Y %H:%M:%S GMT')\",\"Code\":\"instance-stop\",\"EventId\":\"instance-event-e2erpm$RANDOM\",\"State\":\"active\",\"Description\":\"The instance is scheduled for stop\"}]"
+  wait_until 10 _rpm_deferred_announced || fail "$v_old did not announce the scheduled stop"
+  [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "$v_old acted at once on a deferred scheduled stop"
+  step "rpm -U $v_old -> $v while the action waits, stdin closed"
+  ct_exec rpm -U /e2e/bin/nthd.rpm >"$SDIR/rpm-U.log" 2>&1 </dev/null || fail "rpm -U failed: $(cat "$SDIR/rpm-U.log")"
+  [[ "$(ct_exec rpm -q nthd)" == "nthd-$v.$ARCH_RPM" ]] || fail "after rpm -U: $(ct_exec rpm -q nthd 2>&1)"
+  [[ "$(_sysconfig_sum)" == "$sum" && -z "$(_sysconfig_beside)" ]] \
+    || fail "the admin's /etc/sysconfig/nthd did not come through rpm -U alone: $(ct_sh 'ls -l /etc/sysconfig/nthd*' 2>&1)"
+  wait_until 10 nthd_active || fail "nthd is not active after rpm -U"
+  (( $(now_ms) < at_ms - 2000 )) || fail "rpm -U ended too close to the deferred time to prove anything"
+  [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "nthd acted before the deferred time, during or after rpm -U: $(journal_json "$MSG_ACTION" | head -c 400)"
+  ! kubelet_event_ms prepare >/dev/null || fail "PrepareForShutdown before the deferred time"
+  timing "upgraded $(fmt_ms $(( at_ms - $(now_ms) ))) before the deferred time"
+  step "the action at its moment, once"
+  NOTICE_MS="$at_ms"
+  expect_poweroff_through_lock $(( (at_ms - $(now_ms)) / 1000 + 10 ))
+  prep="$(kubelet_event_ms prepare)"; late=$((prep - at_ms))
+  (( late >= -300 && late <= 2500 )) || fail "PrepareForShutdown $(fmt_ms "$late") from the deferred time"
+  n="$(journal_json "$MSG_ACTION" | grep -c . || true)"
+  ((n == 1)) || fail "expected exactly one action entry from nthd, the journal has $n"
+  timing "fired $(fmt_ms "$late") after its time, once"
+}
+_rpm_deferred_announced() {
+  [[ -n "$(journal_json "$MSG_NOTICE" | hjq -c 'select(.NTHD_KIND == "scheduled-stop")' 2>/dev/null)" ]]
 }
 scen_rpm_12() { scen_rpm; }
 scen_rpm_13() { scen_rpm; }
