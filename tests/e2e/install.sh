@@ -628,7 +628,6 @@ scen_cloud_init() {
 # %config hand-over (0.1.0's erase renames them, %posttrans puts them back), and the action is
 # carried out once, at its moment, never early (nthd restarted without its settings would
 # compute another moment).
-AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
 RPM_DEFER_DELAY=10 RPM_DEFER_MARGIN=2 RPM_DEFER_AHEAD=45
 scen_rpm_deferred() {
   local prev rpm prov v_old v sum nb at_ms prep late n E2E_INHIBIT_DELAY=$RPM_DEFER_DELAY
@@ -650,7 +649,7 @@ scen_rpm_deferred() {
   step "a scheduled instance-stop, deferred to the last safe moment"
   nb=$(( $(date +%s) + RPM_DEFER_AHEAD )); at_ms=$(( (nb - RPM_DEFER_DELAY - RPM_DEFER_MARGIN) * 1000 ))
   set_notice "$AWS_SCHEDULED" "[{\"NotBefore\":\"$(date -u -d "@$nb" '+%d %b %Y %H:%M:%S GMT')\",\"Code\":\"instance-stop\",\"EventId\":\"instance-event-e2erpm$RANDOM\",\"State\":\"active\",\"Description\":\"The instance is scheduled for stop\"}]"
-  wait_until 10 _rpm_deferred_announced || fail "$v_old did not announce the scheduled stop"
+  wait_until 10 _deferred_announced || fail "$v_old did not announce the scheduled stop"
   [[ -z "$(journal_json "$MSG_ACTION")" ]] || fail "$v_old acted at once on a deferred scheduled stop"
   step "rpm -U $v_old -> $v while the action waits, stdin closed"
   ct_exec rpm -U /e2e/bin/nthd.rpm >"$SDIR/rpm-U.log" 2>&1 </dev/null || fail "rpm -U failed: $(cat "$SDIR/rpm-U.log")"
@@ -670,9 +669,6 @@ scen_rpm_deferred() {
   n="$(journal_json "$MSG_ACTION" | grep -c . || true)"
   ((n == 1)) || fail "expected exactly one action entry from nthd, the journal has $n"
   timing "fired $(fmt_ms "$late") after its time, once"
-}
-_rpm_deferred_announced() {
-  [[ -n "$(journal_json "$MSG_NOTICE" | hjq -c 'select(.NTHD_KIND == "scheduled-stop")' 2>/dev/null)" ]]
 }
 scen_rpm_12() { scen_rpm; }
 scen_rpm_13() { scen_rpm; }

@@ -791,7 +791,6 @@ _block_held() { ct_exec systemd-inhibit --list --mode=block 2>/dev/null | grep -
 # safety margin.  Short values keep it quick: delay 10 s, margin 2 s, NotBefore 28 s ahead,
 # so nthd acts about 16 s after the notice.
 
-AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
 DEFER_DELAY=10   # InhibitDelayMaxSec for these scenarios (> the 5 s drain)
 DEFER_MARGIN=2   # NTHD_SAFETY_MARGIN
 DEFER_AHEAD=28   # NotBefore, seconds after the notice
@@ -813,11 +812,6 @@ set_scheduled_stop() {
   log "instance-stop $id, NotBefore $(date -u -d "@$nb" +%T): nthd must act at $(date -u -d "@$((DEFER_AT_MS / 1000))" +%T) (NotBefore - ${DEFER_DELAY}s - ${DEFER_MARGIN}s)"
 }
 
-# nthd announced the notice and deferred its action (the notice entry is in the journal, and
-# no action entry yet).
-_deferred_announced() {
-  [[ -n "$(journal_json "$MSG_NOTICE" | hjq -c 'select(.NTHD_KIND == "scheduled-stop")' 2>/dev/null)" ]]
-}
 
 # Wait for the notice to be announced (and not acted on), with PrepareForShutdown not yet seen.
 expect_deferred() {

@@ -8,6 +8,7 @@
 
 IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
+AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
 # MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, src/executor.rs MSG_ACTION)
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
@@ -135,4 +136,10 @@ expect_one_poweroff_action() {
   local count
   count="$(journal_json "$MSG_ACTION" | hjq -s '[.[] | select(.NTHD_ACTION == "poweroff")] | length')"
   [[ "$count" == 1 ]] || fail "nthd logged $count PowerOff actions, not exactly one"
+}
+
+# nthd announced a scheduled stop (its notice entry is in the journal); run.sh's deferred
+# scenarios and install.sh's rpm-deferred wait for it before they look for an early action.
+_deferred_announced() {
+  [[ -n "$(journal_json "$MSG_NOTICE" | hjq -c 'select(.NTHD_KIND == "scheduled-stop")' 2>/dev/null)" ]]
 }
