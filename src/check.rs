@@ -68,11 +68,7 @@ const MIN_SYSTEMD_GNS: u32 = 220;
 
 /// Parses the major version from strings like `252.38-1~deb12u1` or `219`.
 pub(crate) fn systemd_major(v: &str) -> Option<u32> {
-    let digits: String = v
-        .trim()
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
+    let digits: String = v.trim().chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }
 
@@ -421,8 +417,7 @@ fn no_metadata_answer(e: Option<&crate::imds::ImdsError>) -> Check {
         NAME,
         true,
         Status::Fail,
-        e.map(ToString::to_string)
-            .unwrap_or_else(|| "no answer".into()),
+        e.map_or_else(|| "no answer".into(), ToString::to_string),
         Some(
             "make sure the metadata service is enabled and reachable from this host; on AWS \
              IMDSv2 needs the token PUT to work (hop limit 1 is enough for a host daemon)"
@@ -629,8 +624,7 @@ fn kubelet_lock(list: &[crate::logind::Inhibitor]) -> Check {
 fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
     let lead = c
         .cloud
-        .map(Cloud::notice_lead_time)
-        .unwrap_or(Duration::from_secs(120));
+        .map_or(Duration::from_secs(120), Cloud::notice_lead_time);
     let settings = inhibit_delay_settings(c.root);
     let last = settings.last();
     let origin = last
@@ -641,9 +635,9 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
     let value = format!(
         "InhibitDelayMaxUSec = {}, notice lead time on {} = {}, lifecycle {}{origin}",
         format_duration(budget),
-        c.cloud.map(|c| c.name()).unwrap_or("this cloud"),
+        c.cloud.map_or("this cloud", super::notice::Cloud::name),
         format_duration(lead),
-        c.lifecycle.map(Lifecycle::name).unwrap_or("unknown"),
+        c.lifecycle.map_or("unknown", Lifecycle::name),
     );
     let (st, fix) = if kubelet_overridden {
         let file = last
@@ -683,10 +677,10 @@ async fn power_key(c: &mut Ctx<'_>) -> Check {
             "yes" | "true" | "1" | "on"
         )
     });
-    let origin = ignore
-        .last()
-        .map(|s| format!(" (set by {})", s.file.display()))
-        .unwrap_or_else(|| " (default)".into());
+    let origin = ignore.last().map_or_else(
+        || " (default)".into(),
+        |s| format!(" (set by {})", s.file.display()),
+    );
     let value = format!(
         "HandlePowerKey={handle}, PowerKeyIgnoreInhibited={}{origin}",
         if ignore_inhibited { "yes" } else { "no" }
@@ -915,7 +909,7 @@ pub(crate) async fn check_command(
             (0, 0) => println!("all required checks pass"),
             (failed, 0) => println!("{failed} required check(s) failed"),
             (failed, skipped) => {
-                println!("{failed} required check(s) failed, {skipped} could not be run")
+                println!("{failed} required check(s) failed, {skipped} could not be run");
             }
         }
     }

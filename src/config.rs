@@ -693,7 +693,7 @@ impl Options {
             return Some(dir.join("status.json"));
         }
         let p = PathBuf::from(crate::status::DEFAULT_PATH);
-        p.parent().is_some_and(|d| d.is_dir()).then_some(p)
+        p.parent().is_some_and(std::path::Path::is_dir).then_some(p)
     }
 
     /// The state directory: `--state-dir`, else the first entry of systemd's `$STATE_DIRECTORY`,

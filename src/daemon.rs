@@ -154,7 +154,7 @@ async fn read_identity(
     }
 }
 
-fn notify(states: &[sd_notify::NotifyState]) {
+fn notify(states: &[sd_notify::NotifyState<'_>]) {
     // Outside systemd NOTIFY_SOCKET is unset and this is a no-op.
     let _ = sd_notify::notify(states);
 }
@@ -303,7 +303,10 @@ impl Daemon {
         )
         .await;
         let holders: Vec<crate::logind::Inhibitor> = match list {
-            Ok(Ok(l)) => l.into_iter().filter(|i| i.blocks_shutdown()).collect(),
+            Ok(Ok(l)) => l
+                .into_iter()
+                .filter(super::logind::Inhibitor::blocks_shutdown)
+                .collect(),
             _ => Vec::new(),
         };
         if !holders.is_empty() {
@@ -377,12 +380,10 @@ impl Daemon {
                     "notice {} ({}): deadline moved from {} to {}",
                     notice.kind,
                     notice.id,
-                    from.map(timefmt::format_rfc3339)
-                        .unwrap_or_else(|| "none".into()),
+                    from.map_or_else(|| "none".into(), timefmt::format_rfc3339),
                     notice
                         .deadline
-                        .map(timefmt::format_rfc3339)
-                        .unwrap_or_else(|| "none".into())
+                        .map_or_else(|| "none".into(), timefmt::format_rfc3339)
                 ),
                 Effect::Gone { notice } => {
                     tracing::info!(
@@ -390,7 +391,7 @@ impl Daemon {
                         "notice {} ({}) is no longer listed",
                         notice.kind,
                         notice.id
-                    )
+                    );
                 }
                 Effect::Scheduled { notice, action, at } => tracing::warn!(
                     message_id = MSG_NOTICE,
@@ -608,7 +609,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
     }
     match tokio::time::timeout(Duration::from_secs(5), reply_rx).await {
         Ok(Ok(Ok(n))) if n > 0 => {
-            tracing::info!("acknowledged {n} event(s) to the platform: {list}")
+            tracing::info!("acknowledged {n} event(s) to the platform: {list}");
         }
         Ok(Ok(Ok(_))) => {}
         Ok(Ok(Err(e))) => tracing::warn!("could not acknowledge events {list}: {e}"),
@@ -838,8 +839,7 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     let mut wd_tick = tokio::time::interval(
         // Also the clock of the blindness check and the webhook retry: at least every 10 s.
         sd_notify::watchdog_enabled()
-            .map(|w| w / 3)
-            .unwrap_or(HEALTH_TICK)
+            .map_or(HEALTH_TICK, |w| w / 3)
             .min(HEALTH_TICK),
     );
     wd_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

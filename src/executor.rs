@@ -544,7 +544,14 @@ mod tests {
                 let phase = |r: &serde_json::Value| r["phase"].as_str().unwrap_or("").to_string();
                 records.iter().map(phase).collect::<Vec<String>>()
             });
-            if got.as_deref() == Some(&want.iter().map(|w| w.to_string()).collect::<Vec<_>>()) {
+            if got.as_deref()
+                == Some(
+                    &want
+                        .iter()
+                        .map(std::string::ToString::to_string)
+                        .collect::<Vec<_>>(),
+                )
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

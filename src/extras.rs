@@ -73,7 +73,11 @@ impl WebhookSlot {
         }
         match setup(opts, self.context.clone(), self.sandbox.clone()) {
             Ok((hooks, w)) => {
-                let list: Vec<String> = w.urls.iter().map(|u| u.to_string()).collect();
+                let list: Vec<String> = w
+                    .urls
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect();
                 let again = if self.problem.take().is_some() {
                     " (set up again)"
                 } else {
@@ -170,6 +174,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_fixed_headers_file_is_picked_up_by_the_retry() {
+        // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("not root: the headers file must be owned by root (CI runs as root)");
             return;

@@ -757,8 +757,7 @@ impl Backoff {
     pub(crate) fn with_max(base: Duration, max: Duration) -> Backoff {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos() as u64)
-            .unwrap_or(1)
+            .map_or(1, |d| u64::from(d.subsec_nanos()))
             | 1;
         Backoff {
             base,

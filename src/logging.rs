@@ -106,7 +106,7 @@ pub(crate) fn clean(s: &str, max: usize) -> String {
 /// through [`clean`], which escapes instead of dropping.
 pub fn clean_id(s: &str) -> String {
     s.chars()
-        .filter(|c| c.is_ascii_graphic())
+        .filter(char::is_ascii_graphic)
         .take(ID_PART_MAX)
         .collect()
 }
@@ -189,7 +189,9 @@ static LIMITER: std::sync::Mutex<Option<Limiter>> = std::sync::Mutex::new(None);
 /// (once a second on AWS and Azure) costs a few lines a day, not gigabytes.
 pub(crate) fn warn_limited(key: &str, msg: impl FnOnce() -> String) {
     let (verdict, ended) = {
-        let mut g = LIMITER.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = LIMITER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         g.get_or_insert_with(Limiter::default)
             .check(key, std::time::Instant::now())
     };

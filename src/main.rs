@@ -77,7 +77,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Once: to the journal with its fields, or as one plain line on stderr.
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            let chain: Vec<String> = e.chain().map(std::string::ToString::to_string).collect();
             if nthd::logging::to_journald() {
                 tracing::error!("{}", chain.join(": "));
             } else {

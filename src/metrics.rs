@@ -238,8 +238,7 @@ fn parse_listen(raw: &str) -> Result<SocketAddr, String> {
 
 fn unix(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// What the planner's active notices say, reduced to what the series show.
@@ -598,12 +597,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("nthd.prom");
         // The unit's UMask=0077.
+        // SAFETY: umask(2) takes a mode by value and always succeeds (test-only, restored below).
         let old_umask = unsafe { libc::umask(0o077) };
         let mut m = Metrics::new(MetricsOptions {
             textfile: Some(file.clone()),
             listen: None,
         });
         m.set_provider(Cloud::Aws);
+        // SAFETY: as above.
         unsafe { libc::umask(old_umask) };
         let meta = std::fs::metadata(&file).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o644);

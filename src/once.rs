@@ -37,7 +37,7 @@ pub(crate) async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode>
     let (budget, budget_note) = drain_budget().await;
     let policy = opts.policy();
     let now = SystemTime::now();
-    let rows: Vec<Row> = obs
+    let rows: Vec<Row<'_>> = obs
         .notices
         .iter()
         .map(|n| (n, decide(&policy, n, now, budget)))

@@ -170,7 +170,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
+        a.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]
@@ -181,7 +181,7 @@ mod tests {
         let env: HashMap<&str, &str> = [("NTHD_A", "env")].into();
         let (vars, loaded) = read(
             &args(&["nthd", "--settings-file", f.to_str().unwrap(), "check"]),
-            |k| env.get(k).map(|v| v.to_string()),
+            |k| env.get(k).map(std::string::ToString::to_string),
         )
         .unwrap();
         assert_eq!(vars, vec![("NTHD_B".to_string(), "again".to_string())]);
@@ -210,7 +210,11 @@ mod tests {
             .collect();
         assert_eq!(vars, want);
         assert_eq!(loaded.files, vec![(f.clone(), 2)]);
-        let warnings: Vec<String> = loaded.skipped.iter().map(|s| s.to_string()).collect();
+        let warnings: Vec<String> = loaded
+            .skipped
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         // Line 3: the continuation makes the first assignment two lines.
         let want = format!("{} line 3: `export`", f.display());

@@ -45,8 +45,7 @@ pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime
             "{DRILL_ID_PREFIX}{}/{}-{}-{}",
             kind.name(),
             now.duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+                .map_or(0, |d| d.as_secs()),
             std::process::id(),
             SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ),

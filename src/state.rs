@@ -105,7 +105,10 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// Writes the file (atomically, durably), unless a newer snapshot is already written.
     pub(crate) fn write(self) -> Result<(), StateError> {
-        let mut last = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if *last > self.number {
             return Ok(());
         }
@@ -167,9 +170,7 @@ fn boot_id_from(boot_id: &Path, stat: &Path) -> String {
 }
 
 fn unix_now(now: SystemTime) -> u64 {
-    now.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Reads the state file without following a symbolic link in its place: root (a drill) would
@@ -433,8 +434,7 @@ pub(crate) fn write_replace(
     };
     let name = path
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     // Opened once: its owner is read from this descriptor, and it is fsynced after the rename.
     // Its owner cannot swap the directory itself: that takes write access to its parent.
@@ -548,9 +548,9 @@ pub(crate) fn set_hook(hook: Option<Hook>) {
 fn at_step(step: Step, tmp: &Path, path: &Path) {
     HOOK.with(|h| {
         if let Some(f) = h.borrow_mut().as_mut() {
-            f(step, tmp, path)
+            f(step, tmp, path);
         }
-    })
+    });
 }
 
 #[cfg(not(test))]
@@ -762,7 +762,7 @@ pub(crate) mod tests {
         // Written in one boot whose id could not be read...
         let (mut s, _) = State::load(dir.path(), UNKNOWN_BOOT.into(), t(NOW));
         let rec = |s: &mut State, id: &str, ev: Option<&str>, a: PowerAction, p: Phase| {
-            s.record(id, ev, a, p, t(NOW)).unwrap()
+            s.record(id, ev, a, p, t(NOW)).unwrap();
         };
         rec(
             &mut s,

@@ -620,9 +620,8 @@ impl Tracker {
                 push_action(&mut status.actions, view);
             }
         }
-        let mut body = match serde_json::to_vec_pretty(&status) {
-            Ok(b) => b,
-            Err(_) => return,
+        let Ok(mut body) = serde_json::to_vec_pretty(&status) else {
+            return;
         };
         body.push(b'\n');
         // 0644: `nthd status` runs as any user, NPD as root in its container. No fsync: the
@@ -724,7 +723,9 @@ fn push_action(actions: &mut Vec<ActionView>, view: ActionView) {
 
 /// Whether a notice calls for a power action nthd has not yet taken.
 pub(crate) fn will_act(n: &NoticeView) -> bool {
-    n.status == "active" && !n.acted && Action::parse(&n.action).is_some_and(|a| a.is_power())
+    n.status == "active"
+        && !n.acted
+        && Action::parse(&n.action).is_some_and(super::policy::Action::is_power)
 }
 
 #[cfg(test)]

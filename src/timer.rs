@@ -60,7 +60,7 @@ impl Deadline {
                 // A poll deadline is seconds away; 2^30 s (34 years) fits every time_t.
                 tv_sec: left.as_secs().min(1 << 30) as _,
                 // Below 1e9, so it fits every c_long.
-                tv_nsec: left.subsec_nanos() as _,
+                tv_nsec: left.subsec_nanos().into(),
             },
         };
         // Arming also clears an expiry a cancelled sleep did not read.

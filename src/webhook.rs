@@ -248,7 +248,7 @@ pub fn plain_http_warning(opts: &WebhookOptions, headers: &SecretHeaders) -> Opt
 
 /// A URL for an error message: everything up to the host, never its path or query.
 fn redact(s: &str) -> String {
-    let start = s.find("://").map(|i| i + 3).unwrap_or(0);
+    let start = s.find("://").map_or(0, |i| i + 3);
     let rest = &s[start..];
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let host = &rest[..end];

@@ -3,6 +3,7 @@
 //! its code): tab-indented JSON with no trailing newline, scheduled events as a one-element
 //! array with `NotBeforeDeadline` and dates whose day is not zero-padded, an ASG state that
 //! stays `Terminated`, and XHTML error pages served as `text/plain`.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, UNIX_EPOCH};
 

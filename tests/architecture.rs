@@ -3,6 +3,7 @@
 //!
 //! A module's dependencies are the `crate::<module>` paths in its code (comments and its
 //! `#[cfg(test)] mod tests` left out); `super::` stays inside a module.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -118,4 +119,35 @@ fn a_planted_cycle_is_found() {
     g.get_mut("notice").unwrap().insert("policy".into());
     let c = cycle(&g, "notice").expect("notice -> policy -> notice is a cycle");
     assert_eq!(c.first(), c.last(), "{c:?}");
+}
+
+/// The lint table of a Cargo.toml: the lines from `[<prefix>lints.rust]` to the next table
+/// that is not `[<prefix>lints.clippy]`, comments left out.
+fn lint_table(manifest: &str, prefix: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest))
+        .unwrap_or_else(|e| panic!("{manifest}: {e}"));
+    let (rust, clippy) = (format!("[{prefix}lints.rust]"), format!("[{prefix}lints.clippy]"));
+    let mut inside = false;
+    let mut rows = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == rust || line == clippy;
+        }
+        if inside && !line.is_empty() && !line.starts_with('#') {
+            rows.push(line.replace(&format!("[{prefix}"), "["));
+        }
+    }
+    rows
+}
+
+/// The fuzz crate is a workspace of its own and cannot inherit `[workspace.lints]`: its copy
+/// must say the same, or the fuzz targets drift out of the standard unnoticed.
+#[test]
+fn the_fuzz_crate_has_the_workspace_lints() {
+    let workspace = lint_table("Cargo.toml", "workspace.");
+    assert!(
+        workspace.iter().any(|l| l.starts_with("unwrap_used")),
+        "no [workspace.lints] found in Cargo.toml: {workspace:?}"
+    );
+    assert_eq!(lint_table("fuzz/Cargo.toml", ""), workspace);
 }

@@ -1,6 +1,7 @@
 //! The man page and completions shipped in the packages (packaging/assets/) must match what the
 //! clap definition generates. Regenerate with:
 //! `cargo run -- generate-assets --out packaging/assets`.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 #[test]
 fn committed_assets_match_the_cli() {

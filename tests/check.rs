@@ -1,6 +1,7 @@
 //! `nthd check`: every check made to pass and to fail, with the real binary against a fake
 //! logind and a fake systemd1 on a private bus, the mock IMDS, and fixture files for DMI,
 //! /etc/passwd and logind drop-ins.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

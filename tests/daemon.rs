@@ -1,5 +1,6 @@
 //! The real `nthd` binary against the mock IMDS and a fake logind on a private dbus-daemon
 //! (`DBUS_SYSTEM_BUS_ADDRESS`): what it calls, how often, when, and what it tells systemd.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! counts, licences, artifact sizes, fuzz targets, `nthd check`'s names, links, metadata
 //! paths and `nthd once`'s output are read from the source of truth and compared with
 //! README.md and docs/*.md. Each test's message names the file to fix.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 
@@ -114,7 +115,7 @@ fn numbers_before(text: &str, word: &str) -> Vec<(usize, String)> {
             let digits: String = line[..at]
                 .chars()
                 .rev()
-                .take_while(|c| c.is_ascii_digit())
+                .take_while(char::is_ascii_digit)
                 .collect::<Vec<_>>()
                 .into_iter()
                 .rev()
@@ -243,7 +244,7 @@ fn numbers_before_word_after(line: &str, word: &str) -> Vec<(String, usize)> {
         .filter_map(|(i, _)| {
             let n: String = line[i + word.len()..]
                 .chars()
-                .take_while(|c| c.is_ascii_digit())
+                .take_while(char::is_ascii_digit)
                 .collect();
             (n.len() >= 2).then_some((n, i))
         })

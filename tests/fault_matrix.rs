@@ -6,6 +6,7 @@
 //! - `before`: the fault is on while there is no notice; then it clears and a notice appears.
 //! - `during`: the notice is there but hidden behind the fault; the fault clears, the notice is
 //!   acted on, then the fault comes back and clears again without a second action.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

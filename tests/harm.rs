@@ -1,6 +1,7 @@
 //! Never harm at the edges (issue #15): the real `nthd` binary against the mock IMDS, a fake
 //! logind and a fake systemd1 on a private bus. Signals, restarts in the middle of a drain, and
 //! the Azure acknowledgement that must wait for the real shutdown.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

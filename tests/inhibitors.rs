@@ -3,6 +3,7 @@
 //! nthd must name the holder (not blame the polkit rule), never override it, and power off
 //! within one retry interval of its release. The real binary against the fake logind, which
 //! refuses as each version does.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! a quarter of them silent, a quarter malformed or oversized, while the daemon keeps polling
 //! and pinging its watchdog. The server holds at most a bounded number of connections, answers
 //! every well-formed scrape, and never stalls the loop.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 
@@ -108,7 +109,7 @@ fn check(c: Client, resp: &str) {
 
 /// Open file descriptors of a process (its sockets among them).
 fn fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, std::iter::Iterator::count)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +149,7 @@ async fn a_thousand_hostile_connections_neither_stall_the_loop_nor_grow_without_
         .map(|i| tokio::spawn(run_client(addr.clone(), client(i))))
         .collect();
     let mut peak_fds = fds_idle;
-    while !clients.iter().all(|c| c.is_finished()) {
+    while !clients.iter().all(tokio::task::JoinHandle::is_finished) {
         peak_fds = peak_fds.max(fds(pid));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

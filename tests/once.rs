@@ -1,5 +1,6 @@
 //! `nthd once`: the notice and the decision, printed, with the exit code telling whether the
 //! metadata service answered.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! `nthd simulate` and the Prometheus metrics, with the real binary.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

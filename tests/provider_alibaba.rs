@@ -1,5 +1,6 @@
 //! The Alibaba Cloud provider against the in-process mock IMDS: spot termination-time, hardened
 //! (token) and normal mode, faults.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 

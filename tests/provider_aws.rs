@@ -1,4 +1,5 @@
 //! The AWS provider against the in-process mock IMDS: every source, token handling, faults.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, Instant};
 
@@ -339,8 +340,7 @@ async fn malformed_truncated_and_oversized_bodies_are_errors() {
         o.errors
             .iter()
             .find(|e| e.source == src)
-            .map(|e| &e.error)
-            .unwrap_or_else(|| panic!("no error for {src}"))
+            .map_or_else(|| panic!("no error for {src}"), |e| &e.error)
     };
     assert!(matches!(
         err("aws/spot/instance-action"),

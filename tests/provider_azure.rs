@@ -1,5 +1,6 @@
 //! The Azure provider against the in-process mock IMDS: Scheduled Events for this VM and
 //! others, the VM name, acknowledgement, faults.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,6 @@
 //! The GCP provider against the in-process mock metadata server: values, long-poll latency and
 //! re-arming, faults.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, Instant};
 
@@ -126,7 +127,7 @@ async fn preempt_is_detected_by_long_poll_within_one_round_trip() {
     let o = p.observe().await;
     assert!(o.ok() && o.notices.is_empty(), "{o:?}");
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(300), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     eprintln!("GCP preempt detection latency: {latency:?}");
@@ -156,12 +157,12 @@ async fn the_other_key_keeps_its_long_poll_in_flight() {
     p.observe().await;
     // Preempted changes twice; the maintenance-event long-poll armed at the start is kept.
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "FALSE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
     })
     .await;
     assert!(o.notices.is_empty(), "{o:?}");
@@ -175,7 +176,7 @@ async fn the_other_key_keeps_its_long_poll_in_flight() {
         m.set(
             MAINTENANCE_PATH,
             Response::text(200, "MIGRATE_ON_HOST_MAINTENANCE"),
-        )
+        );
     })
     .await;
     assert_eq!(kinds(&o), vec![NoticeKind::GcpMigrate]);
@@ -225,7 +226,7 @@ async fn every_maintenance_value() {
         ("NONE", vec![]),
     ] {
         let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
-            m.set(MAINTENANCE_PATH, Response::text(200, value))
+            m.set(MAINTENANCE_PATH, Response::text(200, value));
         })
         .await;
         assert!(o.ok(), "{value}: {:?}", o.errors);
@@ -239,12 +240,12 @@ async fn every_maintenance_value() {
     }
     // And back: preempted TRUE then FALSE.
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "FALSE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
     })
     .await;
     assert!(o.notices.is_empty() && o.fresh.iter().any(|s| *s == "gcp/instance/preempted"));
@@ -260,7 +261,7 @@ async fn not_found_is_no_notice() {
     assert_eq!(o.fresh.len(), 2);
     // The 404 carries an ETag too, so it is long-polled and a later value is seen.
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(200), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
@@ -295,7 +296,7 @@ async fn long_poll_rearms_after_a_connection_reset() {
     );
     // Re-armed as a long-poll after the backoff; a change is then seen within a round trip.
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(600), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     assert!(o.ok(), "{:?}", o.errors);
@@ -334,7 +335,7 @@ async fn long_poll_rearms_after_a_503() {
         "{o:?}"
     );
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(800), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     assert!(o.ok(), "{:?}", o.errors);
@@ -444,7 +445,7 @@ async fn hanging_reads_time_out() {
     };
     match &o.errors[0].error {
         ImdsError::Timeout { timeout, .. } => {
-            assert!(*timeout > Duration::from_secs(1) && *timeout <= Duration::from_secs(5))
+            assert!(*timeout > Duration::from_secs(1) && *timeout <= Duration::from_secs(5));
         }
         e => panic!("{e:?}"),
     }
@@ -543,7 +544,7 @@ async fn the_metadata_flavor_header_is_always_sent() {
     let mut p = provider(&m, Duration::from_secs(1));
     p.observe().await;
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(100), || {
-        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"))
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     })
     .await;
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);

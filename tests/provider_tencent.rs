@@ -1,5 +1,6 @@
 //! The Tencent Cloud provider against the in-process mock IMDS: spot termination-time (UTC+8),
 //! 404 as no notice, malformed bodies and faults.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -180,7 +181,7 @@ async fn malformed_time_is_an_error_naming_the_url_and_keeps_the_last_state() {
     assert!(o.notices.is_empty() && o.fresh.is_empty());
     // A good answer, then garbage again: the notice is kept, not dropped.
     m.set(SPOT_PATH, Response::text(200, "2030-01-05 18:02:00"));
-    let o = observe_until(&mut p, |o| o.ok()).await;
+    let o = observe_until(&mut p, nthd::provider::Observation::ok).await;
     assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot]);
     m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00"));
     let o = observe_until(&mut p, |o| !o.ok()).await;

@@ -106,7 +106,13 @@ shellcheck_all() {
         bash tests/shell-functions.sh
 }
 stage "shellcheck, no shell function over 60 lines" shellcheck_all
-stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+# The workspace lints (Cargo.toml [workspace.lints]) for nthd and the testkit, and their copy in
+# the fuzz crate, a workspace of its own.
+clippy_all() {
+    cargo clippy --workspace --all-targets -- -D warnings &&
+        cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+}
+stage "cargo clippy, the workspace lints (nthd, testkit, fuzz)" clippy_all
 stage "cargo test" cargo test --workspace
 # The 10-minute log budget (tests/log_budget.rs: a hostile metadata service at 1 poll/s) needs
 # wall time, not CPU: it runs in the background while the stages below use the machine.

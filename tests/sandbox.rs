@@ -7,6 +7,7 @@
 //! answers (the kernel completes the handshake into its backlog, nobody reads the request), and
 //! the lists come either injected (`ClientOptions::sandbox`, `WebhookOptions::sandbox`) or from
 //! a fake systemd on a private bus, read by the real binary.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

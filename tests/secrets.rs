@@ -1,6 +1,7 @@
 //! Extras degrade, secrets stay secret: a webhook setup error never stops nthd (it still powers
 //! off for a spot notice), and a secret planted in every webhook setting appears nowhere nthd
 //! writes: the log, the status file, `--help`, `nthd check`, and every error path.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 
@@ -151,7 +152,7 @@ fn no_error_path_echoes_a_webhook_secret() {
     let urls = dir.path().join("urls");
     let headers = dir.path().join("headers");
     let ok_url = format!("http://127.0.0.1:{}/ok/{PLANTED}", common::free_port());
-    let cases: Vec<Case> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "bad scheme",
             vec![("NTHD_WEBHOOK", format!("ftp://x/{PLANTED}"))],

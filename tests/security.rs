@@ -1,5 +1,6 @@
 //! Security properties of the running daemon: no listening sockets unless metrics are asked
 //! for, and metadata bodies stay out of the log at the default (info) level.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! plugin is run exactly as NPD's custom plugin monitor runs it (exec with a timeout, stdout
 //! cut at `max_output_length`, exit code 0/1/other), before, during and after a notice, and the
 //! shipped monitor config is checked against NPD's documented fields.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Webhooks (src/webhook.rs) against a real local HTTP receiver: the CloudEvents body, stable
 //! ids, retries and their limits, concurrency, secret headers, the probe and the Slack format.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod webhook_support;
 
@@ -155,7 +156,11 @@ async fn action_events_carry_the_result_and_the_context_at_send_time() {
         ActionResult::Failed("Access denied".into()),
     ));
     w.drain(Duration::from_secs(10)).await;
-    let mut got: Vec<_> = r.all().iter().map(|q| q.json()).collect();
+    let mut got: Vec<_> = r
+        .all()
+        .iter()
+        .map(webhook_support::Received::json)
+        .collect();
     got.sort_by_key(|v| v["type"].as_str().unwrap().to_string());
     assert_eq!(got[0]["type"], "io.nthd.action");
     assert_eq!(got[0]["subject"], "i-0123456789abcdef0");

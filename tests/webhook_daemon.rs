@@ -1,5 +1,6 @@
 //! Webhooks from the real daemon: a spot interruption sends a notice event, the PowerOff call,
 //! then an action event, and an unreachable or hanging webhook never delays the PowerOff.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 mod webhook_support;
@@ -167,7 +168,11 @@ async fn a_fire_drill_sends_its_events_and_is_listed_as_one() {
         "{stderr}"
     );
     assert!(r.wait_for(2, Duration::from_secs(5)).await, "{stderr}");
-    let events: Vec<serde_json::Value> = r.all().iter().map(|e| e.json()).collect();
+    let events: Vec<serde_json::Value> = r
+        .all()
+        .iter()
+        .map(webhook_support::Received::json)
+        .collect();
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["io.nthd.notice", "io.nthd.action"], "{events:?}");
     for e in &events {

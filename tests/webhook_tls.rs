@@ -1,6 +1,7 @@
 //! HTTPS webhooks: a receiver with a certificate from a CA made at test time, trusted through
 //! SSL_CERT_FILE (as an operator would point nthd at a private CA bundle). Its own test binary:
 //! it sets SSL_CERT_FILE before any thread starts.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod webhook_support;
 

@@ -47,8 +47,7 @@ pub(super) fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 pub(super) async fn serve(listener: TcpListener, shared: Arc<Mutex<String>>) {
     let addr = listener
         .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
+        .map_or_else(|_| "?".into(), |a| a.to_string());
     tracing::info!("serving metrics on http://{addr}/metrics");
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut last_warning: Option<Instant> = None;

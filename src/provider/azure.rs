@@ -274,7 +274,7 @@ pub(crate) fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
             let st = clean(&ev.event_status, 64);
             warn_limited(&format!("azure-status {st}"), || {
                 format!("unknown Scheduled Event status \"{st}\" at {url}; treating it as active")
-            })
+            });
         }
     }
     let id = match &ev.event_id {

@@ -737,7 +737,7 @@ impl Provider for Gcp {
         let mut obs = Observation::default();
         let wait_secs = self.wait_secs();
         let lp_timeout = self.long_poll_timeout();
-        for k in self.keys.iter_mut() {
+        for k in &mut self.keys {
             if k.inflight.is_none() {
                 k.arm(&self.client, wait_secs, lp_timeout);
             }

@@ -634,7 +634,11 @@ mod tests {
         ];
         for text in bad {
             let messages = match parse(Path::new("/etc/default/nthd"), &text) {
-                Ok(p) => p.skipped.iter().map(|s| s.to_string()).collect(),
+                Ok(p) => p
+                    .skipped
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect(),
                 Err(e) => vec![e.to_string()],
             };
             assert_eq!(messages.len(), 1, "{messages:?}");

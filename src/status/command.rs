@@ -286,15 +286,15 @@ fn render_head(o: &mut String, s: &Status) {
     if let Some(w) = &s.watching {
         let _ = writeln!(o, "watching:   {w}");
     }
-    let budget = s
-        .drain_budget_seconds
-        .map(|b| {
+    let budget = s.drain_budget_seconds.map_or_else(
+        || "unknown (logind not read)".to_string(),
+        |b| {
             format!(
                 "{} (logind InhibitDelayMaxUSec)",
                 format_duration(Duration::from_secs(b))
             )
-        })
-        .unwrap_or_else(|| "unknown (logind not read)".to_string());
+        },
+    );
     let _ = writeln!(o, "drain time: {budget}");
 }
 
@@ -329,11 +329,10 @@ fn render_sources(o: &mut String, s: &Status, now: SystemTime) {
         let _ = writeln!(o, "  none read yet");
     }
     for src in &s.sources {
-        let ok = src
-            .last_ok
-            .as_deref()
-            .map(|t| format!("last ok {}", ago(t, now)))
-            .unwrap_or_else(|| "never read".to_string());
+        let ok = src.last_ok.as_deref().map_or_else(
+            || "never read".to_string(),
+            |t| format!("last ok {}", ago(t, now)),
+        );
         let err = match &src.last_error {
             Some(e) if e.current => format!("; FAILING: {}", e.message),
             _ => String::new(),
@@ -355,11 +354,10 @@ fn render_notices(o: &mut String, s: &Status, now: SystemTime) {
         let _ = writeln!(o, "  none");
     }
     for n in &s.notices {
-        let deadline = n
-            .deadline
-            .as_deref()
-            .map(|d| format!("deadline {}", ago(d, now)))
-            .unwrap_or_else(|| "no deadline given".to_string());
+        let deadline = n.deadline.as_deref().map_or_else(
+            || "no deadline given".to_string(),
+            |d| format!("deadline {}", ago(d, now)),
+        );
         let done = if n.acted { ", already acted on" } else { "" };
         let _ = writeln!(o, "  {} [{}] {deadline}: {}", n.kind, n.status, n.detail);
         let when = if n.when == "now" {

@@ -91,7 +91,7 @@ pub(crate) fn add_drill_action(path: &Path, view: ActionView) -> Result<bool, St
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(format!("cannot read {name}: {e}")),
     };
-    if v.get("schema").and_then(|s| s.as_u64()) != Some(u64::from(SCHEMA)) {
+    if v.get("schema").and_then(serde_json::Value::as_u64) != Some(u64::from(SCHEMA)) {
         return Err(format!("{name} is not schema {SCHEMA}; left as it is"));
     }
     let mut actions: Vec<serde_json::Value> = v

@@ -59,12 +59,13 @@ pub(crate) enum Failure {
 impl Failure {
     /// What the user can do about it.
     pub(crate) fn hint(&self) -> String {
-        self.static_hint()
-            .map(str::to_string)
-            .unwrap_or_else(|| match self {
+        self.static_hint().map_or_else(
+            || match self {
                 Failure::Blocked { drop_in, .. } => drop_in.clone(),
                 _ => String::new(),
-            })
+            },
+            str::to_string,
+        )
     }
 
     fn static_hint(&self) -> Option<&'static str> {
@@ -226,7 +227,7 @@ async fn drain_body(mut body: hyper::body::Incoming) {
     use http_body_util::BodyExt;
     let mut left: usize = 64 * 1024;
     while let Some(Ok(frame)) = body.frame().await {
-        let n = frame.data_ref().map_or(0, |d| d.len());
+        let n = frame.data_ref().map_or(0, hyper::body::Bytes::len);
         match left.checked_sub(n) {
             Some(l) => left = l,
             None => return,
@@ -293,7 +294,10 @@ fn classify(e: &hyper_util::client::legacy::Error) -> Failure {
             return Failure::Tls(s);
         }
         if s.starts_with("dns error") {
-            let detail = err.source().map(|c| c.to_string()).unwrap_or(s);
+            let detail = err
+                .source()
+                .map(std::string::ToString::to_string)
+                .unwrap_or(s);
             return Failure::Dns(detail);
         }
         text = format!("{text}: {s}");

@@ -42,7 +42,7 @@ pub(crate) fn hostname() -> String {
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
     let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
     let name = String::from_utf8_lossy(&buf[..end]);
-    let name: String = name.chars().filter(|c| c.is_ascii_graphic()).collect();
+    let name: String = name.chars().filter(char::is_ascii_graphic).collect();
     if rc != 0 || name.is_empty() {
         "localhost".to_string()
     } else {
@@ -220,7 +220,10 @@ impl Event {
             instance_id: ctx.identity.instance_id.as_deref(),
             instance_type: ctx.identity.instance_type.as_deref(),
             zone: ctx.identity.zone.as_deref(),
-            lifecycle: ctx.identity.lifecycle.map(|l| l.name()),
+            lifecycle: ctx
+                .identity
+                .lifecycle
+                .map(super::super::notice::Lifecycle::name),
             notice: NoticeData {
                 kind: n.kind.name(),
                 id: &n.id,
@@ -263,7 +266,7 @@ impl Event {
             id.instance_id.as_deref(),
             id.instance_type.as_deref(),
             id.zone.as_deref(),
-            id.lifecycle.map(|l| l.name()),
+            id.lifecycle.map(super::super::notice::Lifecycle::name),
         ]
         .into_iter()
         .flatten()

@@ -30,8 +30,7 @@ pub fn effective_uid() -> u32 {
 /// Milliseconds since the Unix epoch for `t` (0 for times before the epoch).
 pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -42,7 +41,7 @@ pub fn now_ms() -> u64 {
 /// Lock a mutex, ignoring poisoning: the state behind our mutexes stays consistent even if a
 /// holder panicked (every critical section is a handful of plain assignments).
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The `nthd` binary at `bin` with a clean environment: no settings file, logs on stderr, stdin

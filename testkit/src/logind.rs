@@ -99,8 +99,7 @@ impl PrivateBus {
         let n = BUS_COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+            .map_or(0, |d| d.subsec_nanos());
         let dir = std::env::temp_dir().join(format!(
             "nthd-testkit-bus-{}-{n}-{nanos}",
             std::process::id()
@@ -489,7 +488,7 @@ impl Shared {
             method: method.into(),
             args,
             at: SystemTime::now(),
-            sender: hdr.sender().map(|s| s.to_string()),
+            sender: hdr.sender().map(std::string::ToString::to_string),
             error: error.map(|e| e.error_name().to_string()),
         });
         self.bump();
@@ -553,7 +552,10 @@ impl Manager {
     ) -> Result<(), LogindError> {
         let shared = &self.shared;
         let requested_at = SystemTime::now();
-        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let sender = hdr
+            .sender()
+            .map(std::string::ToString::to_string)
+            .unwrap_or_default();
         let (caller_uid, _) = caller_creds(conn, &sender).await;
         let (delayed_by, max) = {
             let mut st = lock(&shared.state);
@@ -582,7 +584,7 @@ impl Manager {
                 method: method.into(),
                 args: json!([interactive]),
                 at: requested_at,
-                sender: hdr.sender().map(|s| s.to_string()),
+                sender: hdr.sender().map(std::string::ToString::to_string),
                 error: err.as_ref().map(|e| e.error_name().to_string()),
             });
             if let Some(e) = err {
@@ -626,7 +628,7 @@ impl Manager {
                     let held = lock(&s2.state)
                         .inhibitors
                         .iter()
-                        .any(|i| i.delays_shutdown());
+                        .any(Inhibitor::delays_shutdown);
                     if !held {
                         break ShutdownReason::InhibitorsReleased;
                     }
@@ -684,7 +686,10 @@ impl Manager {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &Connection,
     ) -> String {
-        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let sender = hdr
+            .sender()
+            .map(std::string::ToString::to_string)
+            .unwrap_or_default();
         let (caller_uid, _) = caller_creds(conn, &sender).await;
         let v = {
             let st = lock(&self.shared.state);
@@ -817,7 +822,10 @@ impl Manager {
                 ));
             }
         }
-        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let sender = hdr
+            .sender()
+            .map(std::string::ToString::to_string)
+            .unwrap_or_default();
         let (uid, pid) = caller_creds(conn, &sender).await;
 
         let (tx, rx) = tokio::net::unix::pipe::pipe()

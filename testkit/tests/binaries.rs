@@ -1,4 +1,5 @@
 //! The standalone binaries, run as child processes.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::path::Path;
 use std::process::Stdio;
@@ -213,7 +214,7 @@ async fn fake_kubelet_holds_delay_lock_and_drains() {
         .unwrap();
         let h = msg.header();
         if h.message_type() != zbus::message::Type::MethodCall
-            || h.sender().map(|s| s.as_str()) != Some(inhibit_sender.as_str())
+            || h.sender().map(zbus::names::UniqueName::as_str) != Some(inhibit_sender.as_str())
         {
             continue;
         }

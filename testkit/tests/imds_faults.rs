@@ -1,4 +1,5 @@
 //! Byte-level fault injection.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! GCP metadata-server and Azure IMDS emulation.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Route table, sequences, control API, keep-alive and concurrency of the mock IMDS.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The fake logind on a private bus.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::time::{Duration, Instant};
 

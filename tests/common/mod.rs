@@ -10,25 +10,25 @@ use std::time::{Duration, Instant};
 
 /// The real `nthd` binary through [`nthd_testkit::nthd_command`] (clean environment, no settings
 /// file, logs on stderr, the system bus at `bus`). Every integration test launches nthd so.
-pub fn nthd_command(bus: &str) -> Command {
+pub(crate) fn nthd_command(bus: &str) -> Command {
     nthd_testkit::nthd_command(env!("CARGO_BIN_EXE_nthd"), bus)
 }
 
 /// A local TCP port that was free a moment ago: nothing listens on it (a listener is bound to
 /// port 0 and dropped).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
 }
 
-pub struct Nthd {
+pub(crate) struct Nthd {
     pub child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Nthd {
-    pub fn start(bus: &str, imds: &str, state_dir: &Path, env: &[(&str, &str)]) -> Nthd {
+    pub(crate) fn start(bus: &str, imds: &str, state_dir: &Path, env: &[(&str, &str)]) -> Nthd {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stderr.log");
         let mut cmd = nthd_command(bus);
@@ -50,7 +50,7 @@ impl Nthd {
         }
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         let mut s = String::new();
         std::fs::File::open(&self.log)
             .unwrap()
@@ -59,11 +59,11 @@ impl Nthd {
         s
     }
 
-    pub fn running(&mut self) -> bool {
+    pub(crate) fn running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
 
-    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+    pub(crate) async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
         while Instant::now() < end {
             if self.log().contains(needle) {
@@ -74,7 +74,7 @@ impl Nthd {
         false
     }
 
-    pub async fn stop(&mut self) -> ExitStatus {
+    pub(crate) async fn stop(&mut self) -> ExitStatus {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         let end = Instant::now() + Duration::from_secs(10);
@@ -101,7 +101,7 @@ impl Drop for Nthd {
 
 /// Collects sd_notify messages sent to a socket in a temporary directory, time-stamped on
 /// arrival by a reader thread.
-pub struct Notify {
+pub(crate) struct Notify {
     pub path: PathBuf,
     _dir: tempfile::TempDir,
     received: std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>,
@@ -109,7 +109,7 @@ pub struct Notify {
 }
 
 impl Notify {
-    pub fn new() -> Notify {
+    pub(crate) fn new() -> Notify {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify");
         let sock = UnixDatagram::bind(&path).unwrap();
@@ -138,12 +138,12 @@ impl Notify {
         }
     }
 
-    pub fn drain(&mut self) {
+    pub(crate) fn drain(&mut self) {
         self.msgs = self.received.lock().unwrap().clone();
     }
 
     /// The longest gap between watchdog pings from `since` to now.
-    pub fn longest_watchdog_gap(&mut self, since: Instant) -> Duration {
+    pub(crate) fn longest_watchdog_gap(&mut self, since: Instant) -> Duration {
         self.drain();
         let mut last = since;
         let mut gap = Duration::ZERO;
@@ -156,7 +156,7 @@ impl Notify {
         gap.max(Instant::now().duration_since(last))
     }
 
-    pub fn last_status(&mut self) -> String {
+    pub(crate) fn last_status(&mut self) -> String {
         self.drain();
         self.msgs
             .iter()
@@ -171,7 +171,7 @@ impl Notify {
 }
 
 /// Waits until nthd is up and talking to logind (it asks CanPowerOff at start).
-pub async fn expect_started(l: &nthd_testkit::logind::FakeLogind, n: &Nthd) {
+pub(crate) async fn expect_started(l: &nthd_testkit::logind::FakeLogind, n: &Nthd) {
     assert!(
         l.wait_for_method("CanPowerOff", 1, Duration::from_secs(5))
             .await,
@@ -181,7 +181,7 @@ pub async fn expect_started(l: &nthd_testkit::logind::FakeLogind, n: &Nthd) {
 }
 
 /// Successful calls of `method` the fake logind answered.
-pub fn successes(l: &nthd_testkit::logind::FakeLogind, method: &str) -> usize {
+pub(crate) fn successes(l: &nthd_testkit::logind::FakeLogind, method: &str) -> usize {
     l.calls_of(method)
         .iter()
         .filter(|c| c.error.is_none())
@@ -190,7 +190,10 @@ pub fn successes(l: &nthd_testkit::logind::FakeLogind, method: &str) -> usize {
 
 /// Lifts the PowerOff error knob and expects exactly one successful PowerOff to follow, with
 /// the daemon still running.
-pub async fn clear_error_then_one_poweroff(l: &nthd_testkit::logind::FakeLogind, n: &mut Nthd) {
+pub(crate) async fn clear_error_then_one_poweroff(
+    l: &nthd_testkit::logind::FakeLogind,
+    n: &mut Nthd,
+) {
     l.set_power_off_error(None);
     let end = Instant::now() + Duration::from_secs(5);
     while successes(l, "PowerOff") == 0 && Instant::now() < end {

@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// One request as received.
 #[derive(Clone, Debug)]
-pub struct Received {
+pub(crate) struct Received {
     pub method: String,
     pub path: String,
     /// Header names in lower case.
@@ -23,21 +23,21 @@ pub struct Received {
 }
 
 impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).expect("a JSON body")
     }
 }
 
 /// How the receiver answers.
 #[derive(Clone, Debug)]
-pub enum Script {
+pub(crate) enum Script {
     /// These statuses in turn, then the last one for ever.
     Statuses(Vec<u16>),
     /// Reads the request and never answers.
@@ -53,10 +53,10 @@ type Wrap = Arc<
         + Sync,
 >;
 
-pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
-pub struct Receiver {
+pub(crate) struct Receiver {
     pub port: u16,
     pub requests: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
@@ -69,7 +69,7 @@ impl Drop for Receiver {
 }
 
 impl Receiver {
-    pub async fn start(script: Script) -> Receiver {
+    pub(crate) async fn start(script: Script) -> Receiver {
         Receiver::start_wrapped(
             script,
             Arc::new(|s| Box::pin(async move { Some(Box::new(s) as Box<dyn Stream>) })),
@@ -78,7 +78,7 @@ impl Receiver {
     }
 
     /// With every connection passed through `wrap` first (a TLS acceptor, say).
-    pub async fn start_wrapped(script: Script, wrap: Wrap) -> Receiver {
+    pub(crate) async fn start_wrapped(script: Script, wrap: Wrap) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -103,20 +103,20 @@ impl Receiver {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
 
-    pub fn all(&self) -> Vec<Received> {
+    pub(crate) fn all(&self) -> Vec<Received> {
         self.requests.lock().unwrap().clone()
     }
 
     /// Waits up to `within` for at least `n` requests.
-    pub async fn wait_for(&self, n: usize, within: Duration) -> bool {
+    pub(crate) async fn wait_for(&self, n: usize, within: Duration) -> bool {
         let end = tokio::time::Instant::now() + within;
         while tokio::time::Instant::now() < end {
             if self.count() >= n {

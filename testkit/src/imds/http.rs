@@ -4,13 +4,13 @@
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest request head (request line + headers) accepted.
-pub const MAX_HEAD: usize = 64 * 1024;
+pub(super) const MAX_HEAD: usize = 64 * 1024;
 /// Largest request body accepted.
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(super) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// A parsed request.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(super) struct Request {
     pub method: String,
     pub path: String,
     pub query: String,
@@ -20,7 +20,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -28,8 +28,8 @@ impl Request {
     }
 
     /// Whether the connection may stay open after answering this request.
-    pub fn keep_alive(&self) -> bool {
-        let conn = self.header("Connection").map(|v| v.to_ascii_lowercase());
+    pub(super) fn keep_alive(&self) -> bool {
+        let conn = self.header("Connection").map(str::to_ascii_lowercase);
         let has = |tok: &str| {
             conn.as_deref()
                 .is_some_and(|c| c.split(',').any(|t| t.trim() == tok))
@@ -41,7 +41,7 @@ impl Request {
         }
     }
 
-    pub fn query_param(&self, name: &str) -> Option<String> {
+    pub(super) fn query_param(&self, name: &str) -> Option<String> {
         query_pairs(&self.query)
             .into_iter()
             .find(|(k, _)| k == name)
@@ -52,7 +52,7 @@ impl Request {
 /// Why a request could not be read. `status` is what to answer before closing (None: just
 /// close).
 #[derive(Debug)]
-pub struct ReadError {
+pub(super) struct ReadError {
     pub status: Option<u16>,
     pub message: String,
 }
@@ -70,7 +70,10 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
 
 /// Read one request from `io`, using and refilling `buf` (bytes past the request stay in `buf`
 /// for the next one). `Ok(None)`: the peer closed cleanly between requests.
-pub async fn read_request<S>(io: &mut S, buf: &mut Vec<u8>) -> Result<Option<Request>, ReadError>
+pub(super) async fn read_request<S>(
+    io: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Request>, ReadError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -87,7 +90,7 @@ where
             message: e.to_string(),
         })?;
         if n == 0 {
-            if buf.iter().all(|b| b.is_ascii_whitespace()) {
+            if buf.iter().all(u8::is_ascii_whitespace) {
                 return Ok(None);
             }
             return Err(ReadError {
@@ -198,7 +201,7 @@ where
 }
 
 /// Standard reason phrase (or a generic one).
-pub fn reason(status: u16) -> &'static str {
+pub(super) fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
         200 => "OK",
@@ -230,7 +233,7 @@ pub fn reason(status: u16) -> &'static str {
 
 /// Serialize a status line and headers. `content_length` is added unless a `Content-Length`
 /// header is already present.
-pub fn head(
+pub(super) fn head(
     status: u16,
     headers: &[(String, String)],
     content_length: u64,
@@ -258,7 +261,7 @@ pub fn head(
 }
 
 /// Split a query string into percent-decoded pairs (`+` is kept literally).
-pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+pub(super) fn query_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
         .filter(|p| !p.is_empty())
@@ -270,7 +273,7 @@ pub fn query_pairs(query: &str) -> Vec<(String, String)> {
 }
 
 /// Decode `%XX` escapes; malformed escapes are kept as they are.
-pub fn percent_decode(s: &str) -> String {
+pub(super) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -151,7 +151,7 @@ impl Inner {
                 format!("{kind:?} token PUT refused by config"),
             );
         }
-        let ttl = match ttl.map(|t| t.parse::<u64>()) {
+        let ttl = match ttl.map(str::parse::<u64>) {
             Some(Ok(t)) if (1..=MAX_TOKEN_TTL_SECS).contains(&t) => t,
             Some(_) => return Plan::fixed(Response::status(400), "token TTL out of range"),
             None => return Plan::fixed(Response::status(400), "token TTL header missing"),
@@ -261,8 +261,7 @@ impl Shared {
     fn new(config: Config, routes: Vec<(String, Response)>, log_stderr: bool) -> Arc<Shared> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
+            .map_or(0, |d| d.as_nanos() as u64)
             ^ (u64::from(std::process::id()) << 32);
         Arc::new(Shared {
             inner: Mutex::new(Inner {

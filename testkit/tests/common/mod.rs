@@ -10,36 +10,41 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 #[derive(Debug)]
-pub struct HttpResp {
+pub(crate) struct HttpResp {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl HttpResp {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text()))
     }
 }
 
-pub struct Client {
+pub(crate) struct Client {
     pub stream: TcpStream,
     buf: Vec<u8>,
 }
 
-pub fn build_request(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub(crate) fn build_request(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<u8> {
     let mut out = format!("{method} {target} HTTP/1.1\r\nHost: 169.254.169.254\r\n");
     for (k, v) in headers {
         out.push_str(&format!("{k}: {v}\r\n"));
@@ -54,14 +59,14 @@ pub fn build_request(method: &str, target: &str, headers: &[(&str, &str)], body:
 }
 
 impl Client {
-    pub async fn connect(addr: SocketAddr) -> Client {
+    pub(crate) async fn connect(addr: SocketAddr) -> Client {
         Client {
             stream: TcpStream::connect(addr).await.expect("connect to mock"),
             buf: Vec::new(),
         }
     }
 
-    pub async fn send(
+    pub(crate) async fn send(
         &mut self,
         method: &str,
         target: &str,
@@ -88,7 +93,7 @@ impl Client {
     }
 
     /// Read the status line and headers only.
-    pub async fn read_head(&mut self) -> io::Result<(u16, Vec<(String, String)>)> {
+    pub(crate) async fn read_head(&mut self) -> io::Result<(u16, Vec<(String, String)>)> {
         let end = loop {
             if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break p + 4;
@@ -112,7 +117,7 @@ impl Client {
         Ok((status, headers))
     }
 
-    pub async fn read_response(&mut self, head_only: bool) -> io::Result<HttpResp> {
+    pub(crate) async fn read_response(&mut self, head_only: bool) -> io::Result<HttpResp> {
         let (status, headers) = self.read_head().await?;
         let len: usize = headers
             .iter()
@@ -132,14 +137,14 @@ impl Client {
     }
 
     /// Everything until EOF (plus what was already buffered).
-    pub async fn read_to_eof(&mut self) -> io::Result<Vec<u8>> {
+    pub(crate) async fn read_to_eof(&mut self) -> io::Result<Vec<u8>> {
         let mut out = std::mem::take(&mut self.buf);
         self.stream.read_to_end(&mut out).await?;
         Ok(out)
     }
 
     /// Exactly `n` body bytes (after `read_head`).
-    pub async fn read_response_body_raw(&mut self, n: usize) -> io::Result<Vec<u8>> {
+    pub(crate) async fn read_response_body_raw(&mut self, n: usize) -> io::Result<Vec<u8>> {
         while self.buf.len() < n {
             self.fill().await?;
         }
@@ -147,13 +152,13 @@ impl Client {
     }
 
     /// Bytes already received but not consumed.
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.buf.len()
     }
 }
 
 /// One request on a fresh connection.
-pub async fn req(
+pub(crate) async fn req(
     addr: SocketAddr,
     method: &str,
     target: &str,
@@ -170,12 +175,12 @@ pub async fn req(
     .expect("request failed")
 }
 
-pub async fn get(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> HttpResp {
+pub(crate) async fn get(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> HttpResp {
     req(addr, "GET", target, headers, b"").await
 }
 
 /// Fetch a fresh AWS token.
-pub async fn aws_token(addr: SocketAddr, ttl: u32) -> String {
+pub(crate) async fn aws_token(addr: SocketAddr, ttl: u32) -> String {
     let r = req(
         addr,
         "PUT",

@@ -49,7 +49,7 @@ struct Flags {
 }
 
 #[derive(Clone, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     pub smoke: bool,
     pub check: bool,
     pub trials: usize,
@@ -71,7 +71,7 @@ fn or(n: Option<u64>, smoke: bool, full: u64, short: u64) -> u64 {
 }
 
 /// Parses `std::env::args()`; clap prints the usage and exits 2 on a bad flag.
-pub fn parse_args() -> Args {
+pub(crate) fn parse_args() -> Args {
     let f = Flags::parse();
     let s = f.smoke;
     let default_nthd = || {

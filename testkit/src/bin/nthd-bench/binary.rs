@@ -3,7 +3,7 @@
 use std::path::Path;
 
 /// Size in bytes, and whether it has symbols (`None`: not a 64-bit little-endian ELF).
-pub fn measure(nthd: &Path) -> Result<(u64, Option<bool>), String> {
+pub(crate) fn measure(nthd: &Path) -> Result<(u64, Option<bool>), String> {
     let bytes = std::fs::read(nthd).map_err(|e| {
         format!(
             "cannot read {}: {e} (build it: cargo build --release -p nthd)",

@@ -29,7 +29,7 @@ fn unregister(target: i32) {
 
 /// Creates the scratch directory and makes it the one every exit path removes. `TMPDIR` points
 /// there too (PrivateBus uses it); call before any thread exists.
-pub fn set_scratch(dir: &Path) -> io::Result<()> {
+pub(crate) fn set_scratch(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     *lock(&SCRATCH) = Some(dir.to_path_buf());
     std::env::set_var("TMPDIR", dir);
@@ -38,7 +38,7 @@ pub fn set_scratch(dir: &Path) -> io::Result<()> {
 
 /// Kill everything still registered and remove the scratch directory. Safe to call from the
 /// panic hook (it never blocks on a lock another thread could hold forever).
-pub fn emergency_cleanup() {
+pub(crate) fn emergency_cleanup() {
     if let Ok(l) = KILL_LIST.try_lock() {
         for t in l.iter() {
             // SAFETY: kill(2) has no memory-safety preconditions.
@@ -55,13 +55,13 @@ pub fn emergency_cleanup() {
 }
 
 /// A child process in its own process group; the whole group is SIGKILLed on drop.
-pub struct Proc {
+pub(crate) struct Proc {
     child: Child,
     pid: i32,
 }
 
 impl Proc {
-    pub fn spawn(mut cmd: Command) -> io::Result<Proc> {
+    pub(crate) fn spawn(mut cmd: Command) -> io::Result<Proc> {
         cmd.process_group(0);
         // SAFETY: prctl is async-signal-safe; the closure touches no shared state.
         unsafe {
@@ -82,11 +82,11 @@ impl Proc {
         Ok(Proc { child, pid })
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.pid
     }
 
-    pub fn exited(&mut self) -> bool {
+    pub(crate) fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
     }
 }
@@ -104,10 +104,10 @@ impl Drop for Proc {
 }
 
 /// A private dbus-daemon, registered for emergency cleanup.
-pub struct Bus(pub PrivateBus);
+pub(crate) struct Bus(pub PrivateBus);
 
 impl Bus {
-    pub async fn start() -> Result<Bus, String> {
+    pub(crate) async fn start() -> Result<Bus, String> {
         let bus = tokio::task::spawn_blocking(PrivateBus::start)
             .await
             .map_err(|e| e.to_string())?
@@ -124,12 +124,12 @@ impl Drop for Bus {
 }
 
 /// A directory under the scratch directory, removed on drop.
-pub struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl TempDir {
-    pub fn new(prefix: &str) -> io::Result<TempDir> {
+    pub(crate) fn new(prefix: &str) -> io::Result<TempDir> {
         let root = lock(&SCRATCH)
             .clone()
             .ok_or_else(|| io::Error::other("no scratch directory"))?;
@@ -141,7 +141,7 @@ impl TempDir {
         Ok(TempDir(p))
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -153,7 +153,7 @@ impl Drop for TempDir {
 }
 
 /// Aborts a tokio task on drop.
-pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -15,10 +15,10 @@ use crate::routes::SPOT_PATH;
 use crate::world::{Cloud, Subject, World};
 
 /// How many copies of each idle subject run side by side.
-pub const IDLE_REPLICAS: usize = 3;
+pub(crate) const IDLE_REPLICAS: usize = 3;
 
 #[derive(Clone, Debug)]
-pub struct IdleResult {
+pub(crate) struct IdleResult {
     pub label: String,
     pub window_s: f64,
     /// CPU seconds per hour by the best method available, and that method.
@@ -37,15 +37,14 @@ pub struct IdleResult {
 }
 
 /// Whether `perf stat` can count here (root, or `kernel.perf_event_paranoid` ≤ 2).
-pub fn perf_works() -> bool {
+pub(crate) fn perf_works() -> bool {
     Command::new("perf")
         .args(["stat", "-x,", "-e", "task-clock", "--", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+        .is_ok_and(|s| s.success())
 }
 
 /// `perf stat -e task-clock` on `pid` for `secs`, writing to `out`.
@@ -95,6 +94,7 @@ fn curl_peak_rss_kib(url: &str) -> Option<u64> {
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid value; wait4 writes into the two locals only.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4(2) writes only into the two locals, which outlive the call.
     let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
     (r > 0).then_some(ru.ru_maxrss as u64)
 }
@@ -244,7 +244,7 @@ fn median_idle(runs: Vec<Result<IdleResult, String>>) -> Result<IdleResult, Stri
 }
 
 /// The idle subjects: nthd's AWS modes and the two loops always, GCP and Azure when wanted.
-pub fn idle_subjects(wanted: impl Fn(&str) -> bool) -> Vec<(String, Subject)> {
+pub(crate) fn idle_subjects(wanted: impl Fn(&str) -> bool) -> Vec<(String, Subject)> {
     let aws = |textfile, rebalance| Subject::Nthd {
         cloud: Cloud::Aws,
         interval: None,
@@ -267,7 +267,7 @@ pub fn idle_subjects(wanted: impl Fn(&str) -> bool) -> Vec<(String, Subject)> {
 }
 
 /// Runs [`IDLE_REPLICAS`] copies of every subject in the same window; the median copy each.
-pub async fn run_idle(
+pub(crate) async fn run_idle(
     args: &Args,
     subjects: &[(String, Subject)],
     perf: bool,

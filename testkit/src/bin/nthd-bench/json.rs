@@ -77,7 +77,7 @@ fn idle_json(r: &Result<IdleResult, String>) -> Value {
 }
 
 impl Report {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let latency: Vec<Value> = (self.cases.iter().zip(&self.latency))
             .map(|(c, r)| latency_json(c, r))
             .collect();

@@ -15,7 +15,7 @@ use crate::stats::{percentile, sorted, Rng};
 use crate::world::{Cloud, Subject, World};
 
 #[derive(Clone, Debug)]
-pub struct Case {
+pub(crate) struct Case {
     pub id: &'static str,
     pub title: &'static str,
     pub subject: Subject,
@@ -44,7 +44,7 @@ fn aws_every(ms: u64) -> Subject {
     }
 }
 
-pub fn all_cases() -> Vec<Case> {
+pub(crate) fn all_cases() -> Vec<Case> {
     let rebalance = Subject::Nthd {
         cloud: Cloud::Aws,
         interval: None,
@@ -115,7 +115,7 @@ enum TrialError {
 }
 
 #[derive(Debug)]
-pub struct Trial {
+pub(crate) struct Trial {
     pub phase: Duration,
     pub latency: Duration,
 }
@@ -159,7 +159,7 @@ async fn bounded_trial(nthd: &Path, case: &Case, frac: f64) -> Result<Trial, Tri
 }
 
 #[derive(Debug, Default)]
-pub struct CaseResult {
+pub(crate) struct CaseResult {
     /// Why the case was not measured (its warm-up trial failed).
     pub skipped: Option<String>,
     pub trials: Vec<Trial>,
@@ -205,7 +205,7 @@ fn jobs(args: &Args, results: &[CaseResult]) -> Vec<(usize, f64)> {
     jobs
 }
 
-pub async fn run_latency(args: &Args, cases: &[Case]) -> Vec<CaseResult> {
+pub(crate) async fn run_latency(args: &Args, cases: &[Case]) -> Vec<CaseResult> {
     let nthd = Arc::new(args.nthd.clone());
     let mut results: Vec<CaseResult> = cases.iter().map(|_| CaseResult::default()).collect();
     warm_up(&nthd, cases, &mut results).await;
@@ -281,7 +281,7 @@ impl Progress {
 }
 
 #[derive(Clone, Debug)]
-pub struct LatencyStats {
+pub(crate) struct LatencyStats {
     pub n: usize,
     pub missed: usize,
     pub setup_errors: usize,
@@ -306,7 +306,7 @@ fn with_missed(r: &CaseResult, f: impl Fn(&Trial) -> f64) -> Vec<f64> {
     sorted(v)
 }
 
-pub fn latency_stats(c: &Case, r: &CaseResult) -> Option<LatencyStats> {
+pub(crate) fn latency_stats(c: &Case, r: &CaseResult) -> Option<LatencyStats> {
     if r.skipped.is_some() || (r.trials.is_empty() && r.missed.is_empty()) {
         return None;
     }

@@ -16,7 +16,7 @@ fn cell(e: &str) -> String {
 }
 
 impl Report {
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut o = String::new();
         self.md_header(&mut o);
         self.md_targets(&mut o);

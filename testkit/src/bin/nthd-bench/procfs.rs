@@ -1,7 +1,7 @@
 //! What `/proc` says about one process: CPU (ticks and per-thread schedstat), threads, peak RSS.
 
 #[derive(Clone, Debug, Default)]
-pub struct ProcSample {
+pub(crate) struct ProcSample {
     /// utime + stime, clock ticks.
     pub own_ticks: u64,
     /// cutime + cstime (waited-for children), clock ticks.
@@ -13,13 +13,13 @@ pub struct ProcSample {
 
 impl ProcSample {
     /// utime + stime + cutime + cstime, clock ticks.
-    pub fn ticks(&self) -> u64 {
+    pub(crate) fn ticks(&self) -> u64 {
         self.own_ticks + self.child_ticks
     }
 }
 
 /// Clock ticks per second (`_SC_CLK_TCK`), the unit of `/proc/PID/stat`'s times.
-pub fn clock_ticks() -> f64 {
+pub(crate) fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
@@ -30,7 +30,7 @@ pub fn clock_ticks() -> f64 {
 }
 
 /// `/proc/PID/stat` and every thread's `schedstat`, now.
-pub fn sample(pid: i32) -> Option<ProcSample> {
+pub(crate) fn sample(pid: i32) -> Option<ProcSample> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let f: Vec<u64> = rest
@@ -61,7 +61,7 @@ pub fn sample(pid: i32) -> Option<ProcSample> {
 }
 
 /// `VmHWM` in KiB.
-pub fn vm_hwm_kib(pid: i32) -> Option<u64> {
+pub(crate) fn vm_hwm_kib(pid: i32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()

@@ -7,13 +7,13 @@ use std::path::Path;
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
-pub struct CurlLoop {
+pub(crate) struct CurlLoop {
     pub every_s: u32,
     pub cpu_s_per_hour: f64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
-pub struct RealIdle {
+pub(crate) struct RealIdle {
     pub label: String,
     pub nthd_version: String,
     pub window_s: f64,
@@ -29,7 +29,7 @@ pub struct RealIdle {
 }
 
 /// Reads `bench/real-idle.sh --out FILE`'s result.
-pub fn load(path: &Path) -> Result<RealIdle, String> {
+pub(crate) fn load(path: &Path) -> Result<RealIdle, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let raw: serde_json::Value =

@@ -9,7 +9,7 @@ use crate::latency::{latency_stats, Case, CaseResult, LatencyStats};
 use crate::real::RealIdle;
 use crate::stats::{percentile, sorted};
 
-pub struct Report {
+pub(crate) struct Report {
     pub args: Args,
     pub started: SystemTime,
     pub duration_s: f64,
@@ -29,7 +29,7 @@ pub struct Report {
 }
 
 /// Milliseconds, to two decimals under 10 ms.
-pub fn ms(v: f64) -> String {
+pub(crate) fn ms(v: f64) -> String {
     if v.is_infinite() {
         "∞ (missed)".into()
     } else if v.is_nan() {
@@ -41,11 +41,11 @@ pub fn ms(v: f64) -> String {
     }
 }
 
-pub fn mib(kib: u64) -> String {
+pub(crate) fn mib(kib: u64) -> String {
     format!("{:.2} MiB", kib as f64 / 1024.0)
 }
 
-pub struct Target {
+pub(crate) struct Target {
     pub name: String,
     pub goal: String,
     pub measured: String,
@@ -76,7 +76,7 @@ impl Target {
         }
     }
 
-    pub fn verdict(&self) -> &'static str {
+    pub(crate) fn verdict(&self) -> &'static str {
         match self.pass {
             Some(true) => "PASS",
             Some(false) => "MISS",
@@ -101,39 +101,42 @@ fn cpu_per_hour(v: f64) -> String {
 }
 
 impl Report {
-    pub fn stats(&self, id: &str) -> Option<LatencyStats> {
+    pub(crate) fn stats(&self, id: &str) -> Option<LatencyStats> {
         let i = self.cases.iter().position(|c| c.id == id)?;
         latency_stats(&self.cases[i], &self.latency[i])
     }
 
-    pub fn idle_of(&self, label: &str) -> Option<&IdleResult> {
+    pub(crate) fn idle_of(&self, label: &str) -> Option<&IdleResult> {
         self.idle
             .iter()
             .find(|(l, _)| l == label)
             .and_then(|(_, r)| r.as_ref().ok())
     }
 
-    pub fn real(&self) -> Option<&RealIdle> {
+    pub(crate) fn real(&self) -> Option<&RealIdle> {
         self.real_idle.as_ref().and_then(|r| r.as_ref().ok())
     }
 
-    pub fn startup_median(&self) -> Option<f64> {
+    pub(crate) fn startup_median(&self) -> Option<f64> {
         let v = self.startup.as_ref().ok()?;
         Some(percentile(&sorted(v.clone()), 50.0))
     }
 
     /// Whether everything asked for was measured (what `--check` asks).
-    pub fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.startup.is_ok()
             && self.idle.iter().all(|(_, r)| r.is_ok())
-            && self.real_idle.as_ref().is_none_or(|r| r.is_ok())
+            && self
+                .real_idle
+                .as_ref()
+                .is_none_or(std::result::Result::is_ok)
             && self
                 .latency
                 .iter()
                 .all(|r| r.skipped.is_none() && r.missed.is_empty() && r.setup_errors.is_empty())
     }
 
-    pub fn targets(&self) -> Vec<Target> {
+    pub(crate) fn targets(&self) -> Vec<Target> {
         let idle = self.idle_of("nthd-aws-1s");
         let p99 = |id| self.stats(id).map(|s| s.p99);
         let mut v = vec![

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::world::Cloud;
 
-pub const SPOT_PATH: &str = "/latest/meta-data/spot/instance-action";
+pub(crate) const SPOT_PATH: &str = "/latest/meta-data/spot/instance-action";
 const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
 const SCHEDULED_PATH: &str = "/latest/meta-data/events/maintenance/scheduled";
 const GCP_PREEMPTED: &str = "/computeMetadata/v1/instance/preempted";
@@ -18,7 +18,7 @@ const AZURE_NAME: &str = "/metadata/instance/compute/name";
 const AZURE_VM: &str = "nthd-bench-vm";
 
 /// The "nothing is happening" answers of a healthy instance.
-pub fn quiet_routes(m: &MockImds, cloud: Cloud) {
+pub(crate) fn quiet_routes(m: &MockImds, cloud: Cloud) {
     match cloud {
         // spot/instance-action, rebalance and the ASG state are 404 (unset) when nothing is up.
         Cloud::Aws => m.set(SCHEDULED_PATH, Response::json(200, "[]")),
@@ -39,7 +39,7 @@ pub fn quiet_routes(m: &MockImds, cloud: Cloud) {
 }
 
 /// Lists a rebalance recommendation (AWS): nthd then reads spot at its boosted rate.
-pub fn rebalance_on(m: &MockImds) {
+pub(crate) fn rebalance_on(m: &MockImds) {
     m.set(
         REBALANCE_PATH,
         Response::json(200, r#"{"noticeTime":"2026-01-01T00:00:00Z"}"#),
@@ -47,7 +47,7 @@ pub fn rebalance_on(m: &MockImds) {
 }
 
 /// Switches the interruption notice on.
-pub fn notice_on(m: &MockImds, cloud: Cloud) {
+pub(crate) fn notice_on(m: &MockImds, cloud: Cloud) {
     let now = SystemTime::now();
     match cloud {
         Cloud::Aws => m.set(SPOT_PATH, aws_spot_terminate(now)),

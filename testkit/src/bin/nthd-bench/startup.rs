@@ -6,7 +6,7 @@ use crate::args::Args;
 use crate::world::{Cloud, Subject, World};
 
 /// Milliseconds from spawn to READY=1, one per start.
-pub async fn startup(args: &Args) -> Result<Vec<f64>, String> {
+pub(crate) async fn startup(args: &Args) -> Result<Vec<f64>, String> {
     let world = World::new(Cloud::Aws).await?;
     let mut v = Vec::new();
     for i in 0..args.starts {

@@ -1,7 +1,7 @@
 //! Order statistics and the random numbers the trials are drawn with.
 
 /// Nearest-rank percentile of sorted values (which may end in +inf for missed trials).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -10,13 +10,13 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// The values, sorted (NaN-safe).
-pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+pub(crate) fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
 }
 
 /// splitmix64.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
@@ -28,16 +28,16 @@ impl Rng {
     }
 
     /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.unit() * n as f64) as usize
     }
 
     /// Fisher–Yates.
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = self.below(i + 1);
             v.swap(i, j);

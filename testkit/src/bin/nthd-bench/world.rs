@@ -11,7 +11,7 @@ use nthd_testkit::logind::FakeLogind;
 use tokio::net::UnixDatagram;
 use tokio::sync::watch;
 
-pub use nthd::notice::Cloud;
+pub(crate) use nthd::notice::Cloud;
 
 use crate::cleanup::{AbortOnDrop, Bus, Proc, TempDir};
 use crate::routes::{self, quiet_routes};
@@ -20,10 +20,10 @@ use crate::routes::{self, quiet_routes};
 const WATCHDOG_USEC: &str = "30000000";
 
 /// The loop people run instead (bench/curl-loop.sh, also run by bench/real-idle.sh).
-pub const CURL_LOOP: &str = include_str!("../../../../bench/curl-loop.sh");
+pub(crate) const CURL_LOOP: &str = include_str!("../../../../bench/curl-loop.sh");
 
 #[derive(Clone, Copy, Debug)]
-pub enum Subject {
+pub(crate) enum Subject {
     /// nthd with its defaults except the poll interval (`None` = nthd's default, 1 s).
     Nthd {
         cloud: Cloud,
@@ -40,7 +40,7 @@ pub enum Subject {
 
 impl Subject {
     /// nthd with every default for `cloud`.
-    pub fn nthd(cloud: Cloud) -> Subject {
+    pub(crate) fn nthd(cloud: Cloud) -> Subject {
         Subject::Nthd {
             cloud,
             interval: None,
@@ -49,7 +49,7 @@ impl Subject {
         }
     }
 
-    pub fn cloud(self) -> Cloud {
+    pub(crate) fn cloud(self) -> Cloud {
         match self {
             Subject::Nthd { cloud, .. } => cloud,
             Subject::Curl { .. } => Cloud::Aws,
@@ -59,7 +59,7 @@ impl Subject {
 
 /// A listener on a `NOTIFY_SOCKET` that drains every datagram (an undrained socket would block
 /// nthd's `sd_notify` once the queue is full) and remembers when `READY=1` arrived.
-pub struct Notify {
+pub(crate) struct Notify {
     path: PathBuf,
     ready: watch::Receiver<Option<Instant>>,
     _task: AbortOnDrop,
@@ -90,7 +90,8 @@ impl Notify {
     }
 
     async fn wait_ready(&mut self, timeout: Duration) -> Option<Instant> {
-        match tokio::time::timeout(timeout, self.ready.wait_for(|v| v.is_some())).await {
+        match tokio::time::timeout(timeout, self.ready.wait_for(std::option::Option::is_some)).await
+        {
             Ok(Ok(v)) => *v,
             _ => None,
         }
@@ -99,14 +100,14 @@ impl Notify {
 
 /// A running subject: the process, the notify listener (kept alive so nthd is never blocked on
 /// it) and how long the start took.
-pub struct Started {
+pub(crate) struct Started {
     pub proc: Proc,
     pub _notify: Option<Notify>,
     pub took: Duration,
 }
 
 /// One mock IMDS + private bus + fake logind + scratch directory.
-pub struct World {
+pub(crate) struct World {
     // Field order is drop order: the subject's world goes away after the subject.
     pub logind: FakeLogind,
     pub imds: MockImds,
@@ -115,7 +116,7 @@ pub struct World {
 }
 
 impl World {
-    pub async fn new(cloud: Cloud) -> Result<World, String> {
+    pub(crate) async fn new(cloud: Cloud) -> Result<World, String> {
         let dir = TempDir::new("w").map_err(|e| format!("scratch dir: {e}"))?;
         std::fs::create_dir(dir.path().join("state")).map_err(|e| e.to_string())?;
         let bus = Bus::start().await?;
@@ -134,7 +135,7 @@ impl World {
         })
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
@@ -147,10 +148,10 @@ impl World {
     }
 
     /// The last lines of the subject's stderr, for error messages.
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let mut s = String::new();
         if let Ok(mut f) = std::fs::File::open(self.log_path()) {
-            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let len = f.metadata().map_or(0, |m| m.len());
             let _ = f.seek(SeekFrom::Start(len.saturating_sub(1500)));
             let _ = f.read_to_string(&mut s);
         }
@@ -209,7 +210,7 @@ impl World {
 
     /// Starts the subject and waits until it is running: nthd's `READY=1`, or the loop's first
     /// read of the spot path.
-    pub async fn start(&self, nthd: &Path, subject: Subject) -> Result<Started, String> {
+    pub(crate) async fn start(&self, nthd: &Path, subject: Subject) -> Result<Started, String> {
         match subject {
             Subject::Nthd { rebalance, .. } => {
                 if rebalance {
