@@ -5,33 +5,39 @@
 //! systemd-logind over D-Bus to power off (or reboot), so kubelet's Graceful Node Shutdown, which
 //! holds a logind delay inhibitor lock, drains the node before the machine goes down.
 
-pub mod assets;
+pub(crate) mod assets;
 pub(crate) mod check;
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod daemon;
 pub(crate) mod executor;
 pub(crate) mod extras;
-pub mod imds;
-pub mod logging;
-pub mod logind;
+pub(crate) mod imds;
+pub(crate) mod logging;
+pub(crate) mod logind;
 pub(crate) mod metrics;
-pub mod notice;
+pub(crate) mod notice;
 pub(crate) mod once;
-pub mod policy;
-pub mod provider;
+pub(crate) mod policy;
+pub(crate) mod provider;
 pub(crate) mod report;
-pub mod sandbox;
-pub mod settings;
+pub(crate) mod sandbox;
+pub(crate) mod settings;
 pub(crate) mod simulate;
-pub mod state;
-pub mod status;
-pub mod timefmt;
+pub(crate) mod state;
+pub(crate) mod status;
+pub(crate) mod timefmt;
 pub(crate) mod timer;
-pub mod webhook;
+pub(crate) mod webhook;
+
+#[doc(hidden)]
+pub mod testing;
+
+/// What `src/main.rs` needs: the command line, the settings file and the logger.
+pub use config::{status_only, BadSetting, Cli, Command, BAD_SETTING_EXIT};
+pub use logging::{init as init_logging, level as log_level, to_journald};
+pub use settings::{load_into_env, Loaded};
 
 use std::process::ExitCode;
-
-use config::{Cli, Command};
 
 /// `nthd status [--json | --npd]` on `path` (see [`status`]).
 pub fn status_command(path: &std::path::Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {

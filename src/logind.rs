@@ -356,14 +356,14 @@ impl Logind {
     /// [`PowerAction`] gets here: a notice set to `log` or `ignore` has none.
     ///
     /// ```no_run
-    /// # async fn drill(l: &mut nthd::logind::Logind) {
-    /// let _ = l.act(nthd::policy::PowerAction::PowerOff).await;
+    /// # async fn drill(l: &mut nthd::testing::logind::Logind) {
+    /// let _ = l.act(nthd::testing::policy::PowerAction::PowerOff).await;
     /// # }
     /// ```
     /// The setting "what the user chose" cannot be passed; this does not compile:
     /// ```compile_fail,E0308
-    /// # async fn drill(l: &mut nthd::logind::Logind) {
-    /// let _ = l.act(nthd::policy::Action::Log).await;
+    /// # async fn drill(l: &mut nthd::testing::logind::Logind) {
+    /// let _ = l.act(nthd::testing::policy::Action::Log).await;
     /// # }
     /// ```
     pub async fn act(&mut self, action: PowerAction) -> Result<(), LogindError> {

@@ -355,13 +355,13 @@ pub struct Notice {
 }
 
 /// The source of a fire drill's notice (`nthd simulate`): never a metadata endpoint.
-pub const DRILL_SOURCE: SourceId = SourceId::new("simulate");
+pub(crate) const DRILL_SOURCE: SourceId = SourceId::new("simulate");
 
 /// How a fire drill's notice id starts (`simulate/KIND/...`); no provider's does.
-pub const DRILL_ID_PREFIX: &str = "simulate/";
+pub(crate) const DRILL_ID_PREFIX: &str = "simulate/";
 
 /// Whether `id` is a fire drill's notice id (a state record keeps only the id).
-pub fn is_drill_id(id: &str) -> bool {
+pub(crate) fn is_drill_id(id: &str) -> bool {
     id.starts_with(DRILL_ID_PREFIX)
 }
 

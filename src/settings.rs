@@ -15,7 +15,7 @@ mod env_file;
 
 use std::path::PathBuf;
 
-pub use env_file::Skipped;
+pub(crate) use env_file::Skipped;
 
 /// The files the packaged unit reads, in its order (a later file wins).
 pub(crate) const PACKAGED: [&str; 2] = ["/etc/default/nthd", "/etc/sysconfig/nthd"];

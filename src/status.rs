@@ -26,27 +26,27 @@ use crate::provider::Observation;
 use crate::timefmt::format_rfc3339;
 
 /// The schema version this nthd writes and reads.
-pub const SCHEMA: u32 = 1;
+pub(crate) const SCHEMA: u32 = 1;
 
 /// Where the packaged unit's daemon keeps the file (`RuntimeDirectory=nthd`).
-pub const DEFAULT_PATH: &str = "/run/nthd/status.json";
+pub(crate) const DEFAULT_PATH: &str = "/run/nthd/status.json";
 
 /// The file is rewritten at least this often while the daemon runs, changed or not.
-pub const HEARTBEAT: Duration = Duration::from_secs(60);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(60);
 
 /// A file older than this is stale: the daemon is not running, or its loop is stuck.
-pub const STALE_AFTER: Duration = Duration::from_secs(180);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(180);
 
 /// The shortest time without a successful read that counts as blind, whatever the poll
 /// interval: a few failed polls in a row are a hiccup, not blindness.
-pub const BLIND_AFTER_MIN: Duration = Duration::from_secs(30);
+pub(crate) const BLIND_AFTER_MIN: Duration = Duration::from_secs(30);
 
 /// How many actions the file lists, newest last.
 const MAX_ACTIONS: usize = 16;
 
 /// The whole file.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct Status {
+pub(crate) struct Status {
     /// [`SCHEMA`].
     pub schema: u32,
     /// When it was written (RFC 3339, UTC).
@@ -100,7 +100,7 @@ pub struct Status {
 
 /// nthd cannot see notices.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct BlindView {
+pub(crate) struct BlindView {
     /// The last successful read it concerns (RFC 3339), or `null` when there was none since
     /// nthd started.
     pub last_ok: Option<String>,
@@ -110,7 +110,7 @@ pub struct BlindView {
 
 /// An optional feature turned off by a setup error.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct ExtraView {
+pub(crate) struct ExtraView {
     /// `webhooks`, `metrics_listen` or `metrics_textfile`.
     pub name: String,
     /// The error, naming the file, URL origin or address and the fix.
@@ -121,7 +121,7 @@ pub struct ExtraView {
 
 /// The machine, as the metadata service describes it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct InstanceView {
+pub(crate) struct InstanceView {
     /// The instance id.
     pub id: Option<String>,
     /// The instance type or VM size.
@@ -147,7 +147,7 @@ impl From<&Identity> for InstanceView {
 impl InstanceView {
     /// The instance in one line (`i-0abc, m5.large, us-east-1a, spot`), or `None` when nothing
     /// is known.
-    pub fn describe(&self) -> Option<String> {
+    pub(crate) fn describe(&self) -> Option<String> {
         let parts: Vec<&str> = [&self.id, &self.instance_type, &self.zone, &self.lifecycle]
             .into_iter()
             .filter_map(|v| v.as_deref())
@@ -158,7 +158,7 @@ impl InstanceView {
 
 /// One metadata source.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct SourceView {
+pub(crate) struct SourceView {
     /// The source, e.g. `aws/spot/instance-action`.
     pub name: String,
     /// The last successful read (RFC 3339), refreshed at most every [`HEARTBEAT`] in the file.
@@ -169,7 +169,7 @@ pub struct SourceView {
 
 /// One listed notice and what nthd makes of it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct NoticeView {
+pub(crate) struct NoticeView {
     /// nthd's stable fingerprint of the notice.
     pub id: String,
     /// The kind, e.g. `spot-terminate`.
@@ -196,7 +196,7 @@ pub struct NoticeView {
 
 /// A deferred power action.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct PendingView {
+pub(crate) struct PendingView {
     /// The notice's fingerprint.
     pub notice_id: String,
     /// The notice's kind.
@@ -209,7 +209,7 @@ pub struct PendingView {
 
 /// The shutdown under way.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct ShutdownView {
+pub(crate) struct ShutdownView {
     /// The notice acted on.
     pub notice_id: String,
     /// `poweroff` or `reboot`.
@@ -218,7 +218,7 @@ pub struct ShutdownView {
 
 /// One power action taken or attempted.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct ActionView {
+pub(crate) struct ActionView {
     /// The notice's fingerprint.
     pub notice_id: String,
     /// The notice's kind, when known (records from the state file do not keep it).
@@ -239,7 +239,7 @@ pub struct ActionView {
 
 /// An error and when it was last seen.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct ErrorView {
+pub(crate) struct ErrorView {
     /// When (RFC 3339).
     pub at: String,
     /// The message, which names the URL or bus method and the fix.
@@ -261,7 +261,7 @@ impl Status {
     }
 
     /// When it was written, if the field parses.
-    pub fn written(&self) -> Option<SystemTime> {
+    pub(crate) fn written(&self) -> Option<SystemTime> {
         crate::timefmt::parse_rfc3339(&self.written_at)
     }
 }

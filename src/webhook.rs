@@ -48,9 +48,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use event::{ActionResult, Context, Event, EventType};
+pub use event::{ActionResult, Context, Event};
 pub use headers::SecretHeaders;
-pub use probe::{probe, probe_with_headers, ProbeOutcome, ProbeResult};
+pub(crate) use probe::ProbeResult;
+pub use probe::{probe, probe_with_headers, ProbeOutcome};
 pub use sender::Webhooks;
 
 /// The body format of every webhook request (`--webhook-format`).
@@ -333,7 +334,7 @@ impl WebhookError {
 /// Reads `--webhook-url-file`: one URL per line, blank lines and `#` comments skipped. The file
 /// must be owned by root and not readable by others (it holds secrets); an error names the line,
 /// never its text.
-pub fn read_url_file(path: &std::path::Path) -> Result<Vec<WebhookUrl>, WebhookError> {
+pub(crate) fn read_url_file(path: &std::path::Path) -> Result<Vec<WebhookUrl>, WebhookError> {
     let text = headers::read_secret_file(path, 0, "webhook URL file")?;
     let mut urls = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -352,7 +353,7 @@ pub fn read_url_file(path: &std::path::Path) -> Result<Vec<WebhookUrl>, WebhookE
 /// Checks everything webhook delivery needs before it starts: the headers file, and the CA
 /// roots when a URL is https. `nthd check` fails on any error here; the daemon disables
 /// webhooks (and only webhooks) on it.
-pub fn setup_check(opts: &WebhookOptions) -> Result<(), WebhookError> {
+pub(crate) fn setup_check(opts: &WebhookOptions) -> Result<(), WebhookError> {
     let headers = match &opts.headers_file {
         Some(p) => SecretHeaders::load(p, 0)?,
         None => SecretHeaders::none(),

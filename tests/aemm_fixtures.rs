@@ -7,10 +7,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use nthd::imds::{ClientOptions, ImdsClient};
-use nthd::notice::NoticeKind;
-use nthd::provider::aws::{self, Aws, AwsOptions};
-use nthd::provider::{Observation, Provider};
+use nthd::testing::imds::{ClientOptions, ImdsClient};
+use nthd::testing::notice::NoticeKind;
+use nthd::testing::provider::aws::{self, Aws, AwsOptions};
+use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{MockImds, Response};
 
 const SPOT: &str = "{\n\t\"action\": \"terminate\",\n\t\"time\": \"2026-01-07T01:05:47Z\"\n}";

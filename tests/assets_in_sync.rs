@@ -7,7 +7,7 @@
 fn committed_assets_match_the_cli() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/assets");
     let mut stale = Vec::new();
-    for (name, body) in nthd::assets::render().unwrap() {
+    for (name, body) in nthd::testing::assets::render().unwrap() {
         let committed = std::fs::read(dir.join(name)).unwrap_or_default();
         if committed != body {
             stale.push(name);
@@ -21,7 +21,7 @@ fn committed_assets_match_the_cli() {
 
 #[test]
 fn man_page_documents_every_env_var() {
-    let man = nthd::assets::render()
+    let man = nthd::testing::assets::render()
         .unwrap()
         .into_iter()
         .find(|(n, _)| *n == "nthd.8")

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{login1_proxy, FakeLogind, PrivateBus};
 use nthd_testkit::systemd::FakeSystemd;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::Nthd;
 
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
@@ -123,7 +123,7 @@ async fn scheduled_stop_fires_at_the_last_safe_moment() {
     let deadline = now + Duration::from_secs(8);
     let body = format!(
         r#"[{{"NotBefore":"{}","Code":"instance-stop","EventId":"instance-event-7","State":"active"}}]"#,
-        nthd::timefmt::format_aws(deadline)
+        nthd::testing::timefmt::format_aws(deadline)
     );
     imds.set(aws::SCHEDULED_PATH, Response::json(200, body));
     let started = Instant::now();
@@ -493,7 +493,7 @@ async fn a_drifting_spot_time_is_announced_once() {
                 200,
                 format!(
                     "{{\n\t\"action\": \"hibernate\",\n\t\"time\": \"{}\"\n}}",
-                    nthd::timefmt::format_rfc3339(t)
+                    nthd::testing::timefmt::format_rfc3339(t)
                 ),
             ),
         );

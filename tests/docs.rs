@@ -134,7 +134,7 @@ fn numbers_before(text: &str, word: &str) -> Vec<(usize, String)> {
 #[test]
 fn readme_documents_every_env_var_and_default() {
     let doc = read("docs/configuration.md");
-    let cmd = nthd::config::Cli::command();
+    let cmd = nthd::testing::config::Cli::command();
     let row = |env: &str| {
         doc.lines()
             .find(|l| l.starts_with(&format!("| `{env}` |")))
@@ -171,16 +171,16 @@ fn readme_documents_every_env_var_and_default() {
             );
         }
     }
-    for k in nthd::notice::KINDS {
+    for k in nthd::testing::notice::KINDS {
         let r = row(k.env).unwrap_or_else(|| panic!("no docs/configuration.md row for {}", k.env));
         assert!(
             r.contains(&format!(
                 "| {}",
-                nthd::policy::default_action(k.kind).name()
+                nthd::testing::policy::default_action(k.kind).name()
             )),
             "docs/configuration.md row for {} does not give its default {}: {r}",
             k.env,
-            nthd::policy::default_action(k.kind)
+            nthd::testing::policy::default_action(k.kind)
         );
     }
 }
@@ -263,7 +263,7 @@ fn unit_allow_list() -> Vec<String> {
 
 #[test]
 fn the_unit_admits_every_default_endpoint_and_the_docs_list_what_it_admits() {
-    use nthd::notice::Cloud;
+    use nthd::testing::notice::Cloud;
     let allowed = unit_allow_list();
     for cloud in [
         Cloud::Aws,
@@ -748,7 +748,7 @@ fn every_metadata_path_is_in_docs_clouds() {
 /// times and the port made constant ([`normalize`]) and `…` standing for any text.
 #[test]
 fn the_once_example_is_what_once_prints() {
-    use nthd::provider::aws;
+    use nthd::testing::provider::aws;
     use nthd_testkit::imds::{MockImds, Response};
 
     let commands = read("docs/commands.md");
@@ -772,15 +772,11 @@ fn the_once_example_is_what_once_prints() {
             200,
             format!(
                 r#"{{"action":"terminate","time":"{}"}}"#,
-                nthd::timefmt::format_rfc3339(at)
+                nthd::testing::timefmt::format_rfc3339(at)
             ),
         ),
     );
-    let out = common::nthd_command("unix:path=/nonexistent")
-        .args(["once", "--provider", "aws", "--imds-endpoint", &m.url()])
-        .env("NTHD_LOG_LEVEL", "error")
-        .output()
-        .unwrap();
+    let out = common::nthd_once("aws", &m.url(), &[]);
     let got = String::from_utf8_lossy(&out.stdout);
     let got: Vec<&str> = got.lines().collect();
     assert_eq!(

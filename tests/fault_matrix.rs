@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Notify, Nthd};
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 

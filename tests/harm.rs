@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{expect_started, successes, Nthd};
 
-use nthd::provider::{aws, azure};
+use nthd::testing::provider::{aws, azure};
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 use nthd_testkit::systemd::FakeSystemd;

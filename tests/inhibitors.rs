@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{successes, Nthd};
 
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 

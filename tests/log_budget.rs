@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::Nthd;
 
-use nthd::provider::{aws, azure};
+use nthd::testing::provider::{aws, azure};
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
@@ -136,7 +136,9 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
 }
 
 fn parse_secs(poll: &str) -> f64 {
-    nthd::timefmt::parse_duration(poll).unwrap().as_secs_f64()
+    nthd::testing::timefmt::parse_duration(poll)
+        .unwrap()
+        .as_secs_f64()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

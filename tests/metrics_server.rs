@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{expect_started, free_port, Notify, Nthd};
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::MockImds;
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -4,16 +4,11 @@
 
 mod common;
 
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 
 fn once(url: &str, extra: &[&str]) -> std::process::Output {
-    common::nthd_command("unix:path=/nonexistent/bus")
-        .args(["once", "--provider", "aws", "--imds-endpoint", url])
-        .args(extra)
-        .env("NTHD_LOG_LEVEL", "error")
-        .output()
-        .unwrap()
+    common::nthd_once("aws", url, extra)
 }
 
 #[test]
@@ -82,7 +77,7 @@ fn no_notice_and_unreachable() {
 /// daemon's 10 s per-observation patience) instead of printing a timeout.
 #[test]
 fn waits_for_azures_slow_first_answer() {
-    use nthd::provider::azure::{EVENTS_PATH, NAME_PATH};
+    use nthd::testing::provider::azure::{EVENTS_PATH, NAME_PATH};
     let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(NAME_PATH, Response::text(200, "vm1"));
     let events = serde_json::json!({
@@ -99,11 +94,7 @@ fn waits_for_azures_slow_first_answer() {
         Response::json(200, events.to_string()).with_delay(11_500),
     );
     let t = std::time::Instant::now();
-    let out = common::nthd_command("unix:path=/nonexistent/bus")
-        .args(["once", "--provider", "azure", "--imds-endpoint", &m.url()])
-        .env("NTHD_LOG_LEVEL", "error")
-        .output()
-        .unwrap();
+    let out = common::nthd_once("azure", &m.url(), &[]);
     let s = String::from_utf8_lossy(&out.stdout);
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{s}\n{e}");

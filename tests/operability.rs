@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
@@ -322,9 +322,7 @@ fn drill_records(dir: &std::path::Path) -> Vec<(String, String, String)> {
 /// counts the action in the metrics, and stands down when a shutdown is already under way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulate_yes_goes_through_the_executor() {
-    let bus = PrivateBus::start().unwrap();
-    let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (bus, logind, dir) = common::logind_world().await;
     let state_dir = dir.path().join("state");
     std::fs::create_dir(&state_dir).unwrap();
     let textfile = dir.path().join("nthd.prom");

@@ -21,8 +21,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nthd::notice::{Notice, NoticeKind, NoticeStatus, SourceId, KINDS};
-use nthd::policy::{decide, Action, Effect, Planner, PolicyConfig, When};
+use nthd::testing::notice::{Notice, NoticeKind, NoticeStatus, SourceId, KINDS};
+use nthd::testing::policy::{decide, Action, Effect, Planner, PolicyConfig, When};
 use proptest::prelude::*;
 
 const SOURCES: [SourceId; 3] = [

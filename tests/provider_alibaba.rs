@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::notice::NoticeKind;
-use nthd::provider::alibaba::{Alibaba, AlibabaOptions, SPOT_PATH, TOKEN_PATH};
-use nthd::provider::{Observation, Provider};
+use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::testing::notice::NoticeKind;
+use nthd::testing::provider::alibaba::{Alibaba, AlibabaOptions, SPOT_PATH, TOKEN_PATH};
+use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 const TOKEN_HEADER: &str = "X-aliyun-ecs-metadata-token";
@@ -283,8 +283,8 @@ async fn faults_are_errors_and_keep_the_last_state() {
 
 mod identity {
     use super::*;
-    use nthd::notice::Identity;
-    use nthd::provider::alibaba::{INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH};
+    use nthd::testing::notice::Identity;
+    use nthd::testing::provider::alibaba::{INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH};
     use nthd_testkit::imds::identity as mock;
 
     async fn identity_mock(alibaba_token: TokenMode) -> MockImds {

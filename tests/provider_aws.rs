@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::notice::{NoticeKind, NoticeStatus};
-use nthd::provider::aws::{self, Aws, AwsOptions};
-use nthd::provider::{Observation, Provider};
+use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::aws::{self, Aws, AwsOptions};
+use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
 
 fn provider(m: &MockImds, opts: AwsOptions) -> Aws {
@@ -544,7 +544,7 @@ async fn identity_mock() -> MockImds {
 
 #[tokio::test]
 async fn identity_reads_every_key_with_the_token() {
-    use nthd::notice::{Identity, Lifecycle};
+    use nthd::testing::notice::{Identity, Lifecycle};
     use nthd_testkit::imds::identity as mock;
     let m = identity_mock().await;
     let mut p = provider(&m, AwsOptions::default());
@@ -574,7 +574,7 @@ async fn identity_reads_every_key_with_the_token() {
 
 #[tokio::test]
 async fn identity_without_a_life_cycle_key_keeps_the_rest() {
-    use nthd::notice::Lifecycle;
+    use nthd::testing::notice::Lifecycle;
     let m = identity_mock().await;
     assert!(m.clear(aws::LIFE_CYCLE_PATH));
     let mut p = provider(&m, AwsOptions::default());
@@ -613,7 +613,7 @@ async fn identity_drops_hostile_values_one_by_one() {
     assert_eq!(id.zone, None);
     assert!(id.lifecycle.is_some(), "the clean key is still read");
     // One character over MAX_IDENTITY is dropped, not cut; exactly MAX_IDENTITY is kept.
-    let max = nthd::notice::MAX_IDENTITY;
+    let max = nthd::testing::notice::MAX_IDENTITY;
     m.set(
         aws::INSTANCE_ID_PATH,
         Response::text(200, "i".repeat(max + 1)),

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::notice::{NoticeKind, NoticeStatus};
-use nthd::provider::azure::{Azure, AzureOptions, EVENTS_PATH, NAME_PATH};
-use nthd::provider::{Observation, Provider};
+use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::azure::{Azure, AzureOptions, EVENTS_PATH, NAME_PATH};
+use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, MockImds, Response};
 
 fn client(m: &MockImds) -> ImdsClient {
@@ -477,8 +477,8 @@ async fn very_slow_first_call_spans_observations() {
 
 mod identity {
     use super::*;
-    use nthd::notice::{Identity, Lifecycle};
-    use nthd::provider::azure::COMPUTE_PATH;
+    use nthd::testing::notice::{Identity, Lifecycle};
+    use nthd::testing::provider::azure::COMPUTE_PATH;
     use nthd_testkit::imds::identity::{self as mock, azure_compute};
 
     async fn identity_mock() -> MockImds {
@@ -544,7 +544,7 @@ mod identity {
         let m = identity_mock().await;
         let mut p = provider(&m);
         let doc = serde_json::json!({
-            "vmId": "x".repeat(nthd::notice::MAX_IDENTITY + 1),
+            "vmId": "x".repeat(nthd::testing::notice::MAX_IDENTITY + 1),
             "vmSize": "Standard_D2s_v5\u{1b}[31m",
             "location": "<html>",
             "zone": "1",

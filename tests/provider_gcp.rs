@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::notice::NoticeKind;
-use nthd::provider::gcp::{Gcp, GcpOptions, MAINTENANCE_PATH, PREEMPTED_PATH};
-use nthd::provider::{Observation, Provider};
+use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::testing::notice::NoticeKind;
+use nthd::testing::provider::gcp::{Gcp, GcpOptions, MAINTENANCE_PATH, PREEMPTED_PATH};
+use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, LoggedRequest, MockImds, Response};
 
 const RETRY: Duration = Duration::from_millis(100);
@@ -605,7 +605,7 @@ async fn next_due_is_the_retry_time_when_nothing_long_polls() {
 /// notice has no deadline, so nthd acts at once.
 #[tokio::test]
 async fn terminate_maintenance_carries_the_upcoming_window_start() {
-    use nthd::provider::gcp::UPCOMING_PATH;
+    use nthd::testing::provider::gcp::UPCOMING_PATH;
     let m = quiet_mock().await;
     m.set(
         MAINTENANCE_PATH,
@@ -627,7 +627,7 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
         .expect("the maintenance notice");
     assert_eq!(
         n.deadline,
-        nthd::timefmt::parse_any("2030-06-01T10:00:00Z"),
+        nthd::testing::timefmt::parse_any("2030-06-01T10:00:00Z"),
         "{n:?}"
     );
     // Not re-read on every observation (every `upcoming_interval`, 20 s by default).
@@ -684,7 +684,7 @@ fn maintenance_deadline(o: &Observation) -> Option<std::time::SystemTime> {
 /// still wait, so the next observation carries the new start as the notice's deadline.
 #[tokio::test]
 async fn a_moved_maintenance_window_moves_the_deadline() {
-    use nthd::provider::gcp::UPCOMING_PATH;
+    use nthd::testing::provider::gcp::UPCOMING_PATH;
     let m = quiet_mock().await;
     m.set(
         MAINTENANCE_PATH,
@@ -706,7 +706,7 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     let o = p.observe().await;
     assert_eq!(
         maintenance_deadline(&o),
-        nthd::timefmt::parse_any("2030-06-01T10:00:00Z")
+        nthd::testing::timefmt::parse_any("2030-06-01T10:00:00Z")
     );
     m.set(UPCOMING_PATH, window("2030-06-01T12:00:00Z"));
     let t = Instant::now();
@@ -716,7 +716,7 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     assert_eq!(
         maintenance_deadline(&o),
-        nthd::timefmt::parse_any("2030-06-01T12:00:00Z"),
+        nthd::testing::timefmt::parse_any("2030-06-01T12:00:00Z"),
         "the moved window is the new deadline"
     );
     assert!(o.fresh.is_empty() && o.ok(), "no key answered: {o:?}");
@@ -726,7 +726,7 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     let o = p.observe().await;
     assert_eq!(
         maintenance_deadline(&o),
-        nthd::timefmt::parse_any("2030-06-01T12:00:00Z")
+        nthd::testing::timefmt::parse_any("2030-06-01T12:00:00Z")
     );
     m.set(UPCOMING_PATH, Response::json(200, "{ }"));
     let o = p.observe().await;
@@ -752,7 +752,7 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
 /// has no ETag, so it is polled every 100 ms, and in 2 s the window is read about 5 times.
 #[tokio::test]
 async fn the_maintenance_window_is_not_reread_on_every_poll() {
-    use nthd::provider::gcp::UPCOMING_PATH;
+    use nthd::testing::provider::gcp::UPCOMING_PATH;
     let m = quiet_mock().await;
     m.set(
         MAINTENANCE_PATH,
@@ -787,8 +787,8 @@ async fn the_maintenance_window_is_not_reread_on_every_poll() {
 
 mod identity {
     use super::*;
-    use nthd::notice::{Identity, Lifecycle};
-    use nthd::provider::gcp::{
+    use nthd::testing::notice::{Identity, Lifecycle};
+    use nthd::testing::provider::gcp::{
         INSTANCE_ID_PATH, MACHINE_TYPE_PATH, PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, ZONE_PATH,
     };
     use nthd_testkit::imds::identity as mock;

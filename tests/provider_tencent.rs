@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::notice::{Cloud, NoticeKind};
-use nthd::provider::tencent::{Tencent, TencentOptions, SPOT_PATH};
-use nthd::provider::{Observation, Provider};
+use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::testing::notice::{Cloud, NoticeKind};
+use nthd::testing::provider::tencent::{Tencent, TencentOptions, SPOT_PATH};
+use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 const SOURCE: &str = "tencent/spot/termination-time";
@@ -85,7 +85,7 @@ fn the_default_endpoint_is_the_link_local_address_and_the_host_name_still_works(
     );
     // The documented name remains accepted as NTHD_IMDS_ENDPOINT.
     use clap::Parser;
-    let cli = nthd::config::Cli::try_parse_from([
+    let cli = nthd::testing::config::Cli::try_parse_from([
         "nthd",
         "--provider",
         "tencent",
@@ -181,7 +181,7 @@ async fn malformed_time_is_an_error_naming_the_url_and_keeps_the_last_state() {
     assert!(o.notices.is_empty() && o.fresh.is_empty());
     // A good answer, then garbage again: the notice is kept, not dropped.
     m.set(SPOT_PATH, Response::text(200, "2030-01-05 18:02:00"));
-    let o = observe_until(&mut p, nthd::provider::Observation::ok).await;
+    let o = observe_until(&mut p, nthd::testing::provider::Observation::ok).await;
     assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot]);
     m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00"));
     let o = observe_until(&mut p, |o| !o.ok()).await;
@@ -224,8 +224,8 @@ async fn faults_are_errors_and_keep_the_last_state() {
 
 mod identity {
     use super::*;
-    use nthd::notice::{Identity, Lifecycle};
-    use nthd::provider::tencent::{
+    use nthd::testing::notice::{Identity, Lifecycle};
+    use nthd::testing::provider::tencent::{
         CHARGE_TYPE_PATH, INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH,
     };
     use nthd_testkit::imds::identity as mock;

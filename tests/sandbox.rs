@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Nthd;
-use nthd::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::provider::aws;
-use nthd::provider::tencent::{Tencent, TencentOptions};
-use nthd::provider::Provider;
-use nthd::sandbox::IpPolicy;
-use nthd::webhook::{parse_url, probe, ProbeOutcome, WebhookOptions};
+use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use nthd::testing::provider::aws;
+use nthd::testing::provider::tencent::{Tencent, TencentOptions};
+use nthd::testing::provider::Provider;
+use nthd::testing::sandbox::IpPolicy;
+use nthd::testing::webhook::{parse_url, probe, ProbeOutcome, WebhookOptions};
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 use nthd_testkit::systemd::FakeSystemd;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::Nthd;
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
@@ -25,7 +25,7 @@ fn spot_in(secs: u64) -> String {
     let t = std::time::SystemTime::now() + Duration::from_secs(secs);
     format!(
         r#"{{"action":"terminate","time":"{}"}}"#,
-        nthd::timefmt::format_rfc3339(t)
+        nthd::testing::timefmt::format_rfc3339(t)
     )
 }
 

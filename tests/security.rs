@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::Nthd;
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::Nthd;
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
@@ -38,7 +38,8 @@ fn run_like_npd(status_file: &Path) -> Npd {
         .iter()
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
-    let timeout = nthd::timefmt::parse_duration(rule["timeout"].as_str().unwrap()).unwrap();
+    let timeout =
+        nthd::testing::timefmt::parse_duration(rule["timeout"].as_str().unwrap()).unwrap();
     let max = cfg["pluginConfig"]["max_output_length"].as_u64().unwrap() as usize;
     assert_eq!(rule["path"], "/usr/bin/nthd", "the packaged binary's path");
     let mut child = Command::new(env!("CARGO_BIN_EXE_nthd"))
@@ -103,7 +104,7 @@ fn scheduled_stop(in_secs: u64) -> String {
     let at = SystemTime::now() + Duration::from_secs(in_secs);
     format!(
         r#"[{{"NotBefore":"{}","Code":"instance-stop","EventId":"instance-event-41","State":"active"}}]"#,
-        nthd::timefmt::format_aws(at)
+        nthd::testing::timefmt::format_aws(at)
     )
 }
 
@@ -184,7 +185,7 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
     assert!(n.stop().await.success());
     let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     let old = SystemTime::now() - Duration::from_secs(600);
-    s["written_at"] = nthd::timefmt::format_rfc3339(old).into();
+    s["written_at"] = nthd::testing::timefmt::format_rfc3339(old).into();
     std::fs::write(&file, serde_json::to_vec(&s).unwrap()).unwrap();
     assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("stale")));
 }
@@ -244,7 +245,9 @@ fn the_shipped_monitor_config_uses_only_npd_fields() {
             assert_eq!(r["condition"], "TerminationNotice");
         }
         // A rule's timeout must not exceed the plugin's, and both fit in the interval.
-        let d = |v: &serde_json::Value| nthd::timefmt::parse_duration(v.as_str().unwrap()).unwrap();
+        let d = |v: &serde_json::Value| {
+            nthd::testing::timefmt::parse_duration(v.as_str().unwrap()).unwrap()
+        };
         assert!(d(&r["timeout"]) <= d(&cfg["pluginConfig"]["timeout"]));
         assert!(d(&cfg["pluginConfig"]["timeout"]) < d(&cfg["pluginConfig"]["invoke_interval"]));
     }

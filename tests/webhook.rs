@@ -9,9 +9,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use nthd::notice::{Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId};
-use nthd::policy::{Action, Decision, PowerAction, When};
-use nthd::webhook::{
+use nthd::testing::notice::{
+    Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId,
+};
+use nthd::testing::policy::{Action, Decision, PowerAction, When};
+use nthd::testing::webhook::{
     parse_url, plain_http_warning, probe, probe_with_headers, ActionResult, Context, Event,
     ProbeOutcome, SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
 };
@@ -121,7 +123,7 @@ async fn cloudevents_structured_mode() {
     assert_eq!(v["datacontenttype"], "application/json");
     assert_eq!(v["id"].as_str().unwrap().len(), 32);
     let time = v["time"].as_str().unwrap();
-    let t = nthd::timefmt::parse_rfc3339(time).expect("time is RFC 3339");
+    let t = nthd::testing::timefmt::parse_rfc3339(time).expect("time is RFC 3339");
     assert!(
         t.elapsed().unwrap_or_default() < Duration::from_secs(60),
         "{time}"

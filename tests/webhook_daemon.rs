@@ -8,7 +8,7 @@ mod webhook_support;
 use std::time::{Duration, SystemTime};
 
 use common::Nthd;
-use nthd::provider::aws;
+use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 use webhook_support::{Receiver, Script};
@@ -138,9 +138,7 @@ async fn a_hanging_or_dead_webhook_does_not_delay_the_poweroff() {
 /// file), the daemon's status file lists the action as a drill, and the log line says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fire_drill_sends_its_events_and_is_listed_as_one() {
-    let bus = PrivateBus::start().unwrap();
-    let logind = FakeLogind::serve(bus.address()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (bus, logind, dir) = common::logind_world().await;
     let status = dir.path().join("status.json");
     std::fs::write(
         &status,

@@ -8,9 +8,11 @@ mod webhook_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nthd::notice::{Notice, NoticeKind, NoticeStatus, SourceId};
-use nthd::policy::{Action, Decision, When};
-use nthd::webhook::{parse_url, probe, Context, Event, ProbeOutcome, WebhookOptions, Webhooks};
+use nthd::testing::notice::{Notice, NoticeKind, NoticeStatus, SourceId};
+use nthd::testing::policy::{Action, Decision, When};
+use nthd::testing::webhook::{
+    parse_url, probe, Context, Event, ProbeOutcome, WebhookOptions, Webhooks,
+};
 use tokio_rustls::rustls;
 use webhook_support::{Receiver, Script, Stream};
 

@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::alibaba::parse_termination_time;
-use nthd::notice::{NoticeKind, NoticeStatus};
-use nthd::timefmt;
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::alibaba::parse_termination_time;
+use nthd::testing::timefmt;
 use nthd_fuzz::{body, check_notice};
 
 const URL: &str = "http://100.100.100.200/latest/meta-data/instance/spot/termination-time";

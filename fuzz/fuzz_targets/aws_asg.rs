@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::aws;
-use nthd::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::aws;
 use nthd_fuzz::{body, check_notice};
 
 const URL: &str = "http://169.254.169.254/latest/meta-data/autoscaling/target-lifecycle-state";

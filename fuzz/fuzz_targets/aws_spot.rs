@@ -2,9 +2,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::aws;
-use nthd::notice::{NoticeKind, NoticeStatus};
-use nthd::timefmt;
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::aws;
+use nthd::testing::timefmt;
 use nthd_fuzz::{body, check_notice, clean_id};
 use serde_json::Value;
 

@@ -8,9 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::azure::{parse_document, parse_events, parse_vm_name};
-use nthd::notice::{NoticeKind, NoticeStatus};
-use nthd::timefmt;
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::azure::{parse_document, parse_events, parse_vm_name};
+use nthd::testing::timefmt;
 use nthd_fuzz::{body, check_notice, clean_id};
 use serde_json::Value;
 

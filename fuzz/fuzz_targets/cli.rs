@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use libfuzzer_sys::fuzz_target;
-use nthd::config::Cli;
-use nthd::notice::KINDS;
+use nthd::testing::config::Cli;
+use nthd::testing::notice::KINDS;
 
 fn env_names() -> &'static [String] {
     static NAMES: OnceLock<Vec<String>> = OnceLock::new();
@@ -105,8 +105,14 @@ fuzz_target!(|data: &[u8]| {
     let o = &cli.opts;
     let min = Duration::from_millis(100);
     for (flag, d) in [
-        ("poll-interval", o.poll_interval_for(nthd::notice::Cloud::Aws)),
-        ("poll-interval", o.poll_interval_for(nthd::notice::Cloud::Azure)),
+        (
+            "poll-interval",
+            o.poll_interval_for(nthd::testing::notice::Cloud::Aws),
+        ),
+        (
+            "poll-interval",
+            o.poll_interval_for(nthd::testing::notice::Cloud::Azure),
+        ),
         ("slow-poll-interval", o.slow_poll_interval),
         ("gcp-wait", o.gcp_wait),
         ("request-timeout", o.request_timeout),
@@ -122,7 +128,7 @@ fuzz_target!(|data: &[u8]| {
             .iter()
             .rev()
             .find(|(kind, _)| *kind == k.kind)
-            .map_or(nthd::policy::default_action(k.kind), |(_, a)| *a);
+            .map_or(nthd::testing::policy::default_action(k.kind), |(_, a)| *a);
         assert_eq!(p.action(k.kind), want, "{}", k.name);
         assert_eq!(
             p.at_deadline(k.kind),

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::detect::{Dmi, AZURE_ASSET_TAG};
-use nthd::notice::Cloud;
+use nthd::testing::notice::Cloud;
+use nthd::testing::provider::detect::{Dmi, AZURE_ASSET_TAG};
 
 /// The rules, as README/REFERENCE.md state them, in priority order.
 fn oracle(d: &Dmi) -> Option<Cloud> {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use nthd::timefmt::{format_duration, parse_duration};
+use nthd::testing::timefmt::{format_duration, parse_duration};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

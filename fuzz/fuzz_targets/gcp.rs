@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::provider::gcp::{parse_maintenance_event, parse_preempted};
-use nthd::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::gcp::{parse_maintenance_event, parse_preempted};
 use nthd_fuzz::{body, check_notice};
 
 const PREEMPTED: &str = "http://169.254.169.254/computeMetadata/v1/instance/preempted";

@@ -6,9 +6,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nthd::imds::ImdsError;
-use nthd::provider::gcp::parse_upcoming_maintenance;
-use nthd::timefmt;
+use nthd::testing::imds::ImdsError;
+use nthd::testing::provider::gcp::parse_upcoming_maintenance;
+use nthd::testing::timefmt;
 use nthd_fuzz::{body, check_time};
 
 const URL: &str = "http://169.254.169.254/computeMetadata/v1/instance/upcoming-maintenance";
@@ -37,7 +37,9 @@ fn expected(status: u16, body: &str) -> Result<Option<std::time::SystemTime>, ()
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
     let status = match first {
         0..=191 => 200,
         192..=223 => 404,

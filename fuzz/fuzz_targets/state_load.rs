@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use nthd::state::{State, RETENTION};
+use nthd::testing::state::{State, RETENTION};
 use serde_json::Value;
 
 const NOW: u64 = 1_800_000_000;

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use nthd::imds::ImdsError;
-use nthd::provider::tencent::{parse_termination_time, UTC_OFFSET_SECS};
-use nthd::notice::{NoticeKind, NoticeStatus};
-use nthd::timefmt;
+use nthd::testing::imds::ImdsError;
+use nthd::testing::notice::{NoticeKind, NoticeStatus};
+use nthd::testing::provider::tencent::{parse_termination_time, UTC_OFFSET_SECS};
+use nthd::testing::timefmt;
 use nthd_fuzz::{body, check_notice};
 
 const URL: &str = "http://169.254.0.23/latest/meta-data/spot/termination-time";

@@ -13,7 +13,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use nthd::timefmt::{
+use nthd::testing::timefmt::{
     format_aws, format_rfc1123, format_rfc3339, parse_any, parse_http_like, parse_rfc3339, relative,
 };
 use nthd_fuzz::{check_time, whole_seconds, MAX_UNIX_SECS};

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nthd::notice::{Notice, NoticeStatus, RAW_CAP};
+use nthd::testing::notice::{Notice, NoticeStatus, RAW_CAP};
 
 /// The longest id any parser may produce. Ids are a fixed prefix plus at most two components
-/// of `nthd::logging::ID_PART_MAX` (128) characters each (`clean_id`); the longest is `aws/scheduled/<Code>/<NotBefore>` for an
+/// of `nthd::testing::logging::ID_PART_MAX` (128) characters each (`clean_id`); the longest is `aws/scheduled/<Code>/<NotBefore>` for an
 /// event without an EventId: 14 + 128 + 1 + 128 = 271 (Azure's `azure/noid/<type>/<resources>`
 /// reaches 268).
 pub const ID_MAX: usize = 14 + 128 + 1 + 128;
@@ -15,7 +15,7 @@ pub const ID_MAX: usize = 14 + 128 + 1 + 128;
 pub const RAW_MAX: usize = RAW_CAP + 3;
 
 /// 9999-12-30T22:00:00Z, the last second the parsers accept (the end of jiff's range).
-pub use nthd::timefmt::MAX_UNIX_SECS;
+pub use nthd::testing::timefmt::MAX_UNIX_SECS;
 
 /// Takes the fuzz input as the metadata client would hand it over: only valid UTF-8 reaches the
 /// parsers (the client rejects anything else as malformed).
@@ -69,7 +69,10 @@ pub fn check_time(t: SystemTime) {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_else(|_| panic!("time {t:?} is before the epoch"))
         .as_secs();
-    assert!(secs <= MAX_UNIX_SECS, "time {t:?} is after 9999-12-30T22:00:00Z");
+    assert!(
+        secs <= MAX_UNIX_SECS,
+        "time {t:?} is after 9999-12-30T22:00:00Z"
+    );
 }
 
 /// The status the AWS parsers can report.
@@ -88,7 +91,7 @@ pub fn whole_seconds(t: SystemTime) -> SystemTime {
 
 /// How the parsers turn metadata values into parts of a notice id (nthd's own function, so
 /// the targets check the parsers against the contract they use, not a copy of it).
-pub use nthd::logging::clean_id;
+pub use nthd::testing::logging::clean_id;
 
 // The targets are meant to run with debug assertions and overflow checks (fuzz/Cargo.toml's
 // release profile; run.sh builds with `cargo fuzz build -O`).

@@ -57,7 +57,7 @@ pub(crate) const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
 
 /// How often the rebalance recommendation is read while the boost is on: the boost starts at
 /// most this long (plus one read) after the recommendation appears, well within 5 s.
-pub const REBALANCE_READ_INTERVAL: Duration = Duration::from_secs(4);
+pub(crate) const REBALANCE_READ_INTERVAL: Duration = Duration::from_secs(4);
 
 /// The IPv6 endpoint, for IPv6-only subnets.
 pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
@@ -469,7 +469,7 @@ fn scheduled_status(url: &str, state: &str) -> NoticeStatus {
 
 /// The lifecycle an `instance-life-cycle` value names. `scheduled` (Scheduled Reserved
 /// Instances, retired) and anything else are unknown: nthd does not guess a billing model.
-pub fn parse_life_cycle(value: &str) -> Option<Lifecycle> {
+pub(crate) fn parse_life_cycle(value: &str) -> Option<Lifecycle> {
     match value {
         "spot" => Some(Lifecycle::Spot),
         "on-demand" => Some(Lifecycle::OnDemand),

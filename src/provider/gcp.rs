@@ -678,7 +678,7 @@ pub fn parse_upcoming_maintenance(
 
 /// The lifecycle a `scheduling/provisioning-model` value names: `SPOT` or `STANDARD`; anything
 /// else (a model nthd does not know) is unknown.
-pub fn parse_provisioning_model(value: &str) -> Option<Lifecycle> {
+pub(crate) fn parse_provisioning_model(value: &str) -> Option<Lifecycle> {
     match value {
         "SPOT" => Some(Lifecycle::Spot),
         "STANDARD" => Some(Lifecycle::OnDemand),
@@ -688,7 +688,7 @@ pub fn parse_provisioning_model(value: &str) -> Option<Lifecycle> {
 
 /// The lifecycle a `scheduling/preemptible` value names (older VMs without a provisioning
 /// model): `TRUE` is a preemptible VM, `FALSE` a regular one.
-pub fn parse_preemptible(value: &str) -> Option<Lifecycle> {
+pub(crate) fn parse_preemptible(value: &str) -> Option<Lifecycle> {
     match value {
         "TRUE" => Some(Lifecycle::Preemptible),
         "FALSE" => Some(Lifecycle::OnDemand),

@@ -3,13 +3,13 @@
 //! One file per cloud, all behind the [`Provider`] trait. The base URL and the HTTP client are
 //! injected through each constructor so tests can point them at a mock.
 
-pub mod alibaba;
-pub mod aws;
-pub mod azure;
-pub mod detect;
-pub mod gcp;
+pub(crate) mod alibaba;
+pub(crate) mod aws;
+pub(crate) mod azure;
+pub(crate) mod detect;
+pub(crate) mod gcp;
 mod identity;
-pub mod tencent;
+pub(crate) mod tencent;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

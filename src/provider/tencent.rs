@@ -119,7 +119,7 @@ pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError
 /// <https://www.tencentcloud.com/document/product/213/15753>): `SPOTPAID` is a spot instance,
 /// `POSTPAID_BY_HOUR` (pay as you go) and `PREPAID` (subscription) are regular capacity.
 /// Anything else (dedicated hosts and clusters, or another spelling) is unknown.
-pub fn parse_charge_type(value: &str) -> Option<Lifecycle> {
+pub(crate) fn parse_charge_type(value: &str) -> Option<Lifecycle> {
     match value {
         "SPOTPAID" => Some(Lifecycle::Spot),
         "POSTPAID_BY_HOUR" | "PREPAID" => Some(Lifecycle::OnDemand),

@@ -14,6 +14,16 @@ pub(crate) fn nthd_command(bus: &str) -> Command {
     nthd_testkit::nthd_command(env!("CARGO_BIN_EXE_nthd"), bus)
 }
 
+/// `nthd once --provider PROVIDER --imds-endpoint URL EXTRA…`, quiet, with no system bus.
+pub(crate) fn nthd_once(provider: &str, url: &str, extra: &[&str]) -> std::process::Output {
+    nthd_command("unix:path=/nonexistent/bus")
+        .args(["once", "--provider", provider, "--imds-endpoint", url])
+        .args(extra)
+        .env("NTHD_LOG_LEVEL", "error")
+        .output()
+        .unwrap()
+}
+
 /// A local TCP port that was free a moment ago: nothing listens on it (a listener is bound to
 /// port 0 and dropped).
 pub(crate) fn free_port() -> u16 {
@@ -202,4 +212,18 @@ pub(crate) async fn clear_error_then_one_poweroff(
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(successes(l, "PowerOff"), 1, "{}", n.log());
     assert!(n.running(), "{}", n.log());
+}
+
+/// A private system bus with the fake logind on it, and a scratch directory: where a test of the
+/// daemon's power-off path starts.
+pub(crate) async fn logind_world() -> (
+    nthd_testkit::logind::PrivateBus,
+    nthd_testkit::logind::FakeLogind,
+    tempfile::TempDir,
+) {
+    let bus = nthd_testkit::logind::PrivateBus::start().unwrap();
+    let logind = nthd_testkit::logind::FakeLogind::serve(bus.address())
+        .await
+        .unwrap();
+    (bus, logind, tempfile::tempdir().unwrap())
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use nthd::timefmt::format_rfc3339;
+use nthd::testing::timefmt::format_rfc3339;
 use serde_json::{json, Value};
 
 use crate::host;

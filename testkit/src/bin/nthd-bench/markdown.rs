@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use nthd::timefmt::format_rfc3339;
+use nthd::testing::timefmt::format_rfc3339;
 
 use crate::host;
 use crate::idle::{IdleResult, IDLE_REPLICAS};

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use nthd::timefmt::{format_rfc1123, format_rfc3339};
+use nthd::testing::timefmt::{format_rfc1123, format_rfc3339};
 use nthd_testkit::imds::{MockImds, Response};
 use serde_json::json;
 

@@ -11,7 +11,7 @@ use nthd_testkit::logind::FakeLogind;
 use tokio::net::UnixDatagram;
 use tokio::sync::watch;
 
-pub(crate) use nthd::notice::Cloud;
+pub(crate) use nthd::testing::notice::Cloud;
 
 use crate::cleanup::{AbortOnDrop, Bus, Proc, TempDir};
 use crate::routes::{self, quiet_routes};

@@ -1,0 +1,106 @@
+//! The library's surface for nthd's own integration tests, the testkit's benchmark and the fuzz
+//! targets: exactly the items they use, by the paths they always had (`nthd::testing::notice::
+//! Notice` for `crate::notice::Notice`). Not an API: the modules themselves are `pub(crate)`,
+//! so `unreachable_pub` flags every `pub` that nothing outside the crate can reach, and an item
+//! joins this list only when a test needs it.
+#![allow(missing_docs)]
+
+pub mod assets {
+    pub use crate::assets::render;
+}
+
+pub mod config {
+    pub use crate::config::Cli;
+}
+
+pub mod imds {
+    pub use crate::imds::{ClientOptions, ImdsClient, ImdsError};
+}
+
+pub mod logging {
+    pub use crate::logging::{clean_id, ID_PART_MAX};
+}
+
+pub mod logind {
+    pub use crate::logind::Logind;
+}
+
+pub mod notice {
+    pub use crate::notice::{
+        Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId, KINDS,
+        MAX_IDENTITY, RAW_CAP,
+    };
+}
+
+pub mod policy {
+    pub use crate::policy::{
+        decide, default_action, Action, Decision, Effect, Planner, PolicyConfig, PowerAction, When,
+    };
+}
+
+pub mod provider {
+    pub use crate::provider::{Observation, Provider};
+
+    pub mod alibaba {
+        pub use crate::provider::alibaba::{
+            parse_termination_time, Alibaba, AlibabaOptions, INSTANCE_ID_PATH, INSTANCE_TYPE_PATH,
+            SPOT_PATH, TOKEN_PATH, ZONE_PATH,
+        };
+    }
+
+    pub mod aws {
+        pub use crate::provider::aws::{
+            parse_asg, parse_rebalance, parse_scheduled, parse_spot, Aws, AwsOptions, ASG_PATH,
+            INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, LIFE_CYCLE_PATH, REBALANCE_PATH, SCHEDULED_PATH,
+            SPOT_PATH, ZONE_PATH,
+        };
+    }
+
+    pub mod azure {
+        pub use crate::provider::azure::{
+            parse_document, parse_events, parse_vm_name, Azure, AzureOptions, COMPUTE_PATH,
+            EVENTS_PATH, NAME_PATH,
+        };
+    }
+
+    pub mod detect {
+        pub use crate::provider::detect::{Dmi, AZURE_ASSET_TAG};
+    }
+
+    pub mod gcp {
+        pub use crate::provider::gcp::{
+            parse_maintenance_event, parse_preempted, parse_upcoming_maintenance, Gcp, GcpOptions,
+            INSTANCE_ID_PATH, MACHINE_TYPE_PATH, MAINTENANCE_PATH, PREEMPTED_PATH,
+            PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, UPCOMING_PATH, ZONE_PATH,
+        };
+    }
+
+    pub mod tencent {
+        pub use crate::provider::tencent::{
+            parse_termination_time, Tencent, TencentOptions, CHARGE_TYPE_PATH, INSTANCE_ID_PATH,
+            INSTANCE_TYPE_PATH, SPOT_PATH, UTC_OFFSET_SECS, ZONE_PATH,
+        };
+    }
+}
+
+pub mod sandbox {
+    pub use crate::sandbox::IpPolicy;
+}
+
+pub mod state {
+    pub use crate::state::{State, RETENTION};
+}
+
+pub mod timefmt {
+    pub use crate::timefmt::{
+        format_aws, format_duration, format_rfc1123, format_rfc3339, parse_any, parse_duration,
+        parse_http_like, parse_local_datetime, parse_rfc3339, relative, MAX_UNIX_SECS,
+    };
+}
+
+pub mod webhook {
+    pub use crate::webhook::{
+        parse_url, plain_http_warning, probe, probe_with_headers, ActionResult, Context, Event,
+        ProbeOutcome, SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
+    };
+}
