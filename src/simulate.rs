@@ -18,7 +18,7 @@ use crate::extras::WebhookSlot;
 use crate::logind::Logind;
 use crate::metrics::{Metrics, MetricsOptions};
 use crate::notice::{
-    Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, DRILL_ID_PREFIX, DRILL_SOURCE,
+    Cloud, Identity, Lifecycle, Notice, NoticeId, NoticeKind, NoticeStatus, DRILL_SOURCE,
 };
 use crate::policy::{Effect, Planner, PowerAction};
 use crate::report::{self, StatusOut};
@@ -41,14 +41,16 @@ pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime
         source: DRILL_SOURCE,
         // Unique without waiting for a new second: the process id tells drills apart, and
         // the sequence number the notices of one process (tests make several).
-        id: format!(
-            "{DRILL_ID_PREFIX}{}/{}-{}-{}",
-            kind.name(),
-            now.duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-            std::process::id(),
-            SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        id: NoticeId::drill(
+            kind,
+            &format!(
+                "{}-{}-{}",
+                now.duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+                std::process::id(),
+                SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
         ),
         event_id: None,
         deadline,
@@ -327,7 +329,7 @@ mod tests {
             SystemTime::UNIX_EPOCH + Duration::from_secs(100),
         );
         assert_eq!(n.source, "simulate");
-        assert!(n.id.starts_with("simulate/spot-terminate/"));
+        assert!(n.id.as_str().starts_with("simulate/spot-terminate/"));
         assert_eq!(
             n.deadline,
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(220))

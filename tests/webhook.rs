@@ -8,7 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use nthd::notice::{Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId};
+use nthd::notice::{
+    Cloud, Identity, Lifecycle, Notice, NoticeId, NoticeKind, NoticeStatus, SourceId,
+};
 use nthd::policy::{Action, Decision, PowerAction, When};
 use nthd::webhook::{
     parse_url, plain_http_warning, probe, probe_with_headers, ActionResult, Context, Event,
@@ -26,7 +28,7 @@ fn notice(deadline: Option<SystemTime>) -> Notice {
     Notice {
         kind: NoticeKind::SpotTerminate,
         source: SourceId::new("aws/spot/instance-action"),
-        id: "aws/spot/instance-action:terminate".into(),
+        id: NoticeId::from_parts(&["aws/spot/instance-action:terminate"]),
         event_id: None,
         deadline,
         status: NoticeStatus::Active,
@@ -359,7 +361,7 @@ async fn dead_urls_never_starve_a_live_one() {
     let far = soon(30 * 24 * 3600);
     for i in 0..EVENTS {
         let mut n = notice(far);
-        n.id = format!("aws/scheduled/instance-stop:{i}");
+        n.id = NoticeId::from_parts(&["aws", "scheduled", &format!("instance-stop:{i}")]);
         w.send(Event::notice(&n, &decision()));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -438,7 +440,7 @@ async fn send_returns_at_once() {
     let start = Instant::now();
     for i in 0..100 {
         let mut n = notice(soon(300));
-        n.id = format!("n{i}");
+        n.id = NoticeId::from_parts(&[&format!("n{i}")]);
         w.send(Event::notice(&n, &decision()));
     }
     assert!(

@@ -7,7 +7,7 @@ mod webhook_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nthd::notice::{Notice, NoticeKind, NoticeStatus, SourceId};
+use nthd::notice::{Notice, NoticeId, NoticeKind, NoticeStatus, SourceId};
 use nthd::policy::{Action, Decision, When};
 use nthd::webhook::{parse_url, probe, Context, Event, ProbeOutcome, WebhookOptions, Webhooks};
 use tokio_rustls::rustls;
@@ -85,7 +85,7 @@ fn https_with_a_ca_from_ssl_cert_file() {
         let n = Notice {
             kind: NoticeKind::GcpPreempt,
             source: SourceId::new("gcp/preempted"),
-            id: "gcp/preempted".into(),
+            id: NoticeId::from_parts(&["gcp", "preempted"]),
             event_id: None,
             deadline: None,
             status: NoticeStatus::Active,
