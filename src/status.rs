@@ -701,7 +701,7 @@ pub(crate) fn action_view(rec: &crate::executor::ActionRecord) -> ActionView {
         Outcome::Accepted => ("accepted", None),
         Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
         Outcome::DryRun => ("dry_run", None),
-        Outcome::Failed(e) => ("failed", Some(e.clone())),
+        Outcome::Failed(e) => ("failed", Some(e.to_string())),
     };
     ActionView {
         notice_id: rec.notice.id.to_string(),
