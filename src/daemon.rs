@@ -12,14 +12,14 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Options;
-use crate::executor::{self, Executor, Outcome};
+use crate::executor::{self, ActionError, Executor, Outcome};
 use crate::extras::{Reporter, WebhookSlot};
 use crate::imds::ImdsError;
 use crate::logind::Logind;
 use crate::metrics::Metrics;
 use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
-use crate::provider::detect::Detection;
+use crate::provider::detect::{DetectError, Detection};
 use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::report::{self, Outputs};
 use crate::timefmt;
@@ -54,7 +54,7 @@ fn logind_timeout(method: &'static str) -> crate::logind::LogindError {
 /// Messages from the provider task.
 enum FromProvider {
     Detected(Detection, String),
-    DetectFailed(String),
+    DetectFailed(DetectError),
     Config(String),
     Observed(Observation),
     Identity(Identity),
@@ -77,11 +77,7 @@ async fn provider_task(
         match provider::resolve_cloud(&settings).await {
             Ok(d) => break d,
             Err(e) => {
-                if tx
-                    .send(FromProvider::DetectFailed(e.to_string()))
-                    .await
-                    .is_err()
-                {
+                if tx.send(FromProvider::DetectFailed(e)).await.is_err() {
                     return;
                 }
                 tokio::time::sleep(backoff.next_delay()).await;
@@ -210,6 +206,54 @@ fn log_announce(n: &Notice, d: &Decision, already_done: bool) {
     tracing::debug!("raw answer for {}: {}", n.id, n.raw);
 }
 
+/// What last kept nthd from reading the metadata service, kept as the error itself: a repeat is
+/// told from a new problem by value, and logged once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum MetadataError {
+    /// The cloud could not be detected.
+    #[error(transparent)]
+    Detect(DetectError),
+    /// A read failed (the first failing source of the last observation).
+    #[error(transparent)]
+    Read(ImdsError),
+}
+
+impl MetadataError {
+    /// Whether this is that read error.
+    fn is_read(&self, e: &ImdsError) -> bool {
+        matches!(self, MetadataError::Read(last) if last == e)
+    }
+}
+
+/// What one observation's errors call for in the log, given the error kept from before.
+#[derive(Debug, PartialEq)]
+struct ErrorLog<'a> {
+    /// The errors to log, equal ones merged with their sources; the one kept from before is
+    /// left out, so a repeat is logged once.
+    warn: Vec<(Vec<SourceId>, &'a ImdsError)>,
+    /// Whether to log that the metadata service answers again.
+    recovered: bool,
+    /// The error to keep for the next observation: the first failing source's.
+    last: Option<MetadataError>,
+}
+
+fn error_log<'a>(last: Option<&MetadataError>, obs: &'a Observation) -> ErrorLog<'a> {
+    let warn = obs
+        .grouped_errors()
+        .into_iter()
+        .filter(|(_, e)| last.is_none_or(|l| !l.is_read(e)))
+        .collect();
+    let kept = obs
+        .errors
+        .first()
+        .map(|e| MetadataError::Read(e.error.clone()));
+    ErrorLog {
+        warn,
+        recovered: kept.is_none() && last.is_some() && !obs.fresh.is_empty(),
+        last: kept,
+    }
+}
+
 /// The daemon's mutable parts, so the loop body stays readable.
 struct Daemon {
     opts: Options,
@@ -221,8 +265,8 @@ struct Daemon {
     budget_read_at: Option<Instant>,
     cloud: Option<Cloud>,
     describe: String,
-    last_error: Option<String>,
-    logind_error: Option<String>,
+    last_error: Option<MetadataError>,
+    logind_error: Option<ActionError>,
     grant_checked: bool,
     /// When logind accepted the power action nthd asked for (to watch for its cancellation).
     accepted_at: Option<Instant>,
@@ -356,10 +400,11 @@ impl Daemon {
                 self.check_grant().await;
             }
             Err(e) => {
-                if self.logind_error.as_deref() != Some(&e.to_string()) {
+                let e = ActionError::Logind(e);
+                if self.logind_error.as_ref() != Some(&e) {
                     tracing::warn!("{e}");
                 }
-                self.logind_error = Some(e.to_string());
+                self.logind_error = Some(e);
             }
         }
     }
@@ -684,7 +729,8 @@ impl Daemon {
                 self.describe = describe;
             }
             FromProvider::DetectFailed(e) => {
-                if self.last_error.as_deref() != Some(&e) {
+                let e = MetadataError::Detect(e);
+                if self.last_error.as_ref() != Some(&e) {
                     tracing::error!("{e}; retrying");
                 }
                 self.last_error = Some(e);
@@ -713,12 +759,14 @@ impl Daemon {
         let (listen, textfile) = self.out.metrics.problems();
         let extras = [self.out.webhooks.problem(), listen, textfile];
         self.extras.report(extras);
+        let metadata_error = self.last_error.as_ref().map(ToString::to_string);
+        let logind_error = self.logind_error.as_ref().map(ToString::to_string);
         let facts = crate::status::Facts {
             planner: &self.planner,
             budget: self.budget,
             dry_run: self.opts.dry_run,
-            metadata_error: self.last_error.as_deref(),
-            logind_error: self.logind_error.as_deref(),
+            metadata_error: metadata_error.as_deref(),
+            logind_error: logind_error.as_deref(),
             extras: [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i])),
         };
         let now = SystemTime::now();
@@ -733,7 +781,10 @@ impl Daemon {
 
     /// Says, once per change, that nthd cannot see notices, or sees again.
     fn log_blindness(&mut self, blind: Option<Option<SourceId>>) {
-        let err = self.last_error.as_deref().unwrap_or("no answer yet");
+        let err = self
+            .last_error
+            .as_ref()
+            .map_or_else(|| "no answer yet".to_string(), ToString::to_string);
         match blind {
             Some(None) => tracing::error!(
                 message_id = MSG_BLIND,
@@ -757,19 +808,17 @@ impl Daemon {
     async fn on_observation(&mut self, obs: Observation) {
         self.out.metrics.observation(&obs);
         self.out.status.observation(&obs, SystemTime::now());
-        for (sources, msg) in obs.grouped_errors() {
-            if self.last_error.as_deref() != Some(&msg) {
-                tracing::warn!(
-                    nthd_source = SourceId::join(&sources, ",").as_str(),
-                    "{msg}"
-                );
-            }
+        let log = error_log(self.last_error.as_ref(), &obs);
+        for (sources, error) in &log.warn {
+            tracing::warn!(
+                nthd_source = SourceId::join(sources, ",").as_str(),
+                "{error}"
+            );
         }
-        let err = obs.errors.first().map(|e| e.error.to_string());
-        if err.is_none() && self.last_error.is_some() && !obs.fresh.is_empty() {
+        if log.recovered {
             tracing::info!("the metadata service answers again");
         }
-        self.last_error = err;
+        self.last_error = log.last;
         self.refresh_budget().await;
         let now = SystemTime::now();
         let cmds = self
@@ -874,4 +923,98 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // the unit's TimeoutStopSec=15s (the Azure acknowledgement above takes at most 5 s).
     d.out.webhooks.drain(WEBHOOK_DRAIN).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::SourceError;
+
+    const A: SourceId = SourceId::new("aws/spot/instance-action");
+    const B: SourceId = SourceId::new("aws/events/recommendations/rebalance");
+
+    fn status(code: u16) -> ImdsError {
+        ImdsError::Status {
+            url: "http://169.254.169.254/latest/meta-data/spot/instance-action".into(),
+            status: code,
+            hint: "",
+        }
+    }
+
+    fn observation(errors: &[(SourceId, ImdsError)], fresh: &[SourceId]) -> Observation {
+        Observation {
+            notices: Vec::new(),
+            fresh: fresh.to_vec(),
+            errors: errors
+                .iter()
+                .map(|(source, error)| SourceError {
+                    source: *source,
+                    error: error.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Feeds the observations in turn, as the daemon does: how many warnings each logs, and
+    /// whether it logs the recovery.
+    fn run(observations: &[Observation]) -> Vec<(usize, bool)> {
+        let mut last = None;
+        let mut out = Vec::new();
+        for obs in observations {
+            let log = error_log(last.as_ref(), obs);
+            out.push((log.warn.len(), log.recovered));
+            last = log.last;
+        }
+        out
+    }
+
+    #[test]
+    fn a_repeated_metadata_error_is_logged_once() {
+        let same = observation(&[(A, status(500))], &[]);
+        let other = observation(&[(A, status(503))], &[]);
+        let ok = observation(&[], &[A]);
+        let seen = run(&[
+            observation(&[(A, status(500))], &[]),
+            same,
+            observation(&[(A, status(500))], &[]),
+            other,
+            ok,
+            observation(&[], &[A]),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                (1, false),
+                (0, false),
+                (0, false),
+                (1, false),
+                (0, true),
+                (0, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn equal_errors_of_several_sources_are_one_warning() {
+        let obs = observation(&[(A, status(500)), (B, status(500)), (B, status(404))], &[]);
+        let log = error_log(None, &obs);
+        assert_eq!(
+            log.warn,
+            [(vec![A, B], &status(500)), (vec![B], &status(404))]
+        );
+        assert_eq!(log.last, Some(MetadataError::Read(status(500))));
+        // Only the error kept from before is left out.
+        let again = error_log(log.last.as_ref(), &obs);
+        assert_eq!(again.warn, [(vec![B], &status(404))]);
+    }
+
+    #[test]
+    fn a_detection_error_is_not_a_read_error() {
+        let detect = MetadataError::Detect(DetectError::default());
+        let obs = observation(&[(A, status(500))], &[]);
+        assert_eq!(error_log(Some(&detect), &obs).warn.len(), 1);
+        // Recovery is said only when a source was read.
+        assert!(!error_log(Some(&detect), &observation(&[], &[])).recovered);
+        assert!(error_log(Some(&detect), &observation(&[], &[A])).recovered);
+    }
 }

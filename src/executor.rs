@@ -20,8 +20,8 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::logind::{Logind, CALL_TIMEOUT};
-use crate::notice::Notice;
+use crate::logind::{Logind, LogindError, CALL_TIMEOUT};
+use crate::notice::{Notice, NoticeId};
 use crate::policy::PowerAction;
 use crate::state::{self, Phase, State};
 use crate::timefmt;
@@ -51,8 +51,39 @@ pub(crate) enum Outcome {
     AlreadyShuttingDown,
     /// A dry run: logged, nothing called.
     DryRun,
-    /// It did not happen; the message names the cause and what to do.
-    Failed(String),
+    /// It did not happen; the error names the cause and what to do.
+    Failed(ActionError),
+}
+
+/// Why a power action (or the logind read before one) did not happen, kept as a value so that
+/// the daemon can tell a repeated failure from a new one without comparing messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ActionError {
+    /// logind answered with an error.
+    #[error(transparent)]
+    Logind(#[from] LogindError),
+    /// logind did not answer in time; the next call reconnects.
+    #[error(
+        "logind {method} did not answer within {}; is systemd-logind hung? (systemctl \
+         status systemd-logind)",
+        timefmt::format_duration(*after)
+    )]
+    NoAnswer {
+        /// The method called, e.g. `PowerOff`.
+        method: &'static str,
+        /// How long nthd waited.
+        after: Duration,
+    },
+    /// A reboot whose state record could not be written first.
+    #[error(
+        "not rebooting for {notice}: the record of it could not be written first, and without \
+         it nthd would reboot again on every boot while the event is listed. Make the state \
+         directory writable"
+    )]
+    Unrecorded {
+        /// The notice the reboot was for.
+        notice: NoticeId,
+    },
 }
 
 impl Outcome {
@@ -69,7 +100,7 @@ impl Outcome {
             Outcome::Accepted => Some(ActionResult::Accepted),
             Outcome::AlreadyShuttingDown => None,
             Outcome::DryRun => Some(ActionResult::DryRun),
-            Outcome::Failed(e) => Some(ActionResult::Failed(e.clone())),
+            Outcome::Failed(e) => Some(ActionResult::Failed(e.to_string())),
         }
     }
 
@@ -276,17 +307,14 @@ impl Executor {
                 self.finish_record(done).await;
                 Outcome::Accepted
             }
-            Ok(Err(e)) => Outcome::Failed(e.to_string()),
+            Ok(Err(e)) => Outcome::Failed(e.into()),
             Err(_) => {
                 // The connection may be stuck: the next call reconnects.
                 self.logind.reset();
-                let e = format!(
-                    "logind {} did not answer within {}; is systemd-logind hung? (systemctl \
-                     status systemd-logind)",
-                    action.method(),
-                    timefmt::format_duration(CALL_TIMEOUT)
-                );
-                Outcome::Failed(e)
+                Outcome::Failed(ActionError::NoAnswer {
+                    method: action.method(),
+                    after: CALL_TIMEOUT,
+                })
             }
         }
     }
@@ -296,16 +324,9 @@ impl Executor {
     fn refuse_unrecorded_reboot(&mut self, n: &Notice) -> Outcome {
         self.state.forget(&n.id);
         drop(self.spawn_write());
-        Outcome::Failed(self.unrecorded_reboot(n))
-    }
-
-    fn unrecorded_reboot(&self, n: &Notice) -> String {
-        format!(
-            "not rebooting for {}: the record of it could not be written first, and without it \
-             nthd would reboot again on every boot while the event is listed. Make the state \
-             directory writable",
-            n.id
-        )
+        Outcome::Failed(ActionError::Unrecorded {
+            notice: n.id.clone(),
+        })
     }
 
     /// Records a phase of an action in memory, and starts writing the file off the runtime
@@ -380,7 +401,7 @@ impl Gate {
     }
 }
 
-fn log_failed(n: &Notice, action: PowerAction, e: &str, retry: Option<Duration>) {
+fn log_failed(n: &Notice, action: PowerAction, e: &ActionError, retry: Option<Duration>) {
     let retry = match retry {
         Some(d) => format!(" (retrying in {})", timefmt::format_duration(d)),
         None => String::new(),
@@ -479,7 +500,7 @@ mod tests {
             panic!("the reboot was not refused: {out:?}");
         };
         assert_eq!(out.called, None, "logind was called");
-        assert!(e.contains("not rebooting"), "{e}");
+        assert!(e.to_string().contains("not rebooting"), "{e}");
         assert_eq!(fake.reboot_count(), 0, "{:?}", fake.calls());
     }
 
@@ -491,6 +512,49 @@ mod tests {
     /// On a read-only /var, a corrupt state file can be neither used nor moved aside: nthd then
     /// cannot record a reboot first, so it does not ask logind for one (it would reboot again on
     /// every boot); a power-off, which cannot loop, still goes ahead.
+    /// The failures keep the text they had as strings (logs, the status file and webhooks show
+    /// it), and compare by value.
+    #[test]
+    fn action_errors_read_as_before_and_compare_by_value() {
+        let slow = ActionError::NoAnswer {
+            method: "PowerOff",
+            after: CALL_TIMEOUT,
+        };
+        assert_eq!(
+            slow.to_string(),
+            format!(
+                "logind PowerOff did not answer within {}; is systemd-logind hung? (systemctl \
+                 status systemd-logind)",
+                timefmt::format_duration(CALL_TIMEOUT)
+            )
+        );
+        let unrecorded = ActionError::Unrecorded {
+            notice: NoticeId::from_parts(&["aws", "scheduled", "e1"]),
+        };
+        assert_eq!(
+            unrecorded.to_string(),
+            "not rebooting for aws/scheduled/e1: the record of it could not be written first, \
+             and without it nthd would reboot again on every boot while the event is listed. \
+             Make the state directory writable"
+        );
+        let busy = |reason: &str| {
+            ActionError::from(LogindError::Busy {
+                method: "PowerOff",
+                reason: reason.into(),
+            })
+        };
+        assert_eq!(busy("x"), busy("x"));
+        assert_ne!(busy("x"), busy("y"));
+        assert_eq!(
+            busy("x").to_string(),
+            LogindError::Busy {
+                method: "PowerOff",
+                reason: "x".into()
+            }
+            .to_string()
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn no_reboot_reaches_logind_without_a_record() {
         let name = "executor::tests::no_reboot_reaches_logind_without_a_record";

@@ -51,7 +51,7 @@ impl Default for ClientOptions {
 }
 
 /// Why a metadata request failed. Every message names the URL and what the user can do.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ImdsError {
     /// No HTTP answer: the connection could not be made, or it broke off.
     #[error("cannot reach {url}: {reason}. {advice}")]

@@ -73,7 +73,7 @@ pub trait Unit {
 }
 
 /// Why a logind call failed, with what to do about it.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LogindError {
     /// The system D-Bus cannot be reached.
     #[error(

@@ -340,7 +340,7 @@ pub struct Notice {
     pub source: SourceId,
     /// A fingerprint that stays the same on every poll of the same notice. It never includes a
     /// time a mock or the platform might recompute on each request.
-    pub id: String,
+    pub id: NoticeId,
     /// The platform's own id (AWS scheduled EventId, Azure EventId), if it has one. Notices with
     /// one are remembered across reboots; the others only within one boot.
     pub event_id: Option<String>,
@@ -360,9 +360,62 @@ pub(crate) const DRILL_SOURCE: SourceId = SourceId::new("simulate");
 /// How a fire drill's notice id starts (`simulate/KIND/...`); no provider's does.
 pub(crate) const DRILL_ID_PREFIX: &str = "simulate/";
 
-/// Whether `id` is a fire drill's notice id (a state record keeps only the id).
-pub(crate) fn is_drill_id(id: &str) -> bool {
-    id.starts_with(DRILL_ID_PREFIX)
+/// A notice's fingerprint ([`Notice::id`]): parts joined by `/`, the first naming the cloud
+/// (`aws/spot/terminate`, `azure/E-1`) or a fire drill (`simulate/KIND/...`). Its text is what
+/// logs, the status file, webhooks and the state file show, and it is stored as a plain JSON
+/// string. A type of its own, so that it is never mixed up with a [`SourceId`], an event id or
+/// any other text. Parts taken from the metadata service must be cleaned by the caller
+/// (`logging::clean_id`): this type joins, it does not judge.
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct NoticeId(String);
+
+impl NoticeId {
+    /// The id of a notice from `cloud`: its name, then `parts`, joined by `/`.
+    pub fn new(cloud: Cloud, parts: &[&str]) -> NoticeId {
+        NoticeId::from_parts(&[&[cloud.name()][..], parts].concat())
+    }
+
+    /// A fire drill's id: `simulate/KIND/SERIAL`, where `serial` tells drills apart.
+    pub fn drill(kind: NoticeKind, serial: &str) -> NoticeId {
+        NoticeId::from_parts(&[DRILL_SOURCE.as_str(), kind.name(), serial])
+    }
+
+    /// `parts` joined by `/`, as they are: for ids read back (tests, tools) rather than built by
+    /// a provider.
+    pub fn from_parts(parts: &[&str]) -> NoticeId {
+        NoticeId(parts.join("/"))
+    }
+
+    /// The text, e.g. `aws/spot/terminate`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is a fire drill's id (a state record keeps only the id).
+    pub fn is_drill(&self) -> bool {
+        self.0.starts_with(DRILL_ID_PREFIX)
+    }
+}
+
+impl fmt::Display for NoticeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<&str> for NoticeId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<str> for NoticeId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
 }
 
 impl Notice {
@@ -464,5 +517,61 @@ mod tests {
             );
         }
         assert_eq!(KINDS.len(), 20);
+    }
+
+    #[test]
+    fn notice_ids_keep_their_text_form() {
+        let cases = [
+            (
+                NoticeId::new(Cloud::Aws, &["spot", "terminate"]),
+                "aws/spot/terminate",
+            ),
+            (NoticeId::new(Cloud::Aws, &["rebalance"]), "aws/rebalance"),
+            (NoticeId::new(Cloud::Gcp, &["preempted"]), "gcp/preempted"),
+            (NoticeId::new(Cloud::Azure, &["E-1"]), "azure/E-1"),
+            (
+                NoticeId::new(Cloud::Alibaba, &["spot", "termination"]),
+                "alibaba/spot/termination",
+            ),
+            (
+                NoticeId::new(Cloud::Tencent, &["spot", "termination"]),
+                "tencent/spot/termination",
+            ),
+            (
+                NoticeId::drill(NoticeKind::SpotTerminate, "1-2-3"),
+                "simulate/spot-terminate/1-2-3",
+            ),
+            (NoticeId::from_parts(&["a/b", "c"]), "a/b/c"),
+        ];
+        for (id, text) in cases {
+            assert_eq!(id.as_str(), text);
+            assert_eq!(id.to_string(), text);
+            assert_eq!(id, text);
+        }
+    }
+
+    #[test]
+    fn notice_ids_are_plain_json_strings() {
+        let id = NoticeId::new(Cloud::Aws, &["scheduled", "instance-event-1"]);
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, r#""aws/scheduled/instance-event-1""#);
+        assert_eq!(serde_json::from_str::<NoticeId>(&json).unwrap(), id);
+    }
+
+    #[test]
+    fn only_drill_ids_are_drills() {
+        assert!(NoticeId::drill(NoticeKind::Rebalance, "x").is_drill());
+        assert!(NoticeId::from_parts(&["simulate", "spot-stop", "1"]).is_drill());
+        for cloud in [
+            Cloud::Aws,
+            Cloud::Gcp,
+            Cloud::Azure,
+            Cloud::Alibaba,
+            Cloud::Tencent,
+        ] {
+            assert!(!NoticeId::new(cloud, &["simulate"]).is_drill(), "{cloud}");
+        }
+        // The prefix is the whole first part, not a name that starts the same way.
+        assert!(!NoticeId::from_parts(&["simulated", "x"]).is_drill());
     }
 }

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::notice::{ByDefault, Notice, NoticeKind, NoticeStatus, SourceId, Timing, KINDS};
+use crate::notice::{
+    ByDefault, Notice, NoticeId, NoticeKind, NoticeStatus, SourceId, Timing, KINDS,
+};
 
 /// What to do about a notice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -418,11 +420,11 @@ pub(crate) enum Cancelled {
     /// No power action had succeeded.
     NotShuttingDown,
     /// The notice is gone or no longer active: nothing to do again.
-    NoLongerListed(String),
+    NoLongerListed(NoticeId),
     /// It was cancelled once before: not again.
-    AlreadyRetried(String),
+    AlreadyRetried(NoticeId),
     /// Wanted again; here is what is due now.
-    ActingAgain(String, Vec<Effect>),
+    ActingAgain(NoticeId, Vec<Effect>),
 }
 
 /// The state kept between polls.
@@ -430,15 +432,15 @@ pub(crate) enum Cancelled {
 pub struct Planner {
     cfg: PolicyConfig,
     /// Every notice currently listed, by fingerprint.
-    known: HashMap<String, Notice>,
+    known: HashMap<NoticeId, Notice>,
     /// Power actions wanted and not yet carried out, by fingerprint.
-    wants: BTreeMap<String, Want>,
+    wants: BTreeMap<NoticeId, Want>,
     /// Fingerprints acted on successfully.
-    done: HashSet<String>,
+    done: HashSet<NoticeId>,
     /// Set once a power action succeeded: the machine is going down.
-    shutting_down: Option<(String, PowerAction)>,
+    shutting_down: Option<(NoticeId, PowerAction)>,
     /// Fingerprints acted on again after their shutdown was cancelled: each gets one more try.
-    reopened: HashSet<String>,
+    reopened: HashSet<NoticeId>,
 }
 
 impl Planner {
@@ -459,19 +461,19 @@ impl Planner {
     }
 
     /// Marks fingerprints as already acted on (from the persisted state).
-    pub fn mark_done(&mut self, ids: impl IntoIterator<Item = String>) {
+    pub fn mark_done(&mut self, ids: impl IntoIterator<Item = NoticeId>) {
         self.done.extend(ids);
     }
 
     /// Whether the notice with this fingerprint was acted on, in this run or (per the state file)
     /// before.
-    pub fn is_done(&self, id: &str) -> bool {
+    pub fn is_done(&self, id: &NoticeId) -> bool {
         self.done.contains(id)
     }
 
     /// The fingerprint and action of the power action that succeeded, once one has: the machine
     /// is going down.
-    pub fn shutting_down(&self) -> Option<&(String, PowerAction)> {
+    pub fn shutting_down(&self) -> Option<&(NoticeId, PowerAction)> {
         self.shutting_down.as_ref()
     }
 
@@ -513,11 +515,11 @@ impl Planner {
     /// such an event is withdrawn; an action wanted at once is kept until it succeeds (the
     /// notice was real).
     fn forget_gone(&mut self, notices: &[Notice], fresh: &[SourceId]) -> Vec<Effect> {
-        let listed: HashSet<&str> = notices.iter().map(|n| n.id.as_str()).collect();
-        let gone: Vec<String> = self
+        let listed: HashSet<&NoticeId> = notices.iter().map(|n| &n.id).collect();
+        let gone: Vec<NoticeId> = self
             .known
             .iter()
-            .filter(|(id, n)| fresh.contains(&n.source) && !listed.contains(id.as_str()))
+            .filter(|(id, n)| fresh.contains(&n.source) && !listed.contains(id))
             .map(|(id, _)| id.clone())
             .collect();
         let mut out = Vec::new();
@@ -643,7 +645,7 @@ impl Planner {
     }
 
     /// Reports how an `Execute` went.
-    pub fn record_result(&mut self, id: &str, ok: bool, now: SystemTime) {
+    pub fn record_result(&mut self, id: &NoticeId, ok: bool, now: SystemTime) {
         let Some(w) = self.wants.get_mut(id) else {
             return;
         };
@@ -651,8 +653,8 @@ impl Planner {
         if ok {
             let action = w.action;
             self.wants.remove(id);
-            self.done.insert(id.to_string());
-            self.shutting_down = Some((id.to_string(), action));
+            self.done.insert(id.clone());
+            self.shutting_down = Some((id.clone(), action));
         } else {
             w.retry_at = now.checked_add(self.cfg.retry_delay);
         }
@@ -692,7 +694,7 @@ impl Planner {
 
     /// Attempts made for a wanted action (0 if none is wanted); for the tests.
     #[cfg(test)]
-    pub(crate) fn attempts(&self, id: &str) -> u32 {
+    pub(crate) fn attempts(&self, id: &NoticeId) -> u32 {
         self.wants.get(id).map_or(0, |w| w.attempts)
     }
 
@@ -729,11 +731,15 @@ mod tests {
     const NOW: u64 = 1_000_000;
     const SRC: SourceId = SourceId::new("test/source");
 
+    fn nid(s: &str) -> NoticeId {
+        NoticeId::from_parts(&[s])
+    }
+
     fn notice(kind: NoticeKind, id: &str, deadline: Option<u64>) -> Notice {
         Notice {
             kind,
             source: SRC,
-            id: id.into(),
+            id: nid(id),
             event_id: None,
             deadline: deadline.map(t),
             status: NoticeStatus::Active,
@@ -900,7 +906,7 @@ mod tests {
     fn executes(cmds: &[Effect]) -> Vec<(String, PowerAction)> {
         cmds.iter()
             .filter_map(|c| match c {
-                Effect::Execute { notice, action } => Some((notice.id.clone(), *action)),
+                Effect::Execute { notice, action } => Some((notice.id.to_string(), *action)),
                 _ => None,
             })
             .collect()
@@ -1007,7 +1013,7 @@ mod tests {
         assert_eq!(p.shutdown_cancelled(t(NOW)), Cancelled::NotShuttingDown);
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
         assert!(cmds.iter().any(|c| matches!(c, Effect::Execute { .. })));
-        p.record_result("spot", true, t(NOW));
+        p.record_result(&nid("spot"), true, t(NOW));
         assert!(p.shutting_down().is_some());
         // Still listed: nothing more while the shutdown is under way.
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 1), None);
@@ -1027,11 +1033,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        p.record_result("spot", true, t(NOW + 2));
+        p.record_result(&nid("spot"), true, t(NOW + 2));
         // Cancelled again: left alone.
         assert_eq!(
             p.shutdown_cancelled(t(NOW + 3)),
-            Cancelled::AlreadyRetried("spot".into())
+            Cancelled::AlreadyRetried(nid("spot"))
         );
         let cmds = p.observe(std::slice::from_ref(&n), &fresh, t(NOW + 4), None);
         assert!(!cmds.iter().any(|c| matches!(c, Effect::Execute { .. })));
@@ -1043,11 +1049,11 @@ mod tests {
         let n = notice(NoticeKind::SpotTerminate, "spot", None);
         let fresh = [SRC];
         p.observe(std::slice::from_ref(&n), &fresh, t(NOW), None);
-        p.record_result("spot", true, t(NOW));
+        p.record_result(&nid("spot"), true, t(NOW));
         p.observe(&[], &fresh, t(NOW + 1), None);
         assert_eq!(
             p.shutdown_cancelled(t(NOW + 2)),
-            Cancelled::NoLongerListed("spot".into())
+            Cancelled::NoLongerListed(nid("spot"))
         );
         assert!(p.tick(t(NOW + 3)).is_empty());
     }
@@ -1060,14 +1066,14 @@ mod tests {
             executes(&p.observe(std::slice::from_ref(&n), &[SRC], t(NOW), None)).len(),
             1
         );
-        p.record_result("s", false, t(NOW));
+        p.record_result(&nid("s"), false, t(NOW));
         assert!(executes(&p.tick(t(NOW + 4))).is_empty());
         assert_eq!(p.next_wakeup(), Some(t(NOW + 5)));
         // The notice vanishes; the action wanted at once is kept.
         p.observe(&[], &[SRC], t(NOW + 4), None);
         assert_eq!(executes(&p.tick(t(NOW + 5))).len(), 1);
-        assert_eq!(p.attempts("s"), 2);
-        p.record_result("s", true, t(NOW + 5));
+        assert_eq!(p.attempts(&nid("s")), 2);
+        p.record_result(&nid("s"), true, t(NOW + 5));
         assert!(p.next_wakeup().is_none());
         assert!(!p.has_wants());
     }
@@ -1184,7 +1190,7 @@ mod tests {
         let s = notice(NoticeKind::SpotTerminate, "z-spot", None);
         let c = p.observe(&[r.clone(), s.clone()], &[SRC], t(NOW), None);
         assert_eq!(executes(&c), vec![("z-spot".into(), PowerAction::PowerOff)]);
-        p.record_result("z-spot", true, t(NOW));
+        p.record_result(&nid("z-spot"), true, t(NOW));
         assert!(executes(&p.tick(t(NOW + 100))).is_empty());
         assert!(executes(&p.observe(&[r, s], &[SRC], t(NOW + 101), None)).is_empty());
     }
@@ -1194,7 +1200,7 @@ mod tests {
         let mut cfg = PolicyConfig::default();
         cfg.set_action(NoticeKind::ScheduledReboot, Action::Reboot);
         let mut p = Planner::new(cfg);
-        p.mark_done(["aws/scheduled/e9".to_string()]);
+        p.mark_done([nid("aws/scheduled/e9")]);
         let n = notice(
             NoticeKind::ScheduledReboot,
             "aws/scheduled/e9",

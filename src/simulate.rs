@@ -18,7 +18,7 @@ use crate::extras::WebhookSlot;
 use crate::logind::Logind;
 use crate::metrics::{Metrics, MetricsOptions};
 use crate::notice::{
-    Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, DRILL_ID_PREFIX, DRILL_SOURCE,
+    Cloud, Identity, Lifecycle, Notice, NoticeId, NoticeKind, NoticeStatus, DRILL_SOURCE,
 };
 use crate::policy::{Effect, Planner, PowerAction};
 use crate::report::{self, StatusOut};
@@ -33,22 +33,31 @@ pub(crate) fn default_lead(kind: NoticeKind) -> Duration {
 /// Numbers the synthetic notices of this process.
 static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// What tells one drill's id from another's, without waiting for a new second:
+/// `SECS.NANOS-PID-SEQ`. The sequence number tells apart the notices of one process (tests make
+/// several); the process id, drills run at the same time; the nanoseconds, drills whose
+/// process ids are the same (each in its own PID namespace, such as a container's PID 1, or a
+/// PID reused).
+fn drill_serial(now: SystemTime) -> String {
+    let since = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{}.{:09}-{}-{}",
+        since.as_secs(),
+        since.subsec_nanos(),
+        std::process::id(),
+        SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
 /// The synthetic notice.
 pub(crate) fn synthetic(kind: NoticeKind, deadline_in: Duration, now: SystemTime) -> Notice {
     let deadline = (!deadline_in.is_zero()).then(|| now + deadline_in);
     Notice {
         kind,
         source: DRILL_SOURCE,
-        // Unique without waiting for a new second: the process id tells drills apart, and
-        // the sequence number the notices of one process (tests make several).
-        id: format!(
-            "{DRILL_ID_PREFIX}{}/{}-{}-{}",
-            kind.name(),
-            now.duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            std::process::id(),
-            SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ),
+        id: NoticeId::drill(kind, &drill_serial(now)),
         event_id: None,
         deadline,
         status: NoticeStatus::Active,
@@ -326,7 +335,7 @@ mod tests {
             SystemTime::UNIX_EPOCH + Duration::from_secs(100),
         );
         assert_eq!(n.source, "simulate");
-        assert!(n.id.starts_with("simulate/spot-terminate/"));
+        assert!(n.id.as_str().starts_with("simulate/spot-terminate/"));
         assert_eq!(
             n.deadline,
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(220))
@@ -336,8 +345,25 @@ mod tests {
         assert!(again.deadline.is_none());
         let third = synthetic(NoticeKind::Rebalance, Duration::ZERO, SystemTime::now());
         assert_ne!(again.id, third.id, "two drills in one second, one id");
+        assert!(again.id.is_drill() && third.id.is_drill());
         for k in crate::notice::KINDS {
             let _ = default_lead(k.kind);
+        }
+    }
+
+    /// Two drills at the very same instant, in one process, still get two ids; no sleep needed.
+    #[test]
+    fn drills_at_the_same_instant_get_distinct_ids() {
+        let now = SystemTime::UNIX_EPOCH + Duration::new(1_800_000_000, 5);
+        let a = synthetic(NoticeKind::SpotTerminate, Duration::ZERO, now);
+        let b = synthetic(NoticeKind::SpotTerminate, Duration::ZERO, now);
+        assert_ne!(a.id, b.id);
+        let prefix = format!(
+            "simulate/spot-terminate/1800000000.000000005-{}-",
+            std::process::id()
+        );
+        for n in [&a, &b] {
+            assert!(n.id.as_str().starts_with(&prefix), "{}", n.id);
         }
     }
 }

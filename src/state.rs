@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::notice::NoticeId;
 use crate::policy::PowerAction;
 
 /// The state file's format version.
@@ -40,7 +41,7 @@ pub enum Phase {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Record {
     /// The notice's fingerprint ([`Notice::id`](crate::notice::Notice::id)).
-    pub id: String,
+    pub id: NoticeId,
     /// The platform's event id, if the notice had one; such records outlive their boot.
     #[serde(default)]
     pub event_id: Option<String>,
@@ -314,7 +315,7 @@ impl State {
     /// on, at worst once more after a restart, where logind's shutdown-under-way guard stops a
     /// second call), and a `started` record with one counts only for a reboot, which must not
     /// loop.
-    pub fn acted_ids(&self) -> Vec<String> {
+    pub fn acted_ids(&self) -> Vec<NoticeId> {
         let unknown = self.boot_id == UNKNOWN_BOOT;
         self.records
             .iter()
@@ -344,7 +345,7 @@ impl State {
     #[cfg(test)]
     pub(crate) fn record(
         &mut self,
-        id: &str,
+        id: &NoticeId,
         event_id: Option<&str>,
         action: PowerAction,
         phase: Phase,
@@ -357,15 +358,15 @@ impl State {
     /// Records a phase of an action in memory only; [`State::snapshot`] then gives what to write.
     pub(crate) fn note(
         &mut self,
-        id: &str,
+        id: &NoticeId,
         event_id: Option<&str>,
         action: PowerAction,
         phase: Phase,
         now: SystemTime,
     ) {
-        self.records.retain(|r| r.id != id);
+        self.records.retain(|r| r.id != *id);
         self.records.push(Record {
-            id: id.to_string(),
+            id: id.clone(),
             event_id: event_id.map(str::to_string),
             action: action.name().to_string(),
             phase,
@@ -375,8 +376,8 @@ impl State {
     }
 
     /// Drops the record of `id` in memory (a reboot refused because its record did not land).
-    pub(crate) fn forget(&mut self, id: &str) {
-        self.records.retain(|r| r.id != id);
+    pub(crate) fn forget(&mut self, id: &NoticeId) {
+        self.records.retain(|r| r.id != *id);
     }
 
     /// The file's content as of now, to [`Snapshot::write`]; an error when the state is in memory
@@ -560,6 +561,10 @@ fn at_step(_: Step, _: &Path, _: &Path) {}
 pub(crate) mod tests {
     use super::*;
 
+    fn nid(s: &str) -> NoticeId {
+        NoticeId::from_parts(&[s])
+    }
+
     fn t(s: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(s)
     }
@@ -572,7 +577,7 @@ pub(crate) mod tests {
         let (mut s, r) = State::load(dir.path(), "boot-a".into(), t(NOW));
         assert_eq!(r, LoadReport::default());
         s.record(
-            "aws/spot/terminate",
+            &nid("aws/spot/terminate"),
             None,
             PowerAction::PowerOff,
             Phase::Started,
@@ -580,7 +585,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         s.record(
-            "aws/scheduled/e1",
+            &nid("aws/scheduled/e1"),
             Some("e1"),
             PowerAction::Reboot,
             Phase::Done,
@@ -588,7 +593,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         s.record(
-            "aws/scheduled/e2",
+            &nid("aws/scheduled/e2"),
             Some("e2"),
             PowerAction::Reboot,
             Phase::Started,
@@ -601,7 +606,7 @@ pub(crate) mod tests {
         assert_eq!(r.loaded, 3);
         let mut ids = s2.acted_ids();
         ids.sort();
-        assert_eq!(ids, vec!["aws/scheduled/e1".to_string()]);
+        assert_eq!(ids, vec![nid("aws/scheduled/e1")]);
         assert_eq!(s2.event_ids_this_boot().len(), 2);
 
         // Next boot: the spot record is dropped, the event records count as acted on.
@@ -609,13 +614,7 @@ pub(crate) mod tests {
         assert_eq!(r.dropped_other_boot, 1);
         let mut ids = s3.acted_ids();
         ids.sort();
-        assert_eq!(
-            ids,
-            vec![
-                "aws/scheduled/e1".to_string(),
-                "aws/scheduled/e2".to_string()
-            ]
-        );
+        assert_eq!(ids, vec![nid("aws/scheduled/e1"), nid("aws/scheduled/e2")]);
         assert!(s3.event_ids_this_boot().is_empty());
 
         // After the retention period everything expires.
@@ -641,17 +640,17 @@ pub(crate) mod tests {
         let aside = r.moved_aside.unwrap();
         assert!(aside.exists());
         assert!(!dir.path().join("state.json").exists());
-        s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
+        s.record(&nid("x"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
         let (s2, _) = State::load(dir.path(), "b".into(), t(NOW));
-        assert_eq!(s2.acted_ids(), vec!["x".to_string()]);
+        assert_eq!(s2.acted_ids(), vec![nid("x")]);
     }
 
     #[test]
     fn unwritable_directory_is_an_error_with_the_fix() {
         let (mut s, _) = State::load(Path::new("/nonexistent/nthd-state"), "b".into(), t(NOW));
         let e = s
-            .record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
+            .record(&nid("x"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap_err()
             .to_string();
         assert!(
@@ -659,7 +658,7 @@ pub(crate) mod tests {
             "{e}"
         );
         // The record is still held in memory.
-        assert_eq!(s.acted_ids(), vec!["x".to_string()]);
+        assert_eq!(s.acted_ids(), vec![nid("x")]);
     }
 
     #[test]
@@ -675,7 +674,7 @@ pub(crate) mod tests {
             aside.ends_with(format!("state.json.unreadable-{NOW}")),
             "{aside:?}"
         );
-        s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
+        s.record(&nid("x"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
         assert!(aside.is_dir(), "the unreadable original is kept");
 
@@ -696,7 +695,7 @@ pub(crate) mod tests {
         let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
         // Written while the clock was a year ahead, then set right.
         s.record(
-            "e1",
+            &nid("e1"),
             Some("e1"),
             PowerAction::Reboot,
             Phase::Done,
@@ -720,11 +719,17 @@ pub(crate) mod tests {
         // The clock jumps forward past the retention within one boot: this boot's records stay.
         let dir = tempfile::tempdir().unwrap();
         let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
-        s.record("spot", None, PowerAction::PowerOff, Phase::Done, t(NOW))
-            .unwrap();
+        s.record(
+            &nid("spot"),
+            None,
+            PowerAction::PowerOff,
+            Phase::Done,
+            t(NOW),
+        )
+        .unwrap();
         let later = t(NOW + RETENTION.as_secs() * 2);
         let (s2, r) = State::load(dir.path(), "boot-a".into(), later);
-        assert_eq!((r.expired, s2.acted_ids()), (0, vec!["spot".to_string()]));
+        assert_eq!((r.expired, s2.acted_ids()), (0, vec![nid("spot")]));
     }
 
     #[test]
@@ -762,7 +767,7 @@ pub(crate) mod tests {
         // Written in one boot whose id could not be read...
         let (mut s, _) = State::load(dir.path(), UNKNOWN_BOOT.into(), t(NOW));
         let rec = |s: &mut State, id: &str, ev: Option<&str>, a: PowerAction, p: Phase| {
-            s.record(id, ev, a, p, t(NOW)).unwrap();
+            s.record(&nid(id), ev, a, p, t(NOW)).unwrap();
         };
         rec(
             &mut s,
@@ -817,7 +822,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::chown(dir.path(), Some(4242), Some(4343)).unwrap();
         let (mut s, _) = State::load(dir.path(), "boot-a".into(), t(NOW));
-        s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW))
+        s.record(&nid("x"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
         let m = fs::metadata(dir.path().join("state.json")).unwrap();
         assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4343, 0o600));
@@ -868,7 +873,7 @@ pub(crate) mod tests {
                 }
             }
         })));
-        let saved = s.record("x", None, PowerAction::PowerOff, Phase::Done, t(NOW));
+        let saved = s.record(&nid("x"), None, PowerAction::PowerOff, Phase::Done, t(NOW));
         set_hook(None);
         let case = format!("link planted at {step:?} (over the temporary file too: {swap_tmp})");
         let mut wrong = Vec::new();
@@ -1026,7 +1031,13 @@ pub(crate) mod tests {
             "{why}"
         );
         let e = s
-            .record("e", Some("e"), PowerAction::Reboot, Phase::Started, t(NOW))
+            .record(
+                &nid("e"),
+                Some("e"),
+                PowerAction::Reboot,
+                Phase::Started,
+                t(NOW),
+            )
             .unwrap_err()
             .to_string();
         let file = dir.join("state.json").display().to_string();
@@ -1041,7 +1052,7 @@ pub(crate) mod tests {
         }
         assert_eq!(
             s.acted_ids(),
-            Vec::<String>::new(),
+            Vec::<NoticeId>::new(),
             "a started record does not count"
         );
         assert_eq!(
@@ -1051,15 +1062,35 @@ pub(crate) mod tests {
         );
     }
 
+    /// The file a record is written to, byte for byte: the notice id is a plain JSON string,
+    /// as it was before it had a type of its own, so old and new versions read each other's.
+    #[test]
+    fn the_file_format_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let id = NoticeId::new(crate::notice::Cloud::Aws, &["scheduled", "e1"]);
+        s.record(&id, Some("e1"), PowerAction::Reboot, Phase::Done, t(NOW))
+            .unwrap();
+        let want = format!(
+            "{{\n  \"version\": 1,\n  \"records\": [\n    {{\n      \"id\": \"aws/scheduled/e1\",\n      \
+             \"event_id\": \"e1\",\n      \"action\": \"reboot\",\n      \"phase\": \"done\",\n      \
+             \"boot_id\": \"b\",\n      \"at_unix\": {NOW}\n    }}\n  ]\n}}"
+        );
+        let body = fs::read_to_string(dir.path().join("state.json")).unwrap();
+        assert_eq!(body, want);
+        let (s2, r) = State::load(dir.path(), "b".into(), t(NOW + 1));
+        assert_eq!((r.loaded, s2.records()[0].id.clone()), (1, id));
+    }
+
     /// Writes run off the async runtime and may land out of order: a Started snapshot whose
     /// write comes last must not undo the Done written before it.
     #[test]
     fn an_older_snapshot_never_overwrites_a_newer_one() {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, _) = State::load(dir.path(), "b".into(), t(NOW));
-        s.note("x", None, PowerAction::Reboot, Phase::Started, t(NOW));
+        s.note(&nid("x"), None, PowerAction::Reboot, Phase::Started, t(NOW));
         let started = s.snapshot().unwrap();
-        s.note("x", None, PowerAction::Reboot, Phase::Done, t(NOW));
+        s.note(&nid("x"), None, PowerAction::Reboot, Phase::Done, t(NOW));
         let done = s.snapshot().unwrap();
         done.write().unwrap();
         started.write().unwrap();

@@ -574,14 +574,14 @@ impl Tracker {
             .scheduled()
             .into_iter()
             .map(|(n, action, at)| PendingView {
-                notice_id: n.id.clone(),
+                notice_id: n.id.to_string(),
                 kind: n.kind.name().to_string(),
                 action: action.name().to_string(),
                 at: format_rfc3339(at),
             })
             .collect();
         s.shutting_down = f.planner.shutting_down().map(|(id, a)| ShutdownView {
-            notice_id: id.clone(),
+            notice_id: id.to_string(),
             action: a.name().to_string(),
         });
         let prev = self.written.as_ref().map(|(_, p)| p);
@@ -654,7 +654,7 @@ impl Tracker {
 fn notice_view(f: &Facts<'_>, n: &Notice, now: SystemTime) -> NoticeView {
     let d = decide(f.planner.config(), n, now, f.budget);
     NoticeView {
-        id: n.id.clone(),
+        id: n.id.to_string(),
         kind: n.kind.name().to_string(),
         source: n.source.as_str().to_string(),
         event_id: n.event_id.clone(),
@@ -679,7 +679,7 @@ fn notice_view(f: &Facts<'_>, n: &Notice, now: SystemTime) -> NoticeView {
 fn record_view(r: &crate::state::Record) -> ActionView {
     let at = std::time::UNIX_EPOCH + Duration::from_secs(r.at_unix);
     ActionView {
-        notice_id: r.id.clone(),
+        notice_id: r.id.to_string(),
         kind: None,
         action: r.action.clone(),
         at: format_rfc3339(at),
@@ -689,7 +689,7 @@ fn record_view(r: &crate::state::Record) -> ActionView {
         }
         .to_string(),
         error: None,
-        drill: crate::notice::is_drill_id(&r.id),
+        drill: r.id.is_drill(),
     }
 }
 
@@ -700,10 +700,10 @@ pub(crate) fn action_view(rec: &crate::executor::ActionRecord) -> ActionView {
         Outcome::Accepted => ("accepted", None),
         Outcome::AlreadyShuttingDown => ("already_shutting_down", None),
         Outcome::DryRun => ("dry_run", None),
-        Outcome::Failed(e) => ("failed", Some(e.clone())),
+        Outcome::Failed(e) => ("failed", Some(e.to_string())),
     };
     ActionView {
-        notice_id: rec.notice.id.clone(),
+        notice_id: rec.notice.id.to_string(),
         kind: Some(rec.notice.kind.name().to_string()),
         action: rec.action.name().to_string(),
         at: format_rfc3339(rec.at),

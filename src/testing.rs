@@ -27,7 +27,7 @@ pub mod logind {
 
 pub mod notice {
     pub use crate::notice::{
-        Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId, KINDS,
+        Cloud, Identity, Lifecycle, Notice, NoticeId, NoticeKind, NoticeStatus, SourceId, KINDS,
         MAX_IDENTITY, RAW_CAP,
     };
 }

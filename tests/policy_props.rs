@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nthd::testing::notice::{Notice, NoticeKind, NoticeStatus, SourceId, KINDS};
+use nthd::testing::notice::{Notice, NoticeId, NoticeKind, NoticeStatus, SourceId, KINDS};
 use nthd::testing::policy::{decide, Action, Effect, Planner, PolicyConfig, When};
 use proptest::prelude::*;
 
@@ -86,7 +86,7 @@ impl NoticeSpec {
         Notice {
             kind: self.kind,
             source: SOURCES[self.source],
-            id: IDS[self.id].to_string(),
+            id: NoticeId::from_parts(&[IDS[self.id]]),
             event_id: None,
             deadline: self.deadline.resolve(now),
             status: self.status,
@@ -268,17 +268,21 @@ fn check_decide(cfg: &PolicyConfig, n: &Notice, now: SystemTime, budget: Option<
 fn run(s: &Scenario) {
     let cfg = &s.cfg;
     let mut p = Planner::new(cfg.clone());
-    let marked: HashSet<String> = s.done.iter().map(|i| IDS[*i].to_string()).collect();
+    let marked: HashSet<NoticeId> = s
+        .done
+        .iter()
+        .map(|i| NoticeId::from_parts(&[IDS[*i]]))
+        .collect();
     p.mark_done(marked.iter().cloned());
 
     let mut now = s.start;
     let mut results = s.results.iter().copied();
     // The execution awaiting its result: (id, steps left until it is reported, succeeded).
-    let mut in_flight: Option<(String, usize, bool)> = None;
-    let mut succeeded: Option<String> = None;
-    let mut executed: HashMap<String, u32> = HashMap::new();
+    let mut in_flight: Option<(NoticeId, usize, bool)> = None;
+    let mut succeeded: Option<NoticeId> = None;
+    let mut executed: HashMap<NoticeId, u32> = HashMap::new();
     // (g): ids whose latest listing calls for no power action.
-    let mut withdrawn: HashSet<String> = HashSet::new();
+    let mut withdrawn: HashSet<NoticeId> = HashSet::new();
 
     for (advance, step) in &s.steps {
         now = now.checked_add(*advance).unwrap_or(now);
@@ -313,7 +317,7 @@ fn run(s: &Scenario) {
             }
         };
 
-        let deferred: HashMap<String, SystemTime> = p
+        let deferred: HashMap<NoticeId, SystemTime> = p
             .scheduled()
             .into_iter()
             .map(|(n, _, at)| (n.id.clone(), at))

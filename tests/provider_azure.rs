@@ -162,7 +162,7 @@ async fn every_event_type() {
     );
     for n in &o.notices {
         assert!(n.deadline.is_none(), "empty NotBefore means now");
-        assert!(n.id.starts_with("azure/"));
+        assert!(n.id.as_str().starts_with("azure/"));
     }
 }
 

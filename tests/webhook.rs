@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use nthd::testing::notice::{
-    Cloud, Identity, Lifecycle, Notice, NoticeKind, NoticeStatus, SourceId,
+    Cloud, Identity, Lifecycle, Notice, NoticeId, NoticeKind, NoticeStatus, SourceId,
 };
 use nthd::testing::policy::{Action, Decision, PowerAction, When};
 use nthd::testing::webhook::{
@@ -29,7 +29,7 @@ fn notice(deadline: Option<SystemTime>) -> Notice {
     Notice {
         kind: NoticeKind::SpotTerminate,
         source: SourceId::new("aws/spot/instance-action"),
-        id: "aws/spot/instance-action:terminate".into(),
+        id: NoticeId::from_parts(&["aws/spot/instance-action:terminate"]),
         event_id: None,
         deadline,
         status: NoticeStatus::Active,
@@ -366,7 +366,7 @@ async fn dead_urls_never_starve_a_live_one() {
     let far = soon(30 * 24 * 3600);
     for i in 0..EVENTS {
         let mut n = notice(far);
-        n.id = format!("aws/scheduled/instance-stop:{i}");
+        n.id = NoticeId::from_parts(&["aws", "scheduled", &format!("instance-stop:{i}")]);
         w.send(Event::notice(&n, &decision()));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -445,7 +445,7 @@ async fn send_returns_at_once() {
     let start = Instant::now();
     for i in 0..100 {
         let mut n = notice(soon(300));
-        n.id = format!("n{i}");
+        n.id = NoticeId::from_parts(&[&format!("n{i}")]);
         w.send(Event::notice(&n, &decision()));
     }
     assert!(

@@ -8,7 +8,7 @@ mod webhook_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nthd::testing::notice::{Notice, NoticeKind, NoticeStatus, SourceId};
+use nthd::testing::notice::{Notice, NoticeId, NoticeKind, NoticeStatus, SourceId};
 use nthd::testing::policy::{Action, Decision, When};
 use nthd::testing::webhook::{
     parse_url, probe, Context, Event, ProbeOutcome, WebhookOptions, Webhooks,
@@ -88,7 +88,7 @@ fn https_with_a_ca_from_ssl_cert_file() {
         let n = Notice {
             kind: NoticeKind::GcpPreempt,
             source: SourceId::new("gcp/preempted"),
-            id: "gcp/preempted".into(),
+            id: NoticeId::from_parts(&["gcp", "preempted"]),
             event_id: None,
             deadline: None,
             status: NoticeStatus::Active,

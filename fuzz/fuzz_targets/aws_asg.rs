@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
                 "aws/autoscaling/target-lifecycle-state",
                 body,
             );
-            assert_eq!(n.id, format!("aws/asg/{state}"));
+            assert_eq!(n.id.as_str(), format!("aws/asg/{state}"));
             let kind = match state {
                 "Terminated" | "Warmed:Terminated" => NoticeKind::AsgTerminate,
                 _ => NoticeKind::AsgOther,

@@ -75,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
                 clean_id(not_before.unwrap_or(""))
             ),
         };
-        assert_eq!(n.id, id);
+        assert_eq!(n.id.as_str(), id);
         for key in ["Description", "NotAfter", "NotBeforeDeadline"] {
             let _ = text(obj, key);
         }

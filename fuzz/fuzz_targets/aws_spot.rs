@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
             NoticeKind::Unknown => format!("aws/spot/unknown/{}", clean_id(&lower)),
             _ => format!("aws/spot/{lower}"),
         };
-        assert_eq!(n.id, id);
+        assert_eq!(n.id.as_str(), id);
         match obj.get("time") {
             None | Some(Value::Null) => assert_eq!(n.deadline, None),
             Some(Value::String(t)) => assert_eq!(n.deadline, timefmt::parse_any(t), "time {t:?}"),

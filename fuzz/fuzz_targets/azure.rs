@@ -116,9 +116,9 @@ fuzz_target!(|data: &[u8]| {
             .filter(|s| !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic()));
         assert_eq!(n.event_id.as_deref(), event_id);
         if let Some(e) = event_id {
-            assert_eq!(n.id, format!("azure/{}", clean_id(e)));
+            assert_eq!(n.id.as_str(), format!("azure/{}", clean_id(e)));
         } else {
-            assert!(n.id.starts_with("azure/noid/"), "{}", n.id);
+            assert!(n.id.as_str().starts_with("azure/noid/"), "{}", n.id);
         }
     }
 });

@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
                 "gcp/instance/maintenance-event",
                 body,
             );
-            assert_eq!(n.id, format!("gcp/maintenance-event/{v}"));
+            assert_eq!(n.id.as_str(), format!("gcp/maintenance-event/{v}"));
             let kind = match v {
                 "TERMINATE_ON_HOST_MAINTENANCE" => NoticeKind::GcpTerminateMaintenance,
                 "MIGRATE_ON_HOST_MAINTENANCE" => NoticeKind::GcpMigrate,

@@ -25,22 +25,16 @@ pub fn body(data: &[u8]) -> Option<&str> {
 
 /// Checks what every notice must satisfy, whatever the metadata service sent.
 pub fn check_notice(n: &Notice, id_prefix: &str, source: &str, body: &str) {
+    let id = n.id.as_str();
     assert!(
-        n.id.starts_with(id_prefix),
-        "id {:?} lacks prefix {id_prefix:?}",
-        n.id
+        id.starts_with(id_prefix),
+        "id {id:?} lacks prefix {id_prefix:?}"
     );
     assert!(
-        n.id.bytes().all(|b| b.is_ascii_graphic()),
-        "id {:?} is not printable ASCII",
-        n.id
+        id.bytes().all(|b| b.is_ascii_graphic()),
+        "id {id:?} is not printable ASCII"
     );
-    assert!(
-        n.id.len() <= ID_MAX,
-        "id is {} bytes: {:?}",
-        n.id.len(),
-        n.id
-    );
+    assert!(id.len() <= ID_MAX, "id is {} bytes: {id:?}", id.len());
     assert_eq!(n.source, source);
     assert!(
         n.raw.len() <= RAW_MAX,

@@ -22,7 +22,7 @@ use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
     TokenSource,
 };
-use crate::notice::SourceId;
+use crate::notice::{NoticeId, SourceId};
 use crate::timefmt;
 
 /// Path of the hardened-mode token (`PUT`).
@@ -156,7 +156,7 @@ pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError
     Ok(Notice {
         kind: NoticeKind::AlibabaSpot,
         source: SRC_SPOT,
-        id: "alibaba/spot/termination".into(),
+        id: NoticeId::new(Cloud::Alibaba, &["spot", "termination"]),
         event_id: None,
         deadline,
         status: NoticeStatus::Active,

@@ -26,7 +26,7 @@ use crate::imds::{
     TokenSource,
 };
 use crate::logging::{clean, clean_id, warn_limited};
-use crate::notice::{Lifecycle, SourceId};
+use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
 
 pub(crate) const TOKEN_PATH: &str = "/latest/api/token";
@@ -319,8 +319,10 @@ pub fn parse_spot(url: &str, body: &str) -> Result<Notice, ImdsError> {
         // Unknown actions get their own id space: sanitizing must never turn one into the
         // fingerprint of a recognised action (found by fuzzing: "ter minate").
         id: match kind {
-            NoticeKind::Unknown => format!("aws/spot/unknown/{}", clean_id(&action)),
-            _ => format!("aws/spot/{action}"),
+            NoticeKind::Unknown => {
+                NoticeId::new(Cloud::Aws, &["spot", "unknown", &clean_id(&action)])
+            }
+            _ => NoticeId::new(Cloud::Aws, &["spot", &action]),
         },
         event_id: None,
         deadline,
@@ -342,7 +344,7 @@ pub fn parse_rebalance(url: &str, body: &str) -> Result<Notice, ImdsError> {
     Ok(Notice {
         kind: NoticeKind::Rebalance,
         source: SRC_REBALANCE,
-        id: "aws/rebalance".into(),
+        id: NoticeId::new(Cloud::Aws, &["rebalance"]),
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,
@@ -372,7 +374,7 @@ pub fn parse_asg(url: &str, body: &str) -> Result<Option<Notice>, ImdsError> {
     Ok(Some(Notice {
         kind,
         source: SRC_ASG,
-        id: format!("aws/asg/{}", clean_id(state)),
+        id: NoticeId::new(Cloud::Aws, &["asg", &clean_id(state)]),
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,
@@ -405,11 +407,14 @@ fn scheduled_notice(url: &str, ev: &ScheduledEvent) -> Notice {
         .filter(|s| !s.is_empty())
         .map(str::to_string);
     let id = match &event_id {
-        Some(e) => format!("aws/scheduled/{}", clean_id(e)),
-        None => format!(
-            "aws/scheduled/{}/{}",
-            clean_id(&code),
-            clean_id(ev.not_before.as_deref().unwrap_or(""))
+        Some(e) => NoticeId::new(Cloud::Aws, &["scheduled", &clean_id(e)]),
+        None => NoticeId::new(
+            Cloud::Aws,
+            &[
+                "scheduled",
+                &clean_id(&code),
+                &clean_id(ev.not_before.as_deref().unwrap_or("")),
+            ],
         ),
     };
     let raw = serde_json::json!({

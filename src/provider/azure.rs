@@ -50,7 +50,7 @@ use super::{
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
 use crate::logging::{clean, warn_limited};
-use crate::notice::{Lifecycle, SourceId};
+use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
 
 /// Path (without the query) of the Scheduled Events document.
@@ -278,11 +278,14 @@ pub(crate) fn to_notice(url: &str, ev: &ScheduledEvent) -> Notice {
         }
     }
     let id = match &ev.event_id {
-        Some(e) => format!("azure/{}", clean_id(e)),
-        None => format!(
-            "azure/noid/{}/{}",
-            clean_id(&ev.event_type),
-            clean_id(&ev.resources.join(","))
+        Some(e) => NoticeId::new(Cloud::Azure, &[&clean_id(e)]),
+        None => NoticeId::new(
+            Cloud::Azure,
+            &[
+                "noid",
+                &clean_id(&ev.event_type),
+                &clean_id(&ev.resources.join(",")),
+            ],
         ),
     };
     Notice {

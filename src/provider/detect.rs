@@ -25,7 +25,7 @@ pub struct Detection {
 }
 
 /// What detection tried, for the error message.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct DetectError {
     pub tried: Vec<String>,
     /// The first probe that the unit's IP access lists dropped, when every probe failed: that

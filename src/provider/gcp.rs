@@ -62,7 +62,7 @@ use super::{
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
-use crate::notice::{Lifecycle, SourceId};
+use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
 
 /// Path of the preemption flag (`TRUE` or `FALSE`).
@@ -535,7 +535,7 @@ pub fn parse_preempted(url: &str, body: &str) -> Result<Option<Notice>, ImdsErro
     Ok(Some(Notice {
         kind: NoticeKind::GcpPreempt,
         source: SRC_PREEMPTED,
-        id: "gcp/preempted".into(),
+        id: NoticeId::new(Cloud::Gcp, &["preempted"]),
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,
@@ -566,7 +566,7 @@ pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, 
     Ok(Some(Notice {
         kind,
         source: SRC_MAINTENANCE,
-        id: format!("gcp/maintenance-event/{}", clean_id(v)),
+        id: NoticeId::new(Cloud::Gcp, &["maintenance-event", &clean_id(v)]),
         event_id: None,
         deadline: None,
         status: NoticeStatus::Active,

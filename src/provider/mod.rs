@@ -156,15 +156,14 @@ impl Observation {
         self.errors.is_empty()
     }
 
-    /// The errors with the same message merged, in first-seen order: one failing token request
-    /// is one error, not one per source that needed the token.
-    pub(crate) fn grouped_errors(&self) -> Vec<(Vec<SourceId>, String)> {
-        let mut out: Vec<(Vec<SourceId>, String)> = Vec::new();
+    /// The equal errors merged, in first-seen order: one failing token request is one error,
+    /// not one per source that needed the token.
+    pub(crate) fn grouped_errors(&self) -> Vec<(Vec<SourceId>, &ImdsError)> {
+        let mut out: Vec<(Vec<SourceId>, &ImdsError)> = Vec::new();
         for e in &self.errors {
-            let msg = e.error.to_string();
-            match out.iter_mut().find(|(_, m)| *m == msg) {
+            match out.iter_mut().find(|(_, m)| **m == e.error) {
                 Some((sources, _)) => sources.push(e.source),
-                None => out.push((vec![e.source], msg)),
+                None => out.push((vec![e.source], &e.error)),
             }
         }
         out

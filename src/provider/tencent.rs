@@ -21,7 +21,7 @@ use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState,
 };
 use crate::imds::{status_error, ImdsClient, ImdsError};
-use crate::notice::{Lifecycle, SourceId};
+use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
 
 /// Path of the spot termination time.
@@ -101,7 +101,7 @@ pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError
     Ok(Notice {
         kind: NoticeKind::TencentSpot,
         source: SRC_SPOT,
-        id: "tencent/spot/termination".into(),
+        id: NoticeId::new(Cloud::Tencent, &["spot", "termination"]),
         event_id: None,
         deadline: Some(deadline),
         status: NoticeStatus::Active,

@@ -3,7 +3,7 @@ use std::time::{Duration, SystemTime};
 
 use super::command::{npd_verdict, read, render, ReadError, NPD_MAX_LINE};
 use super::*;
-use crate::notice::{Lifecycle, NoticeKind};
+use crate::notice::{Lifecycle, NoticeId, NoticeKind};
 use crate::policy::PolicyConfig;
 
 const SRC: SourceId = SourceId::new("aws/spot/instance-action");
@@ -12,7 +12,7 @@ fn notice(kind: NoticeKind, id: &str, deadline_in: u64) -> Notice {
     Notice {
         kind,
         source: SRC,
-        id: id.to_string(),
+        id: NoticeId::from_parts(&[id]),
         event_id: None,
         deadline: Some(SystemTime::now() + Duration::from_secs(deadline_in)),
         status: NoticeStatus::Active,

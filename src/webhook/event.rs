@@ -226,7 +226,7 @@ impl Event {
                 .map(super::super::notice::Lifecycle::name),
             notice: NoticeData {
                 kind: n.kind.name(),
-                id: &n.id,
+                id: n.id.as_str(),
                 event_id: n.event_id.as_deref(),
                 source: n.source.as_str(),
                 status: status_name(n.status),
@@ -420,7 +420,7 @@ mod tests {
         Notice {
             kind: NoticeKind::SpotTerminate,
             source: SourceId::new("aws/spot/instance-action"),
-            id: id.into(),
+            id: crate::notice::NoticeId::from_parts(&[id]),
             event_id: None,
             deadline: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
             status: NoticeStatus::Active,

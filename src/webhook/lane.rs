@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::client::{Answer, Client, Failure};
 use super::{WebhookOptions, WebhookUrl};
 use crate::imds::Backoff;
+use crate::notice::NoticeId;
 use crate::timefmt::format_duration;
 
 /// The longest delay between two attempts.
@@ -25,7 +26,7 @@ pub(super) struct Job {
     pub(super) id: String,
     pub(super) ty: &'static str,
     /// The notice's id, for the warning when the event is dropped.
-    pub(super) notice: String,
+    pub(super) notice: NoticeId,
     pub(super) ctype: &'static str,
     pub(super) body: Bytes,
     /// No retry starts after this.
