@@ -66,38 +66,45 @@ const IDENTITY_RETRY: Duration = Duration::from_secs(300);
 
 type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
 
+/// Detects the cloud (retrying with backoff, each failure sent on) and builds its provider;
+/// `None` when the daemon has gone or the settings cannot make one (sent on as `Config`).
+async fn start_provider(
+    settings: &ProviderSettings,
+    tx: &mpsc::Sender<FromProvider>,
+) -> Option<provider::AnyProvider> {
+    let mut backoff =
+        crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
+    let detection = loop {
+        match provider::resolve_cloud(settings).await {
+            Ok(d) => break d,
+            Err(e) => {
+                tx.send(FromProvider::DetectFailed(e)).await.ok()?;
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    };
+    let provider = match provider::build(detection.cloud, settings) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = tx.send(FromProvider::Config(e.to_string())).await;
+            return None;
+        }
+    };
+    let describe = provider.describe();
+    tx.send(FromProvider::Detected(detection, describe))
+        .await
+        .ok()?;
+    Some(provider)
+}
+
 async fn provider_task(
     settings: ProviderSettings,
     tx: mpsc::Sender<FromProvider>,
     mut acks: mpsc::Receiver<AckRequest>,
 ) {
-    let mut backoff =
-        crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
-    let detection = loop {
-        match provider::resolve_cloud(&settings).await {
-            Ok(d) => break d,
-            Err(e) => {
-                if tx.send(FromProvider::DetectFailed(e)).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-        }
-    };
-    let mut provider = match provider::build(detection.cloud, &settings) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = tx.send(FromProvider::Config(e.to_string())).await;
-            return;
-        }
-    };
-    if tx
-        .send(FromProvider::Detected(detection, provider.describe()))
-        .await
-        .is_err()
-    {
+    let Some(mut provider) = start_provider(&settings, &tx).await else {
         return;
-    }
+    };
     // The identity is read after the first observation, so it never delays a notice.
     let mut identity_due = Some(Instant::now());
     let mut timer = crate::timer::Deadline::new();

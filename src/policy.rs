@@ -268,6 +268,19 @@ pub fn decide(
             reason: format!("--{setting} is {action}; the notice has no deadline, so at once"),
         };
     };
+    at_the_last_safe_moment(cfg, n.kind, deadline, now, budget)
+}
+
+/// A power action on a notice with a deadline: at `deadline - budget - margin`, or now when
+/// that moment has passed.
+fn at_the_last_safe_moment(
+    cfg: &PolicyConfig,
+    kind: NoticeKind,
+    deadline: SystemTime,
+    now: SystemTime,
+    budget: Option<Duration>,
+) -> Decision {
+    let (action, setting) = (cfg.action(kind), kind.info().flag);
     let (budget, source) = match budget {
         Some(b) => (b, "logind InhibitDelayMaxUSec"),
         None => (cfg.fallback_budget, "fallback drain budget"),
