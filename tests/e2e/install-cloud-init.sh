@@ -1,0 +1,123 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016,SC2015  # single-quoted scripts run inside the container; A && B || fail is meant
+# The shipped cloud-init user-data under real cloud-init, sourced by tests/e2e/install.sh, whose
+# helpers (boot, dist_artifact, pkg_version) and driver run cloud-init-12 and cloud-init-13.
+
+# cloud-init: NoCloud seed directory, the shipped user-data with only the repository URL
+# and the key substituted; target/dist/apt (the signed repository) served by python3 -m
+# http.server on 127.0.0.1:8080 inside the container (a unit started before
+# cloud-final.service).
+CI_PORT=8080
+# The shipped user-data as the user makes it, on stdout: the repo= URL replaced by $1, and
+# the key's lines (target/dist/nthd-archive-key.asc) in place of the placeholder between
+# BEGIN and END; nothing else changed (checked against $SDIR/user-data.diff).
+ci_user_data() {
+  local ud="$REPO/packaging/cloud-init/user-data.yaml"
+  sed "s|^\\([[:space:]]*\\)repo=https://example.invalid/nthd\$|\\1repo=$1|" "$ud" |
+    awk -v key="$DIST/nthd-archive-key.asc" '
+      /^ *-----BEGIN PGP PUBLIC KEY BLOCK-----$/ { ind = substr($0, 1, index($0, "-") - 1)
+        while ((getline l < key) > 0) print (l == "" ? "" : ind l); skip = 1; next }
+      skip { if ($0 ~ /^ *-----END PGP PUBLIC KEY BLOCK-----$/) skip = 0; next }
+      { print }' >"$SDIR/user-data"
+  diff "$ud" "$SDIR/user-data" >"$SDIR/user-data.diff"
+  [[ "$(grep -c '^<' "$SDIR/user-data.diff")" == 2 ]] && grep -q '^< *repo=https://example.invalid/nthd$' "$SDIR/user-data.diff" &&
+    grep -q '^< *REPLACE THIS LINE' "$SDIR/user-data.diff" ||
+    fail "substituting the URL and the key did not change exactly those 2 lines: $(cat "$SDIR/user-data.diff")"
+  cat "$SDIR/user-data"
+}
+
+# What the user-data did with apt: fetched InRelease and the .deb from the repository
+# (the server's log), Signed-By: the key file, which is the release's key byte for byte.
+ci_expect_repo_install() {
+  local base="$1" v="$2" http
+  http="$(ct_journal -u e2e-http)"
+  grep -q 'GET /nthd/apt/dists/stable/InRelease' <<<"$http" || fail "the user-data's apt-get update never fetched $base/apt/dists/stable/InRelease"
+  grep -q "GET /nthd/apt/pool/main/n/nthd/nthd_${v}-1_amd64.deb" <<<"$http" || fail "the user-data never downloaded the .deb from $base/apt"
+  ct_exec grep -qx "Signed-By: /usr/share/keyrings/nthd-archive-keyring.asc" /etc/apt/sources.list.d/nthd.sources ||
+    fail "no Signed-By in /etc/apt/sources.list.d/nthd.sources: $(ct_exec cat /etc/apt/sources.list.d/nthd.sources 2>&1)"
+  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  ct_exec cmp /usr/share/keyrings/nthd-archive-keyring.asc /e2e/bin/nthd-archive-key.asc ||
+    fail "the user-data's /usr/share/keyrings/nthd-archive-keyring.asc is not $DIST/nthd-archive-key.asc"
+  log "apt: $(ct_exec apt-cache policy nthd | tr -s ' ' | tr '\n' ' ')"
+}
+
+# The files the boot binds in: the NoCloud meta-data, ds-identify's and cloud-init's
+# settings, and the unit that serves $1/www. Usage: ci_boot_files CIDIR
+ci_boot_files() {
+  printf 'instance-id: iid-nthd-e2e-%s\nlocal-hostname: nthd-e2e\n' "$$" >"$1/seed/meta-data"
+  # ds-identify: find NoCloud (the seed directory) and enable cloud-init; no network
+  # configuration (the container has only lo).
+  printf 'policy: enabled\ndatasource: NoCloud\n' >"$1/ds-identify.cfg"
+  # The minbase tree lacks what a cloud image has, and cloud-init would report errors
+  # that have nothing to do with nthd: no OpenSSH (ssh_genkeytypes: [] skips cc_ssh's
+  # key generation, a "recoverable error" on 13) and no locales package (locale: false
+  # skips cc_locale, whose update-locale fails on 12).
+  printf 'datasource_list: [ NoCloud, None ]\nnetwork: {config: disabled}\nssh_genkeytypes: []\nlocale: false\n' >"$1/99-e2e.cfg"
+  cat >"$1/e2e-http.service" <<EOF
+[Unit]
+Description=e2e: serve the nthd packages (the user's release location)
+DefaultDependencies=no
+[Service]
+ExecStart=/usr/bin/python3 -m http.server --bind 127.0.0.1 --directory /e2e/ci/www $CI_PORT
+EOF
+  printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$1/final.d/50-e2e-http.conf"
+}
+
+scen_cloud_init() {
+  local v base ci seed st rc long
+  v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
+  ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
+  [[ -r "$DIST/apt/dists/stable/InRelease" && -r "$DIST/nthd-archive-key.asc" ]] ||
+    fail "no signed apt repository in $DIST: run packaging/build.sh --all-arches first"
+  cp -al "$DIST/apt" "$ci/www/nthd/apt"
+  ci_user_data "$base" >"$seed/user-data"
+  # The container has no route to Debian's mirror, which the tree's sources.list names, and
+  # nthd's dependencies are installed: the user-data's apt-get update sees nthd's repository only.
+  : >"$ci/sources.list.empty"
+  ci_boot_files "$ci"
+  # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
+  E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
+       --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
+       --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
+       --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
+       --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
+       --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
+  step "cloud-init status --wait"
+  local t0; t0="$(now_ms)"
+  st="$(ct_exec timeout 240 cloud-init status --wait --long 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$st" >"$SDIR/cloud-init-status.txt"
+  ct_exec cat /var/log/cloud-init-output.log >"$SDIR/cloud-init-output.log" 2>&1 || true
+  ct_exec cat /var/log/cloud-init.log >"$SDIR/cloud-init.log" 2>&1 || true
+  timing "cloud-init done +$(fmt_ms $(( $(now_ms) - t0 ))) after boot"
+  ((rc == 0)) || fail "cloud-init status --wait exited $rc: $(tr '\n' ' ' <<<"$st" | head -c 600); output: $(tail -n 15 "$SDIR/cloud-init-output.log" | tr '\n' ' ')"
+  [[ "$st" == *"status: done"* ]] || fail "cloud-init status: $st"
+  grep -q 'logind permits power-off .*CanPowerOff = yes for nthd' "$SDIR/cloud-init-output.log" \
+    || fail "the user-data's nthd check did not run as nthd with the grant in place (see cloud-init-output.log)"
+  long="$(ct_exec cloud-init query v1.platform 2>/dev/null)" || true
+  log "cloud-init datasource: ${long:-?}; $(grep -m1 -i 'detail' <<<"$st")"
+  step "what the user-data promises"
+  ci_expect_repo_install "$base" "$v"
+  [[ "$(ct_exec dpkg-query -W -f '${db:Status-Status} ${Version}' nthd)" == "installed $v-1" ]] || fail "nthd .deb not installed by the user-data"
+  nthd_active || fail "nthd not active after cloud-init"
+  [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after cloud-init"
+  ct_exec grep -qx 'NTHD_PROVIDER=auto' /etc/default/nthd || fail "the user-data's /etc/default/nthd was not kept (--force-confold)"
+  ! ct_exec grep -q '^# Settings for nthd' /etc/default/nthd || fail "/etc/default/nthd is the package's, not the user-data's"
+  local gns=/etc/kubernetes/kubelet.conf.d/50-graceful-node-shutdown.conf
+  ct_exec grep -qx 'shutdownGracePeriod: 90s' "$gns" && ct_exec grep -qx 'shutdownGracePeriodCriticalPods: 30s' "$gns" \
+    && ct_exec grep -qx 'kind: KubeletConfiguration' "$gns" || fail "kubelet GNS drop-in $gns missing or wrong: $(ct_exec cat "$gns" 2>&1)"
+  kubelet_start || fail "kubelet stand-in did not take its delay lock"
+  mock_start || fail "mock IMDS did not start"
+  nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
+  step "nthd check, as the user runs it (sudo -u nthd nthd check)"
+  local out; out="$(ct_exec sudo -u nthd nthd check </dev/null 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "$out" >"$SDIR/nthd-check.txt"
+  ((rc == 0)) || fail "nthd check exited $rc: $out"
+  log "nthd check passed ($(grep -c '✔' <<<"$out") checks ✔)"
+  # spot_terminate would start the stand-in and mock again: do the rest here.
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 2000
+  expect_journal_notice_and_action spot-terminate "$(kubelet_event_ms prepare)"
+  expect_one_poweroff_action
+}
+scen_cloud_init_12() { scen_cloud_init; }
+scen_cloud_init_13() { scen_cloud_init; }
