@@ -55,6 +55,15 @@ pub enum Cloud {
 }
 
 impl Cloud {
+    /// Every cloud, in the order the docs list them.
+    pub const ALL: [Cloud; 5] = [
+        Cloud::Aws,
+        Cloud::Gcp,
+        Cloud::Azure,
+        Cloud::Alibaba,
+        Cloud::Tencent,
+    ];
+
     /// The short name, as `--provider` takes it: `aws`, `gcp`, `azure`, `alibaba` or `tencent`.
     pub fn name(self) -> &'static str {
         match self {
@@ -562,13 +571,7 @@ mod tests {
     fn only_drill_ids_are_drills() {
         assert!(NoticeId::drill(NoticeKind::Rebalance, "x").is_drill());
         assert!(NoticeId::from_parts(&["simulate", "spot-stop", "1"]).is_drill());
-        for cloud in [
-            Cloud::Aws,
-            Cloud::Gcp,
-            Cloud::Azure,
-            Cloud::Alibaba,
-            Cloud::Tencent,
-        ] {
+        for cloud in Cloud::ALL {
             assert!(!NoticeId::new(cloud, &["simulate"]).is_drill(), "{cloud}");
         }
         // The prefix is the whole first part, not a name that starts the same way.

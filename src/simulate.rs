@@ -189,14 +189,7 @@ fn drill_context(status: &Path) -> Context {
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
-    let clouds = [
-        Cloud::Aws,
-        Cloud::Gcp,
-        Cloud::Azure,
-        Cloud::Alibaba,
-        Cloud::Tencent,
-    ];
-    ctx.cloud = clouds.into_iter().find(|c| v["cloud"] == c.name());
+    ctx.cloud = Cloud::ALL.into_iter().find(|c| v["cloud"] == c.name());
     let i = &v["instance"];
     let lifecycles = [Lifecycle::Spot, Lifecycle::Preemptible, Lifecycle::OnDemand];
     ctx.identity = Identity {

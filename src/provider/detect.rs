@@ -435,13 +435,7 @@ mod tests {
             "http://169.254.0.23/latest/meta-data/"
         );
         // No default needs DNS: a host name would be blocked by the unit's IPAddressDeny=any.
-        for c in [
-            Cloud::Aws,
-            Cloud::Gcp,
-            Cloud::Azure,
-            Cloud::Alibaba,
-            Cloud::Tencent,
-        ] {
+        for c in Cloud::ALL {
             let host = probe_base(c, None).trim_start_matches("http://");
             assert!(
                 host.parse::<std::net::IpAddr>().is_ok(),
