@@ -126,7 +126,10 @@ fn a_planted_cycle_is_found() {
 fn lint_table(manifest: &str, prefix: &str) -> Vec<String> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest))
         .unwrap_or_else(|e| panic!("{manifest}: {e}"));
-    let (rust, clippy) = (format!("[{prefix}lints.rust]"), format!("[{prefix}lints.clippy]"));
+    let (rust, clippy) = (
+        format!("[{prefix}lints.rust]"),
+        format!("[{prefix}lints.clippy]"),
+    );
     let mut inside = false;
     let mut rows = Vec::new();
     for line in text.lines().map(str::trim) {
