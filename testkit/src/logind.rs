@@ -108,78 +108,8 @@ impl PrivateBus {
         let socket = dir.join("system_bus_socket");
         let config = dir.join("bus.conf");
         std::fs::write(&config, bus_config(&socket))?;
-
-        let program =
-            std::env::var_os("NTHD_TESTKIT_DBUS_DAEMON").unwrap_or_else(|| "dbus-daemon".into());
-        let spawned = Command::new(&program)
-            .arg("--nofork")
-            .arg("--print-address")
-            .arg(format!("--config-file={}", config.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot run {} (install the dbus-daemon package): {e}",
-                        program.to_string_lossy()
-                    ),
-                ));
-            }
-        };
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        std::thread::spawn(move || {
-            // Forward the daemon's complaints, minus the one every unprivileged-container run
-            // prints (it cannot raise its fd limit; irrelevant for a test bus).
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !line.contains("Failed to set fd limit") {
-                    eprintln!("{line}");
-                }
-            }
-        });
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let r = BufReader::new(stdout).read_line(&mut line).map(|_| line);
-            let _ = tx.send(r);
-            // Keep the pipe open (and drained) for the daemon's lifetime.
-        });
-        let fail = |mut child: Child, dir: &Path, msg: String| {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(dir);
-            io::Error::other(msg)
-        };
-        let address = match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(l)) if !l.trim().is_empty() => l.trim().to_string(),
-            Ok(Ok(_)) => {
-                return Err(fail(
-                    child,
-                    &dir,
-                    "dbus-daemon exited without printing its address".into(),
-                ))
-            }
-            Ok(Err(e)) => {
-                return Err(fail(
-                    child,
-                    &dir,
-                    format!("reading dbus-daemon address: {e}"),
-                ))
-            }
-            Err(_) => {
-                return Err(fail(
-                    child,
-                    &dir,
-                    "dbus-daemon did not print its address within 10 s".into(),
-                ))
-            }
-        };
+        let child = spawn_daemon(&config, &dir)?;
+        let (child, address) = wait_for_address(child, &dir)?;
         Ok(PrivateBus {
             child,
             dir,
@@ -217,6 +147,63 @@ impl Drop for PrivateBus {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Spawn `dbus-daemon` with `config`, its stdout and stderr piped. On failure removes `dir`.
+fn spawn_daemon(config: &Path, dir: &Path) -> io::Result<Child> {
+    let program =
+        std::env::var_os("NTHD_TESTKIT_DBUS_DAEMON").unwrap_or_else(|| "dbus-daemon".into());
+    let spawned = Command::new(&program)
+        .arg("--nofork")
+        .arg("--print-address")
+        .arg(format!("--config-file={}", config.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    spawned.map_err(|e| {
+        let _ = std::fs::remove_dir_all(dir);
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot run {} (install the dbus-daemon package): {e}",
+                program.to_string_lossy()
+            ),
+        )
+    })
+}
+
+/// Forward the daemon's stderr and wait (at most 10 s) for the address it prints on stdout. On
+/// failure kills the daemon and removes `dir`.
+fn wait_for_address(mut child: Child, dir: &Path) -> io::Result<(Child, String)> {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || {
+        // Forward the daemon's complaints, minus the one every unprivileged-container run
+        // prints (it cannot raise its fd limit; irrelevant for a test bus).
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !line.contains("Failed to set fd limit") {
+                eprintln!("{line}");
+            }
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let r = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+        let _ = tx.send(r);
+        // Keep the pipe open (and drained) for the daemon's lifetime.
+    });
+    let msg = match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(l)) if !l.trim().is_empty() => return Ok((child, l.trim().to_string())),
+        Ok(Ok(_)) => "dbus-daemon exited without printing its address".into(),
+        Ok(Err(e)) => format!("reading dbus-daemon address: {e}"),
+        Err(_) => "dbus-daemon did not print its address within 10 s".into(),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+    Err(io::Error::other(msg))
 }
 
 fn bus_config(socket: &Path) -> String {
