@@ -544,52 +544,16 @@ impl Manager {
             .map(std::string::ToString::to_string)
             .unwrap_or_default();
         let (caller_uid, _) = caller_creds(conn, &sender).await;
-        let (delayed_by, max) = {
-            let mut st = lock(&shared.state);
-            let err = match method {
-                "PowerOff" => st.power_off_error.clone(),
-                _ => st.reboot_error.clone(),
-            };
-            // Like logind: another user's block inhibitor on shutdown refuses everyone not
-            // allowed to ignore inhibitors (nthd never is), in the emulated version's words.
-            let err = err.or_else(|| {
-                blocked_for(&st, caller_uid).then(|| {
-                    let (name, msg, _) = block_refusal(st.systemd);
-                    LogindError::new(name, msg)
-                })
-            });
-            // Like logind: one shutdown or sleep operation at a time.
-            let err = err.or_else(|| {
-                st.pending.as_ref().map(|_| {
-                    LogindError::new(
-                        ERR_OPERATION_IN_PROGRESS,
-                        "There's already a shutdown or sleep operation in progress",
-                    )
-                })
-            });
-            st.calls.push(Call {
-                method: method.into(),
-                args: json!([interactive]),
-                at: requested_at,
-                sender: hdr.sender().map(std::string::ToString::to_string),
-                error: err.as_ref().map(|e| e.error_name().to_string()),
-            });
-            if let Some(e) = err {
-                drop(st);
-                shared.bump();
-                return Err(e);
-            }
-            st.pending = Some(method.to_string());
-            st.preparing = true;
-            let delayed_by: Vec<Inhibitor> = st
-                .inhibitors
-                .iter()
-                .filter(|i| i.delays_shutdown())
-                .cloned()
-                .collect();
-            (delayed_by, st.inhibit_delay_max)
+        let call = Call {
+            method: method.into(),
+            args: json!([interactive]),
+            at: requested_at,
+            sender: hdr.sender().map(std::string::ToString::to_string),
+            error: None,
         };
+        let begun = begin_shutdown(&mut lock(&shared.state), call, caller_uid);
         shared.bump();
+        let (delayed_by, max) = begun?;
         // Like logind: the signal goes out before the method reply.
         if let Err(e) = conn
             .emit_signal(
@@ -603,44 +567,114 @@ impl Manager {
         {
             eprintln!("fake-logind: emitting PrepareForShutdown: {e}");
         }
-        let s2 = shared.clone();
-        let method = method.to_string();
-        let task = tokio::spawn(async move {
-            let mut rx = s2.changed.subscribe();
-            let deadline = tokio::time::Instant::now() + max;
-            let reason = if delayed_by.is_empty() {
-                ShutdownReason::NoDelayInhibitors
-            } else {
-                loop {
-                    let held = lock(&s2.state)
-                        .inhibitors
-                        .iter()
-                        .any(Inhibitor::delays_shutdown);
-                    if !held {
-                        break ShutdownReason::InhibitorsReleased;
-                    }
-                    tokio::select! {
-                        r = rx.changed() => if r.is_err() { std::future::pending::<()>().await },
-                        _ = tokio::time::sleep_until(deadline) => break ShutdownReason::DelayTimeout,
-                    }
-                }
-            };
-            {
-                let mut st = lock(&s2.state);
-                if st.pending.is_some() {
-                    st.shutdowns.push(Shutdown {
-                        method,
-                        requested_at,
-                        proceeded_at: SystemTime::now(),
-                        reason,
-                        delayed_by,
-                    });
-                }
-            }
-            s2.bump();
-        });
+        let task = tokio::spawn(proceed_after_delay(
+            shared.clone(),
+            method.to_string(),
+            requested_at,
+            delayed_by,
+            max,
+        ));
         shared.add_task(task.abort_handle());
         Ok(())
+    }
+}
+
+/// Why a shutdown request (`method`) from `caller_uid` is refused, if it is: the scripted error,
+/// another user's block inhibitor, or an operation already in progress.
+fn shutdown_refusal(st: &State, method: &str, caller_uid: u32) -> Option<LogindError> {
+    let err = match method {
+        "PowerOff" => st.power_off_error.clone(),
+        _ => st.reboot_error.clone(),
+    };
+    // Like logind: another user's block inhibitor on shutdown refuses everyone not
+    // allowed to ignore inhibitors (nthd never is), in the emulated version's words.
+    let err = err.or_else(|| {
+        blocked_for(st, caller_uid).then(|| {
+            let (name, msg, _) = block_refusal(st.systemd);
+            LogindError::new(name, msg)
+        })
+    });
+    // Like logind: one shutdown or sleep operation at a time.
+    err.or_else(|| {
+        st.pending.as_ref().map(|_| {
+            LogindError::new(
+                ERR_OPERATION_IN_PROGRESS,
+                "There's already a shutdown or sleep operation in progress",
+            )
+        })
+    })
+}
+
+/// Record the shutdown request `call` and, unless it is refused, mark the shutdown pending.
+/// Returns the delay inhibitors held now and the longest delay.
+fn begin_shutdown(
+    st: &mut State,
+    mut call: Call,
+    caller_uid: u32,
+) -> Result<(Vec<Inhibitor>, Duration), LogindError> {
+    let err = shutdown_refusal(st, &call.method, caller_uid);
+    call.error = err.as_ref().map(|e| e.error_name().to_string());
+    let method = call.method.clone();
+    st.calls.push(call);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    st.pending = Some(method);
+    st.preparing = true;
+    let delayed_by: Vec<Inhibitor> = st
+        .inhibitors
+        .iter()
+        .filter(|i| i.delays_shutdown())
+        .cloned()
+        .collect();
+    Ok((delayed_by, st.inhibit_delay_max))
+}
+
+/// Wait until no delay inhibitor is held or `max` has passed (at once if `delayed_by` was
+/// empty), then record the shutdown as proceeded unless it was cancelled meanwhile.
+async fn proceed_after_delay(
+    shared: Arc<Shared>,
+    method: String,
+    requested_at: SystemTime,
+    delayed_by: Vec<Inhibitor>,
+    max: Duration,
+) {
+    let reason = if delayed_by.is_empty() {
+        ShutdownReason::NoDelayInhibitors
+    } else {
+        wait_for_delay_inhibitors(&shared, max).await
+    };
+    {
+        let mut st = lock(&shared.state);
+        if st.pending.is_some() {
+            st.shutdowns.push(Shutdown {
+                method,
+                requested_at,
+                proceeded_at: SystemTime::now(),
+                reason,
+                delayed_by,
+            });
+        }
+    }
+    shared.bump();
+}
+
+/// Wait until every delay inhibitor is released or `max` has passed.
+async fn wait_for_delay_inhibitors(shared: &Shared, max: Duration) -> ShutdownReason {
+    let mut rx = shared.changed.subscribe();
+    let deadline = tokio::time::Instant::now() + max;
+    loop {
+        let held = lock(&shared.state)
+            .inhibitors
+            .iter()
+            .any(Inhibitor::delays_shutdown);
+        if !held {
+            break ShutdownReason::InhibitorsReleased;
+        }
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { std::future::pending::<()>().await },
+            _ = tokio::time::sleep_until(deadline) => break ShutdownReason::DelayTimeout,
+        }
     }
 }
 
