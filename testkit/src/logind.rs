@@ -811,26 +811,7 @@ impl Manager {
         hdr: &Header<'_>,
         conn: &Connection,
     ) -> Result<zbus::OwnedFd, LogindError> {
-        // Argument checks as logind does them.
-        if !matches!(mode, "block" | "delay" | "block-weak") {
-            return Err(LogindError::new(
-                ERR_INVALID_ARGS,
-                "Invalid mode specification",
-            ));
-        }
-        let whats: Vec<&str> = what.split(':').collect();
-        if what.is_empty() || whats.iter().any(|w| !KNOWN_WHAT.contains(w)) {
-            return Err(LogindError::new(
-                ERR_INVALID_ARGS,
-                "Invalid what specification",
-            ));
-        }
-        if mode == "delay" && whats.iter().any(|w| !matches!(*w, "shutdown" | "sleep")) {
-            return Err(LogindError::new(
-                ERR_INVALID_ARGS,
-                "Delay inhibitors only supported for shutdown and sleep",
-            ));
-        }
+        let whats = check_inhibit_args(what, mode)?;
         {
             let st = lock(&self.shared.state);
             if let Some(e) = &st.inhibit_error {
@@ -849,11 +830,8 @@ impl Manager {
             .unwrap_or_default();
         let (uid, pid) = caller_creds(conn, &sender).await;
 
-        let (tx, rx) = tokio::net::unix::pipe::pipe()
-            .map_err(|e| LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string()))?;
-        let client_end = tx
-            .into_blocking_fd()
-            .map_err(|e| LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string()))?;
+        let (tx, rx) = tokio::net::unix::pipe::pipe().map_err(|e| failed(&e))?;
+        let client_end = tx.into_blocking_fd().map_err(|e| failed(&e))?;
 
         let id = lock(&self.shared.state).add_inhibitor(Inhibitor {
             id: 0,
@@ -867,29 +845,58 @@ impl Manager {
             taken_at: SystemTime::now(),
         });
         self.shared.bump();
-
-        // Like logind's FIFO: the inhibitor lives until every copy of the client's end is
-        // closed, which shows up here as EOF.
-        let shared = self.shared.clone();
-        let task = tokio::spawn(async move {
-            let mut buf = [0u8; 256];
-            loop {
-                if rx.readable().await.is_err() {
-                    break;
-                }
-                match rx.try_read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(_) => break,
-                }
-            }
-            lock(&shared.state).inhibitors.retain(|i| i.id != id);
-            shared.bump();
-        });
+        let task = tokio::spawn(release_on_close(self.shared.clone(), rx, id));
         self.shared.add_task(task.abort_handle());
         Ok(zbus::OwnedFd::from(client_end))
     }
+}
+
+/// `org.freedesktop.DBus.Error.Failed` with `e`'s text.
+fn failed(e: &io::Error) -> LogindError {
+    LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string())
+}
+
+/// Check `Inhibit`'s `what` and `mode` as logind does; returns the parts of `what`.
+fn check_inhibit_args<'a>(what: &'a str, mode: &str) -> Result<Vec<&'a str>, LogindError> {
+    if !matches!(mode, "block" | "delay" | "block-weak") {
+        return Err(LogindError::new(
+            ERR_INVALID_ARGS,
+            "Invalid mode specification",
+        ));
+    }
+    let whats: Vec<&str> = what.split(':').collect();
+    if what.is_empty() || whats.iter().any(|w| !KNOWN_WHAT.contains(w)) {
+        return Err(LogindError::new(
+            ERR_INVALID_ARGS,
+            "Invalid what specification",
+        ));
+    }
+    if mode == "delay" && whats.iter().any(|w| !matches!(*w, "shutdown" | "sleep")) {
+        return Err(LogindError::new(
+            ERR_INVALID_ARGS,
+            "Delay inhibitors only supported for shutdown and sleep",
+        ));
+    }
+    Ok(whats)
+}
+
+/// Like logind's FIFO: the inhibitor `id` lives until every copy of the client's end of `rx` is
+/// closed, which shows up here as EOF; then it is removed.
+async fn release_on_close(shared: Arc<Shared>, rx: tokio::net::unix::pipe::Receiver, id: u64) {
+    let mut buf = [0u8; 256];
+    loop {
+        if rx.readable().await.is_err() {
+            break;
+        }
+        match rx.try_read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => break,
+        }
+    }
+    lock(&shared.state).inhibitors.retain(|i| i.id != id);
+    shared.bump();
 }
 
 /// Like logind: a block inhibitor on shutdown held by another user blocks the caller; one the
