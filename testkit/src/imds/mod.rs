@@ -489,67 +489,11 @@ impl Shared {
             }
         }
         if path.starts_with("/computeMetadata/") {
-            if req.header("Metadata-Flavor") != Some("Google") {
-                return Plan::fixed(
-                    Response::text(403, "Missing required header: Metadata-Flavor: Google\n")
-                        .with_header("Metadata-Flavor", "Google"),
-                    "missing Metadata-Flavor: Google",
-                );
-            }
-            let long_poll = match req.query_param("wait_for_change") {
-                Some(v) if v.eq_ignore_ascii_case("true") => {
-                    let timeout = match req.query_param("timeout_sec") {
-                        None => None,
-                        Some(t) => match t.parse::<u64>() {
-                            Ok(t) => Some(Duration::from_secs(t)),
-                            Err(_) => {
-                                return Plan::fixed(
-                                    Response::text(400, "invalid timeout_sec\n")
-                                        .with_header("Metadata-Flavor", "Google"),
-                                    "invalid timeout_sec",
-                                )
-                            }
-                        },
-                    };
-                    Some(LongPoll {
-                        last_etag: req.query_param("last_etag"),
-                        timeout,
-                    })
-                }
-                _ => None,
-            };
-            return Plan::Route {
-                gcp: true,
-                long_poll,
-            };
+            return plan_gcp(req);
         }
         if path.starts_with("/metadata/") {
-            let has_flag = req
-                .header("Metadata")
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            if !has_flag {
-                return Plan::fixed(
-                    Response::json(
-                        400,
-                        r#"{"error":"Bad request. Required metadata header not specified"}"#,
-                    ),
-                    "missing Metadata: true",
-                );
-            }
-            if inner.config.azure_require_api_version && req.query_param("api-version").is_none() {
-                return Plan::fixed(
-                    Response::json(
-                        400,
-                        r#"{"error":"Bad request. api-version was not specified in the request. For more information refer to aka.ms/azureimds","newest-versions":["2021-01-01"]}"#,
-                    ),
-                    "missing api-version",
-                );
-            }
-            if req.method == "POST" && path == "/metadata/scheduledevents" {
-                return Plan::fixed(
-                    Response::status(200),
-                    "azure scheduled-event acknowledgement",
-                );
+            if let Some(p) = plan_azure(req, inner.config.azure_require_api_version) {
+                return p;
             }
         }
         Plan::Route {
@@ -557,6 +501,78 @@ impl Shared {
             long_poll: None,
         }
     }
+}
+
+/// [`Shared::plan`] for GCP's `/computeMetadata/`: the `Metadata-Flavor: Google` header is
+/// required; `wait_for_change=true` makes it a long poll.
+fn plan_gcp(req: &Request) -> Plan {
+    if req.header("Metadata-Flavor") != Some("Google") {
+        return Plan::fixed(
+            Response::text(403, "Missing required header: Metadata-Flavor: Google\n")
+                .with_header("Metadata-Flavor", "Google"),
+            "missing Metadata-Flavor: Google",
+        );
+    }
+    let long_poll = match req.query_param("wait_for_change") {
+        Some(v) if v.eq_ignore_ascii_case("true") => {
+            let timeout = match req.query_param("timeout_sec") {
+                None => None,
+                Some(t) => match t.parse::<u64>() {
+                    Ok(t) => Some(Duration::from_secs(t)),
+                    Err(_) => {
+                        return Plan::fixed(
+                            Response::text(400, "invalid timeout_sec\n")
+                                .with_header("Metadata-Flavor", "Google"),
+                            "invalid timeout_sec",
+                        )
+                    }
+                },
+            };
+            Some(LongPoll {
+                last_etag: req.query_param("last_etag"),
+                timeout,
+            })
+        }
+        _ => None,
+    };
+    Plan::Route {
+        gcp: true,
+        long_poll,
+    }
+}
+
+/// [`Shared::plan`] for Azure's `/metadata/`: the `Metadata: true` header (and, if so configured,
+/// `api-version`) is required; a POST to `scheduledevents` is acknowledged. `None`: answer from
+/// the routes.
+fn plan_azure(req: &Request, require_api_version: bool) -> Option<Plan> {
+    let has_flag = req
+        .header("Metadata")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if !has_flag {
+        return Some(Plan::fixed(
+            Response::json(
+                400,
+                r#"{"error":"Bad request. Required metadata header not specified"}"#,
+            ),
+            "missing Metadata: true",
+        ));
+    }
+    if require_api_version && req.query_param("api-version").is_none() {
+        return Some(Plan::fixed(
+            Response::json(
+                400,
+                r#"{"error":"Bad request. api-version was not specified in the request. For more information refer to aka.ms/azureimds","newest-versions":["2021-01-01"]}"#,
+            ),
+            "missing api-version",
+        ));
+    }
+    if req.method == "POST" && req.path == "/metadata/scheduledevents" {
+        return Some(Plan::fixed(
+            Response::status(200),
+            "azure scheduled-event acknowledgement",
+        ));
+    }
+    None
 }
 
 fn invalid_input(e: String) -> io::Error {
