@@ -814,13 +814,17 @@ fn body_byte(resp: &Response, i: u64) -> u8 {
     }
 }
 
-async fn write_response(
-    resp: &Response,
-    extra: Vec<(String, String)>,
-    head_only: bool,
-    keep_alive: bool,
-    stream: &mut TcpStream,
-) -> Next {
+/// `KeepAlive` if `keep_alive`, else `Close`.
+fn keep_or_close(keep_alive: bool) -> Next {
+    if keep_alive {
+        Next::KeepAlive
+    } else {
+        Next::Close
+    }
+}
+
+/// The scripted headers of `resp`, then those of `extra` it does not set itself.
+fn merged_headers(resp: &Response, extra: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut headers: Vec<(String, String)> = resp
         .headers
         .iter()
@@ -831,75 +835,104 @@ async fn write_response(
             headers.push((k, v));
         }
     }
-    let len = resp.content_length();
-    let result: io::Result<Next> = async {
-        match resp.fault {
-            Some(Fault::Hang) => {
-                // Keep the socket open and unanswered; drain whatever the client sends until
-                // it gives up (or the server shuts down).
-                let mut tmp = vec![0u8; 4096];
-                while stream.read(&mut tmp).await? > 0 {}
-                Ok(Next::Close)
-            }
-            Some(Fault::Reset) => {
-                // SO_LINGER 0 turns the close into an RST.
-                stream.set_zero_linger()?;
-                Ok(Next::Abort)
-            }
-            Some(Fault::Garbage) => {
-                stream.write_all(GARBAGE).await?;
-                Ok(Next::Close)
-            }
-            Some(Fault::Truncate) => {
-                let declared = if len >= 2 { len } else { 64 };
-                let mut hdrs = headers.clone();
-                hdrs.retain(|(k, _)| !k.eq_ignore_ascii_case("Content-Length"));
-                hdrs.push(("Content-Length".into(), declared.to_string()));
-                stream
-                    .write_all(&http::head(resp.status, &hdrs, declared, true))
-                    .await?;
-                if !head_only {
-                    write_body(resp, len / 2, stream).await?;
-                }
-                Ok(Next::Close)
-            }
-            Some(Fault::Slow) => {
-                stream
-                    .write_all(&http::head(resp.status, &headers, len, !keep_alive))
-                    .await?;
-                if !head_only {
-                    let every = Duration::from_millis(resp.slow_ms.unwrap_or(DEFAULT_SLOW_MS));
-                    for i in 0..len {
-                        if i > 0 {
-                            tokio::time::sleep(every).await;
-                        }
-                        stream.write_all(&[body_byte(resp, i)]).await?;
-                    }
-                }
-                Ok(if keep_alive {
-                    Next::KeepAlive
-                } else {
-                    Next::Close
-                })
-            }
-            None => {
-                stream
-                    .write_all(&http::head(resp.status, &headers, len, !keep_alive))
-                    .await?;
-                if !head_only {
-                    write_body(resp, len, stream).await?;
-                }
-                Ok(if keep_alive {
-                    Next::KeepAlive
-                } else {
-                    Next::Close
-                })
-            }
-        }
-    }
-    .await;
+    headers
+}
+
+async fn write_response(
+    resp: &Response,
+    extra: Vec<(String, String)>,
+    head_only: bool,
+    keep_alive: bool,
+    stream: &mut TcpStream,
+) -> Next {
+    let headers = merged_headers(resp, extra);
+    let result = write_with_fault(resp, &headers, head_only, keep_alive, stream).await;
     // A write error means the client went away (e.g. it dropped a huge body midway).
     result.unwrap_or(Next::Close)
+}
+
+/// Answer with `resp` (and `headers`), or with its fault.
+async fn write_with_fault(
+    resp: &Response,
+    headers: &[(String, String)],
+    head_only: bool,
+    keep_alive: bool,
+    stream: &mut TcpStream,
+) -> io::Result<Next> {
+    let len = resp.content_length();
+    match resp.fault {
+        Some(Fault::Hang) => {
+            // Keep the socket open and unanswered; drain whatever the client sends until
+            // it gives up (or the server shuts down).
+            let mut tmp = vec![0u8; 4096];
+            while stream.read(&mut tmp).await? > 0 {}
+            Ok(Next::Close)
+        }
+        Some(Fault::Reset) => {
+            // SO_LINGER 0 turns the close into an RST.
+            stream.set_zero_linger()?;
+            Ok(Next::Abort)
+        }
+        Some(Fault::Garbage) => {
+            stream.write_all(GARBAGE).await?;
+            Ok(Next::Close)
+        }
+        Some(Fault::Truncate) => {
+            write_truncated(resp, headers, head_only, stream).await?;
+            Ok(Next::Close)
+        }
+        Some(Fault::Slow) => {
+            stream
+                .write_all(&http::head(resp.status, headers, len, !keep_alive))
+                .await?;
+            if !head_only {
+                write_slowly(resp, len, stream).await?;
+            }
+            Ok(keep_or_close(keep_alive))
+        }
+        None => {
+            stream
+                .write_all(&http::head(resp.status, headers, len, !keep_alive))
+                .await?;
+            if !head_only {
+                write_body(resp, len, stream).await?;
+            }
+            Ok(keep_or_close(keep_alive))
+        }
+    }
+}
+
+/// [`Fault::Truncate`]: declare a longer body than is sent (half of it).
+async fn write_truncated(
+    resp: &Response,
+    headers: &[(String, String)],
+    head_only: bool,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
+    let len = resp.content_length();
+    let declared = if len >= 2 { len } else { 64 };
+    let mut hdrs = headers.to_vec();
+    hdrs.retain(|(k, _)| !k.eq_ignore_ascii_case("Content-Length"));
+    hdrs.push(("Content-Length".into(), declared.to_string()));
+    stream
+        .write_all(&http::head(resp.status, &hdrs, declared, true))
+        .await?;
+    if !head_only {
+        write_body(resp, len / 2, stream).await?;
+    }
+    Ok(())
+}
+
+/// [`Fault::Slow`]: send the `len` body bytes one at a time, `slow_ms` apart.
+async fn write_slowly(resp: &Response, len: u64, stream: &mut TcpStream) -> io::Result<()> {
+    let every = Duration::from_millis(resp.slow_ms.unwrap_or(DEFAULT_SLOW_MS));
+    for i in 0..len {
+        if i > 0 {
+            tokio::time::sleep(every).await;
+        }
+        stream.write_all(&[body_byte(resp, i)]).await?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
