@@ -964,7 +964,10 @@ async fn control(shared: &Shared, req: &Request, stream: &mut TcpStream) -> Next
     }
 }
 
-fn json_error(status: u16, msg: impl std::fmt::Display) -> (u16, &'static str, String) {
+/// A control API answer: status, content type, body.
+type Answer = (u16, &'static str, String);
+
+fn json_error(status: u16, msg: impl std::fmt::Display) -> Answer {
     (
         status,
         "application/json",
@@ -972,109 +975,146 @@ fn json_error(status: u16, msg: impl std::fmt::Display) -> (u16, &'static str, S
     )
 }
 
-fn json_ok(v: impl serde::Serialize) -> (u16, &'static str, String) {
+fn json_ok(v: impl serde::Serialize) -> Answer {
     match serde_json::to_string(&v) {
         Ok(s) => (200, "application/json", s),
         Err(e) => json_error(500, e),
     }
 }
 
-fn control_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String) {
+/// `{"ok": true}`.
+fn ok() -> Answer {
+    json_ok(serde_json::json!({ "ok": true }))
+}
+
+fn control_answer(shared: &Shared, req: &Request) -> Answer {
     let what = req.path.trim_start_matches("/_mock").trim_matches('/');
     let method = req.method.as_str();
-    let path_param = || {
-        req.query_param("path")
-            .ok_or_else(|| json_error(400, "missing ?path= query parameter"))
+    // `None`: the endpoint exists but not with this method.
+    let answer = match what {
+        "health" => (method == "GET").then(|| (200, "text/plain", "ok".into())),
+        "route" => route_answer(shared, req),
+        "routes" => routes_answer(shared, req),
+        "identity" => matches!(method, "PUT" | "POST" | "DELETE" | "GET")
+            .then(|| identity_answer(shared, req)),
+        "config" => config_answer(shared, req),
+        "log" => log_answer(shared, req),
+        "events" => events_answer(shared, req),
+        "stats" => (method == "GET").then(|| json_ok(&lock(&shared.inner).stats)),
+        "reset" => matches!(method, "POST" | "PUT").then(|| {
+            shared.reset();
+            ok()
+        }),
+        _ => return json_error(404, format!("unknown control endpoint /_mock/{what}")),
     };
-    match (method, what) {
-        ("GET", "health") => (200, "text/plain", "ok".into()),
-        ("PUT" | "POST", "route") => {
-            let path = match path_param() {
-                Ok(p) => p,
-                Err(e) => return e,
-            };
+    answer.unwrap_or_else(|| json_error(405, format!("{method} not supported on /_mock/{what}")))
+}
+
+/// `/_mock/route?path=P`: `PUT`/`POST` sets P, `DELETE` unsets it, `GET` shows it.
+fn route_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    let method = req.method.as_str();
+    if !matches!(method, "PUT" | "POST" | "DELETE" | "GET") {
+        return None;
+    }
+    let Some(path) = req.query_param("path") else {
+        return Some(json_error(400, "missing ?path= query parameter"));
+    };
+    Some(match method {
+        "DELETE" => {
+            json_ok(serde_json::json!({ "ok": true, "existed": shared.clear_route(&path) }))
+        }
+        "GET" => match lock(&shared.inner).routes.get(&path) {
+            Some(r) => json_ok(&r.resp),
+            None => json_error(404, format!("no route for {path}")),
+        },
+        _ => {
             let resp: Response = match serde_json::from_slice(&req.body) {
                 Ok(r) => r,
-                Err(e) => return json_error(400, format!("bad Response JSON: {e}")),
+                Err(e) => return Some(json_error(400, format!("bad Response JSON: {e}"))),
             };
             match shared.set_routes(vec![(path, resp)]) {
-                Ok(()) => json_ok(serde_json::json!({ "ok": true })),
+                Ok(()) => ok(),
                 Err(e) => json_error(400, e),
             }
         }
-        ("DELETE", "route") => match path_param() {
-            Ok(p) => json_ok(serde_json::json!({ "ok": true, "existed": shared.clear_route(&p) })),
-            Err(e) => e,
-        },
-        ("GET", "route") => match path_param() {
-            Ok(p) => match lock(&shared.inner).routes.get(&p) {
-                Some(r) => json_ok(&r.resp),
-                None => json_error(404, format!("no route for {p}")),
-            },
-            Err(e) => e,
-        },
-        ("GET", "routes") => {
+    })
+}
+
+/// `/_mock/routes`: `GET` shows all routes, `PUT`/`POST` sets many.
+fn routes_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => {
             let inner = lock(&shared.inner);
             let map: BTreeMap<&String, &Response> =
                 inner.routes.iter().map(|(k, v)| (k, &v.resp)).collect();
-            json_ok(map)
+            Some(json_ok(map))
         }
-        ("PUT" | "POST", "routes") => {
+        "PUT" | "POST" => {
             let map: BTreeMap<String, Response> = match serde_json::from_slice(&req.body) {
                 Ok(m) => m,
-                Err(e) => return json_error(400, format!("bad routes JSON: {e}")),
+                Err(e) => return Some(json_error(400, format!("bad routes JSON: {e}"))),
             };
-            match shared.set_routes(map.into_iter().collect()) {
-                Ok(()) => json_ok(serde_json::json!({ "ok": true })),
+            Some(match shared.set_routes(map.into_iter().collect()) {
+                Ok(()) => ok(),
                 Err(e) => json_error(400, e),
-            }
+            })
         }
-        ("PUT" | "POST" | "DELETE" | "GET", "identity") => identity_answer(shared, req),
-        ("GET", "config") => json_ok(&lock(&shared.inner).config),
-        ("PUT" | "POST" | "PATCH", "config") => {
+        _ => None,
+    }
+}
+
+/// `/_mock/config`: `GET` shows it, `PUT`/`POST`/`PATCH` merges a partial config into it.
+fn config_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => Some(json_ok(&lock(&shared.inner).config)),
+        "PUT" | "POST" | "PATCH" => {
             let patch: serde_json::Value = match serde_json::from_slice(&req.body) {
                 Ok(v) => v,
-                Err(e) => return json_error(400, format!("bad config JSON: {e}")),
+                Err(e) => return Some(json_error(400, format!("bad config JSON: {e}"))),
             };
-            match shared.update_config(|c| c.merge_json(&patch)) {
+            Some(match shared.update_config(|c| c.merge_json(&patch)) {
                 Ok(()) => json_ok(&lock(&shared.inner).config),
                 Err(e) => json_error(400, e),
-            }
+            })
         }
-        ("GET", "log") => {
+        _ => None,
+    }
+}
+
+/// `/_mock/log[?path=P]`: `GET` shows the request log (of P), `DELETE` clears it.
+fn log_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => {
             let inner = lock(&shared.inner);
-            match req.query_param("path") {
+            Some(match req.query_param("path") {
                 Some(p) => json_ok(inner.log.iter().filter(|e| e.path == p).collect::<Vec<_>>()),
                 None => json_ok(&inner.log),
-            }
+            })
         }
-        ("DELETE", "log") => {
+        "DELETE" => {
             lock(&shared.inner).log.clear();
             shared.log_changed.send_modify(|v| *v += 1);
-            json_ok(serde_json::json!({ "ok": true }))
+            Some(ok())
         }
-        ("GET", "events") => json_ok(&lock(&shared.inner).events),
-        ("DELETE", "events") => {
+        _ => None,
+    }
+}
+
+/// `/_mock/events`: `GET` shows them, `DELETE` clears them.
+fn events_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => Some(json_ok(&lock(&shared.inner).events)),
+        "DELETE" => {
             lock(&shared.inner).events.clear();
-            json_ok(serde_json::json!({ "ok": true }))
+            Some(ok())
         }
-        ("GET", "stats") => json_ok(&lock(&shared.inner).stats),
-        ("POST" | "PUT", "reset") => {
-            shared.reset();
-            json_ok(serde_json::json!({ "ok": true }))
-        }
-        (
-            _,
-            "health" | "route" | "routes" | "identity" | "config" | "log" | "events" | "stats"
-            | "reset",
-        ) => json_error(405, format!("{method} not supported on /_mock/{what}")),
-        _ => json_error(404, format!("unknown control endpoint /_mock/{what}")),
+        _ => None,
     }
 }
 
 /// `/_mock/identity?cloud=C`: `PUT`/`POST` installs C's default identity routes, `DELETE`
 /// unsets C's identity paths, `GET` shows C's default identity routes (without installing).
-fn identity_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String) {
+fn identity_answer(shared: &Shared, req: &Request) -> Answer {
     let Some(cloud) = req.query_param("cloud") else {
         return json_error(
             400,
