@@ -33,12 +33,14 @@ use std::fs::{File, OpenOptions};
 use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
-use crate::logind::{login1_proxy, Login1ManagerProxy};
+use crate::logind::{login1_proxy, Login1ManagerProxy, PrepareForShutdown};
 use crate::now_ms;
 
 /// kubelet's inhibitor "who".
@@ -165,6 +167,185 @@ pub async fn run(opts: KubeletOptions) -> Result<(), String> {
     .await
 }
 
+/// Connect to the bus at `address` (the system bus if `None`) and make a login1 proxy.
+async fn connect(
+    address: Option<&str>,
+) -> Result<(zbus::Connection, Login1ManagerProxy<'static>), String> {
+    let conn = match address {
+        Some(a) => zbus::connection::Builder::address(a).build().await,
+        None => zbus::Connection::system().await,
+    }
+    .map_err(|e| format!("cannot connect to the system bus: {e}"))?;
+    let proxy = login1_proxy(&conn)
+        .await
+        .map_err(|e| format!("cannot create login1 proxy: {e}"))?;
+    Ok((conn, proxy))
+}
+
+/// Milliseconds of `d`, as the records carry them.
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// A drain in progress after `PrepareForShutdown(true)`: when it began, when it ends now
+/// (`end`, brought forward by a stop request), when it would end in full, and the stop request
+/// that came during it, if any.
+struct Drain {
+    began: Instant,
+    end: Instant,
+    full_end: Instant,
+    stopping: Option<&'static str>,
+}
+
+impl Drain {
+    /// A drain of `length` beginning now.
+    fn new(length: Duration) -> Drain {
+        let began = Instant::now();
+        Drain {
+            began,
+            end: began + length,
+            full_end: began + length,
+            stopping: None,
+        }
+    }
+
+    /// Wait for the next progress record (`draining`), the end of the drain or a stop request,
+    /// and record it. Returns `false` once the drain has ended.
+    async fn step<S>(
+        &mut self,
+        opts: &KubeletOptions,
+        stop: &mut Pin<&mut S>,
+        rec: &mut Recorder,
+    ) -> Result<bool, String>
+    where
+        S: Future<Output = &'static str>,
+    {
+        let now = Instant::now();
+        if now >= self.end {
+            return Ok(false);
+        }
+        let step = opts.progress_every.max(Duration::from_millis(1));
+        tokio::select! {
+            _ = tokio::time::sleep((self.end - now).min(step)) => {}
+            why = stop, if self.stopping.is_none() => {
+                self.stop_requested(why, opts.stop_grace, rec)?;
+                return Ok(true);
+            }
+        }
+        let now = Instant::now();
+        if now < self.end {
+            rec.event(
+                "draining",
+                json!({
+                    "elapsed_ms": ms(now - self.began),
+                    "remaining_ms": ms(self.end - now),
+                }),
+            )?;
+        }
+        Ok(true)
+    }
+
+    /// A stop was requested (`why`): the drain goes on for at most `grace` more.
+    fn stop_requested(
+        &mut self,
+        why: &'static str,
+        grace: Duration,
+        rec: &mut Recorder,
+    ) -> Result<(), String> {
+        self.stopping = Some(why);
+        let now = Instant::now();
+        self.end = self.end.min(now + grace);
+        rec.event(
+            "stop_requested",
+            json!({
+                "signal": why,
+                "elapsed_ms": ms(now - self.began),
+                "remaining_ms": ms(self.full_end.saturating_duration_since(now)),
+            }),
+        )
+    }
+
+    /// Record how the drain ended: `drained` if it ran in full, `drain_aborted` if a stop cut it
+    /// short.
+    fn finish(&self, rec: &mut Recorder) -> Result<(), String> {
+        let now = Instant::now();
+        if now >= self.full_end {
+            rec.event("drained", json!({ "elapsed_ms": ms(now - self.began) }))
+        } else {
+            rec.event(
+                "drain_aborted",
+                json!({
+                    "elapsed_ms": ms(now - self.began),
+                    "remaining_ms": ms(self.full_end - now),
+                    "signal": self.stopping,
+                }),
+            )
+        }
+    }
+}
+
+/// Drain (see [`Drain`]), then release the lock `fd` and record `released`. Returns the stop
+/// request that came during the drain, if any.
+async fn drain_and_release<S>(
+    opts: &KubeletOptions,
+    stop: &mut Pin<&mut S>,
+    rec: &mut Recorder,
+    fd: zbus::OwnedFd,
+) -> Result<Option<&'static str>, String>
+where
+    S: Future<Output = &'static str>,
+{
+    let mut drain = Drain::new(opts.drain);
+    while drain.step(opts, stop, rec).await? {}
+    drain.finish(rec)?;
+    // Closing the fd lets logind go ahead; systemd SIGTERMs us within milliseconds. The
+    // record below is written synchronously (no await in between), and the signal is
+    // handled, so it cannot be lost.
+    drop(fd);
+    rec.event("released", json!({}))?;
+    Ok(drain.stopping)
+}
+
+/// The `start` argument of a `PrepareForShutdown` signal; `None` (and a complaint on stderr)
+/// if it is malformed.
+fn start_arg(sig: &PrepareForShutdown) -> Option<bool> {
+    match sig.args() {
+        Ok(a) => Some(*a.start()),
+        Err(e) => {
+            eprintln!("nthd-fake-kubelet: malformed PrepareForShutdown: {e}");
+            None
+        }
+    }
+}
+
+/// `PrepareForShutdown(start)`: with `true` drain and release the lock, if held; with `false`
+/// take the lock again, if released. Returns the stop request that came during a drain, if any.
+async fn on_prepare<S>(
+    start: bool,
+    opts: &KubeletOptions,
+    stop: &mut Pin<&mut S>,
+    rec: &mut Recorder,
+    proxy: &Login1ManagerProxy<'_>,
+    lock: &mut Option<zbus::OwnedFd>,
+) -> Result<Option<&'static str>, String>
+where
+    S: Future<Output = &'static str>,
+{
+    if start {
+        rec.event("prepare", json!({ "locked": lock.is_some() }))?;
+        let Some(fd) = lock.take() else {
+            return Ok(None);
+        };
+        drain_and_release(opts, stop, rec, fd).await
+    } else {
+        rec.event("prepare_cancelled", json!({ "locked": lock.is_some() }))?;
+        if lock.is_none() {
+            *lock = Some(take_lock(proxy, rec).await?);
+        }
+        Ok(None)
+    }
+}
+
 /// [`run`] with the stop request as a future (resolving to a name for the record, e.g.
 /// `"SIGTERM"`) instead of signals. Returns `Ok(())` once stopped.
 pub async fn run_until<S>(opts: KubeletOptions, stop: S) -> Result<(), String>
@@ -173,19 +354,8 @@ where
 {
     tokio::pin!(stop);
     let mut rec = Recorder::open(&opts.record)?;
-    let setup = async {
-        let conn = match &opts.address {
-            Some(a) => zbus::connection::Builder::address(a.as_str()).build().await,
-            None => zbus::Connection::system().await,
-        }
-        .map_err(|e| format!("cannot connect to the system bus: {e}"))?;
-        let proxy = login1_proxy(&conn)
-            .await
-            .map_err(|e| format!("cannot create login1 proxy: {e}"))?;
-        Ok::<_, String>((conn, proxy))
-    };
     let (_conn, proxy) = tokio::select! {
-        r = setup => r?,
+        r = connect(opts.address.as_deref()) => r?,
         why = &mut stop => {
             rec.event("stopped", json!({ "signal": why, "locked": false }))?;
             return Ok(());
@@ -197,8 +367,6 @@ where
         .await
         .map_err(|e| format!("cannot subscribe to PrepareForShutdown: {e}"))?;
     let mut lock = Some(take_lock(&proxy, &mut rec).await?);
-    // Set once a stop was requested during a drain.
-    let mut stopping: Option<&'static str> = None;
 
     loop {
         let sig = tokio::select! {
@@ -213,85 +381,12 @@ where
                 return Ok(());
             }
         };
-        let start = match sig.args() {
-            Ok(a) => *a.start(),
-            Err(e) => {
-                eprintln!("nthd-fake-kubelet: malformed PrepareForShutdown: {e}");
-                continue;
-            }
+        let Some(start) = start_arg(&sig) else {
+            continue;
         };
-        if start {
-            rec.event("prepare", json!({ "locked": lock.is_some() }))?;
-            let Some(fd) = lock.take() else {
-                continue;
-            };
-            let began = tokio::time::Instant::now();
-            let full_end = began + opts.drain;
-            let mut end = full_end;
-            loop {
-                let now = tokio::time::Instant::now();
-                if now >= end {
-                    break;
-                }
-                let step = opts.progress_every.max(Duration::from_millis(1));
-                tokio::select! {
-                    _ = tokio::time::sleep((end - now).min(step)) => {}
-                    why = &mut stop, if stopping.is_none() => {
-                        stopping = Some(why);
-                        let now = tokio::time::Instant::now();
-                        end = end.min(now + opts.stop_grace);
-                        rec.event(
-                            "stop_requested",
-                            json!({
-                                "signal": why,
-                                "elapsed_ms": (now - began).as_millis() as u64,
-                                "remaining_ms": full_end.saturating_duration_since(now).as_millis() as u64,
-                            }),
-                        )?;
-                        continue;
-                    }
-                }
-                let now = tokio::time::Instant::now();
-                if now < end {
-                    rec.event(
-                        "draining",
-                        json!({
-                            "elapsed_ms": (now - began).as_millis() as u64,
-                            "remaining_ms": (end - now).as_millis() as u64,
-                        }),
-                    )?;
-                }
-            }
-            let now = tokio::time::Instant::now();
-            if now >= full_end {
-                rec.event(
-                    "drained",
-                    json!({ "elapsed_ms": (now - began).as_millis() as u64 }),
-                )?;
-            } else {
-                rec.event(
-                    "drain_aborted",
-                    json!({
-                        "elapsed_ms": (now - began).as_millis() as u64,
-                        "remaining_ms": (full_end - now).as_millis() as u64,
-                        "signal": stopping,
-                    }),
-                )?;
-            }
-            // Closing the fd lets logind go ahead; systemd SIGTERMs us within milliseconds. The
-            // record below is written synchronously (no await in between), and the signal is
-            // handled, so it cannot be lost.
-            drop(fd);
-            rec.event("released", json!({}))?;
-            if let Some(why) = stopping {
-                rec.event("stopped", json!({ "signal": why, "locked": false }))?;
-                return Ok(());
-            }
-        } else {
-            rec.event("prepare_cancelled", json!({ "locked": lock.is_some() }))?;
-            if lock.is_none() {
-                lock = Some(take_lock(&proxy, &mut rec).await?);
-            }
+        if let Some(why) = on_prepare(start, &opts, &mut stop, &mut rec, &proxy, &mut lock).await? {
+            rec.event("stopped", json!({ "signal": why, "locked": false }))?;
+            return Ok(());
         }
     }
     Err("lost the bus connection (PrepareForShutdown stream ended)".into())

@@ -108,78 +108,8 @@ impl PrivateBus {
         let socket = dir.join("system_bus_socket");
         let config = dir.join("bus.conf");
         std::fs::write(&config, bus_config(&socket))?;
-
-        let program =
-            std::env::var_os("NTHD_TESTKIT_DBUS_DAEMON").unwrap_or_else(|| "dbus-daemon".into());
-        let spawned = Command::new(&program)
-            .arg("--nofork")
-            .arg("--print-address")
-            .arg(format!("--config-file={}", config.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot run {} (install the dbus-daemon package): {e}",
-                        program.to_string_lossy()
-                    ),
-                ));
-            }
-        };
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        std::thread::spawn(move || {
-            // Forward the daemon's complaints, minus the one every unprivileged-container run
-            // prints (it cannot raise its fd limit; irrelevant for a test bus).
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !line.contains("Failed to set fd limit") {
-                    eprintln!("{line}");
-                }
-            }
-        });
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let r = BufReader::new(stdout).read_line(&mut line).map(|_| line);
-            let _ = tx.send(r);
-            // Keep the pipe open (and drained) for the daemon's lifetime.
-        });
-        let fail = |mut child: Child, dir: &Path, msg: String| {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(dir);
-            io::Error::other(msg)
-        };
-        let address = match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(l)) if !l.trim().is_empty() => l.trim().to_string(),
-            Ok(Ok(_)) => {
-                return Err(fail(
-                    child,
-                    &dir,
-                    "dbus-daemon exited without printing its address".into(),
-                ))
-            }
-            Ok(Err(e)) => {
-                return Err(fail(
-                    child,
-                    &dir,
-                    format!("reading dbus-daemon address: {e}"),
-                ))
-            }
-            Err(_) => {
-                return Err(fail(
-                    child,
-                    &dir,
-                    "dbus-daemon did not print its address within 10 s".into(),
-                ))
-            }
-        };
+        let child = spawn_daemon(&config, &dir)?;
+        let (child, address) = wait_for_address(child, &dir)?;
         Ok(PrivateBus {
             child,
             dir,
@@ -217,6 +147,63 @@ impl Drop for PrivateBus {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Spawn `dbus-daemon` with `config`, its stdout and stderr piped. On failure removes `dir`.
+fn spawn_daemon(config: &Path, dir: &Path) -> io::Result<Child> {
+    let program =
+        std::env::var_os("NTHD_TESTKIT_DBUS_DAEMON").unwrap_or_else(|| "dbus-daemon".into());
+    let spawned = Command::new(&program)
+        .arg("--nofork")
+        .arg("--print-address")
+        .arg(format!("--config-file={}", config.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    spawned.map_err(|e| {
+        let _ = std::fs::remove_dir_all(dir);
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot run {} (install the dbus-daemon package): {e}",
+                program.to_string_lossy()
+            ),
+        )
+    })
+}
+
+/// Forward the daemon's stderr and wait (at most 10 s) for the address it prints on stdout. On
+/// failure kills the daemon and removes `dir`.
+fn wait_for_address(mut child: Child, dir: &Path) -> io::Result<(Child, String)> {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || {
+        // Forward the daemon's complaints, minus the one every unprivileged-container run
+        // prints (it cannot raise its fd limit; irrelevant for a test bus).
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !line.contains("Failed to set fd limit") {
+                eprintln!("{line}");
+            }
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let r = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+        let _ = tx.send(r);
+        // Keep the pipe open (and drained) for the daemon's lifetime.
+    });
+    let msg = match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(l)) if !l.trim().is_empty() => return Ok((child, l.trim().to_string())),
+        Ok(Ok(_)) => "dbus-daemon exited without printing its address".into(),
+        Ok(Err(e)) => format!("reading dbus-daemon address: {e}"),
+        Err(_) => "dbus-daemon did not print its address within 10 s".into(),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+    Err(io::Error::other(msg))
 }
 
 fn bus_config(socket: &Path) -> String {
@@ -557,52 +544,16 @@ impl Manager {
             .map(std::string::ToString::to_string)
             .unwrap_or_default();
         let (caller_uid, _) = caller_creds(conn, &sender).await;
-        let (delayed_by, max) = {
-            let mut st = lock(&shared.state);
-            let err = match method {
-                "PowerOff" => st.power_off_error.clone(),
-                _ => st.reboot_error.clone(),
-            };
-            // Like logind: another user's block inhibitor on shutdown refuses everyone not
-            // allowed to ignore inhibitors (nthd never is), in the emulated version's words.
-            let err = err.or_else(|| {
-                blocked_for(&st, caller_uid).then(|| {
-                    let (name, msg, _) = block_refusal(st.systemd);
-                    LogindError::new(name, msg)
-                })
-            });
-            // Like logind: one shutdown or sleep operation at a time.
-            let err = err.or_else(|| {
-                st.pending.as_ref().map(|_| {
-                    LogindError::new(
-                        ERR_OPERATION_IN_PROGRESS,
-                        "There's already a shutdown or sleep operation in progress",
-                    )
-                })
-            });
-            st.calls.push(Call {
-                method: method.into(),
-                args: json!([interactive]),
-                at: requested_at,
-                sender: hdr.sender().map(std::string::ToString::to_string),
-                error: err.as_ref().map(|e| e.error_name().to_string()),
-            });
-            if let Some(e) = err {
-                drop(st);
-                shared.bump();
-                return Err(e);
-            }
-            st.pending = Some(method.to_string());
-            st.preparing = true;
-            let delayed_by: Vec<Inhibitor> = st
-                .inhibitors
-                .iter()
-                .filter(|i| i.delays_shutdown())
-                .cloned()
-                .collect();
-            (delayed_by, st.inhibit_delay_max)
+        let call = Call {
+            method: method.into(),
+            args: json!([interactive]),
+            at: requested_at,
+            sender: hdr.sender().map(std::string::ToString::to_string),
+            error: None,
         };
+        let begun = begin_shutdown(&mut lock(&shared.state), call, caller_uid);
         shared.bump();
+        let (delayed_by, max) = begun?;
         // Like logind: the signal goes out before the method reply.
         if let Err(e) = conn
             .emit_signal(
@@ -616,44 +567,114 @@ impl Manager {
         {
             eprintln!("fake-logind: emitting PrepareForShutdown: {e}");
         }
-        let s2 = shared.clone();
-        let method = method.to_string();
-        let task = tokio::spawn(async move {
-            let mut rx = s2.changed.subscribe();
-            let deadline = tokio::time::Instant::now() + max;
-            let reason = if delayed_by.is_empty() {
-                ShutdownReason::NoDelayInhibitors
-            } else {
-                loop {
-                    let held = lock(&s2.state)
-                        .inhibitors
-                        .iter()
-                        .any(Inhibitor::delays_shutdown);
-                    if !held {
-                        break ShutdownReason::InhibitorsReleased;
-                    }
-                    tokio::select! {
-                        r = rx.changed() => if r.is_err() { std::future::pending::<()>().await },
-                        _ = tokio::time::sleep_until(deadline) => break ShutdownReason::DelayTimeout,
-                    }
-                }
-            };
-            {
-                let mut st = lock(&s2.state);
-                if st.pending.is_some() {
-                    st.shutdowns.push(Shutdown {
-                        method,
-                        requested_at,
-                        proceeded_at: SystemTime::now(),
-                        reason,
-                        delayed_by,
-                    });
-                }
-            }
-            s2.bump();
-        });
+        let task = tokio::spawn(proceed_after_delay(
+            shared.clone(),
+            method.to_string(),
+            requested_at,
+            delayed_by,
+            max,
+        ));
         shared.add_task(task.abort_handle());
         Ok(())
+    }
+}
+
+/// Why a shutdown request (`method`) from `caller_uid` is refused, if it is: the scripted error,
+/// another user's block inhibitor, or an operation already in progress.
+fn shutdown_refusal(st: &State, method: &str, caller_uid: u32) -> Option<LogindError> {
+    let err = match method {
+        "PowerOff" => st.power_off_error.clone(),
+        _ => st.reboot_error.clone(),
+    };
+    // Like logind: another user's block inhibitor on shutdown refuses everyone not
+    // allowed to ignore inhibitors (nthd never is), in the emulated version's words.
+    let err = err.or_else(|| {
+        blocked_for(st, caller_uid).then(|| {
+            let (name, msg, _) = block_refusal(st.systemd);
+            LogindError::new(name, msg)
+        })
+    });
+    // Like logind: one shutdown or sleep operation at a time.
+    err.or_else(|| {
+        st.pending.as_ref().map(|_| {
+            LogindError::new(
+                ERR_OPERATION_IN_PROGRESS,
+                "There's already a shutdown or sleep operation in progress",
+            )
+        })
+    })
+}
+
+/// Record the shutdown request `call` and, unless it is refused, mark the shutdown pending.
+/// Returns the delay inhibitors held now and the longest delay.
+fn begin_shutdown(
+    st: &mut State,
+    mut call: Call,
+    caller_uid: u32,
+) -> Result<(Vec<Inhibitor>, Duration), LogindError> {
+    let err = shutdown_refusal(st, &call.method, caller_uid);
+    call.error = err.as_ref().map(|e| e.error_name().to_string());
+    let method = call.method.clone();
+    st.calls.push(call);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    st.pending = Some(method);
+    st.preparing = true;
+    let delayed_by: Vec<Inhibitor> = st
+        .inhibitors
+        .iter()
+        .filter(|i| i.delays_shutdown())
+        .cloned()
+        .collect();
+    Ok((delayed_by, st.inhibit_delay_max))
+}
+
+/// Wait until no delay inhibitor is held or `max` has passed (at once if `delayed_by` was
+/// empty), then record the shutdown as proceeded unless it was cancelled meanwhile.
+async fn proceed_after_delay(
+    shared: Arc<Shared>,
+    method: String,
+    requested_at: SystemTime,
+    delayed_by: Vec<Inhibitor>,
+    max: Duration,
+) {
+    let reason = if delayed_by.is_empty() {
+        ShutdownReason::NoDelayInhibitors
+    } else {
+        wait_for_delay_inhibitors(&shared, max).await
+    };
+    {
+        let mut st = lock(&shared.state);
+        if st.pending.is_some() {
+            st.shutdowns.push(Shutdown {
+                method,
+                requested_at,
+                proceeded_at: SystemTime::now(),
+                reason,
+                delayed_by,
+            });
+        }
+    }
+    shared.bump();
+}
+
+/// Wait until every delay inhibitor is released or `max` has passed.
+async fn wait_for_delay_inhibitors(shared: &Shared, max: Duration) -> ShutdownReason {
+    let mut rx = shared.changed.subscribe();
+    let deadline = tokio::time::Instant::now() + max;
+    loop {
+        let held = lock(&shared.state)
+            .inhibitors
+            .iter()
+            .any(Inhibitor::delays_shutdown);
+        if !held {
+            break ShutdownReason::InhibitorsReleased;
+        }
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { std::future::pending::<()>().await },
+            _ = tokio::time::sleep_until(deadline) => break ShutdownReason::DelayTimeout,
+        }
     }
 }
 
@@ -790,26 +811,7 @@ impl Manager {
         hdr: &Header<'_>,
         conn: &Connection,
     ) -> Result<zbus::OwnedFd, LogindError> {
-        // Argument checks as logind does them.
-        if !matches!(mode, "block" | "delay" | "block-weak") {
-            return Err(LogindError::new(
-                ERR_INVALID_ARGS,
-                "Invalid mode specification",
-            ));
-        }
-        let whats: Vec<&str> = what.split(':').collect();
-        if what.is_empty() || whats.iter().any(|w| !KNOWN_WHAT.contains(w)) {
-            return Err(LogindError::new(
-                ERR_INVALID_ARGS,
-                "Invalid what specification",
-            ));
-        }
-        if mode == "delay" && whats.iter().any(|w| !matches!(*w, "shutdown" | "sleep")) {
-            return Err(LogindError::new(
-                ERR_INVALID_ARGS,
-                "Delay inhibitors only supported for shutdown and sleep",
-            ));
-        }
+        let whats = check_inhibit_args(what, mode)?;
         {
             let st = lock(&self.shared.state);
             if let Some(e) = &st.inhibit_error {
@@ -828,11 +830,8 @@ impl Manager {
             .unwrap_or_default();
         let (uid, pid) = caller_creds(conn, &sender).await;
 
-        let (tx, rx) = tokio::net::unix::pipe::pipe()
-            .map_err(|e| LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string()))?;
-        let client_end = tx
-            .into_blocking_fd()
-            .map_err(|e| LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string()))?;
+        let (tx, rx) = tokio::net::unix::pipe::pipe().map_err(|e| failed(&e))?;
+        let client_end = tx.into_blocking_fd().map_err(|e| failed(&e))?;
 
         let id = lock(&self.shared.state).add_inhibitor(Inhibitor {
             id: 0,
@@ -846,29 +845,58 @@ impl Manager {
             taken_at: SystemTime::now(),
         });
         self.shared.bump();
-
-        // Like logind's FIFO: the inhibitor lives until every copy of the client's end is
-        // closed, which shows up here as EOF.
-        let shared = self.shared.clone();
-        let task = tokio::spawn(async move {
-            let mut buf = [0u8; 256];
-            loop {
-                if rx.readable().await.is_err() {
-                    break;
-                }
-                match rx.try_read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(_) => break,
-                }
-            }
-            lock(&shared.state).inhibitors.retain(|i| i.id != id);
-            shared.bump();
-        });
+        let task = tokio::spawn(release_on_close(self.shared.clone(), rx, id));
         self.shared.add_task(task.abort_handle());
         Ok(zbus::OwnedFd::from(client_end))
     }
+}
+
+/// `org.freedesktop.DBus.Error.Failed` with `e`'s text.
+fn failed(e: &io::Error) -> LogindError {
+    LogindError::new("org.freedesktop.DBus.Error.Failed", &e.to_string())
+}
+
+/// Check `Inhibit`'s `what` and `mode` as logind does; returns the parts of `what`.
+fn check_inhibit_args<'a>(what: &'a str, mode: &str) -> Result<Vec<&'a str>, LogindError> {
+    if !matches!(mode, "block" | "delay" | "block-weak") {
+        return Err(LogindError::new(
+            ERR_INVALID_ARGS,
+            "Invalid mode specification",
+        ));
+    }
+    let whats: Vec<&str> = what.split(':').collect();
+    if what.is_empty() || whats.iter().any(|w| !KNOWN_WHAT.contains(w)) {
+        return Err(LogindError::new(
+            ERR_INVALID_ARGS,
+            "Invalid what specification",
+        ));
+    }
+    if mode == "delay" && whats.iter().any(|w| !matches!(*w, "shutdown" | "sleep")) {
+        return Err(LogindError::new(
+            ERR_INVALID_ARGS,
+            "Delay inhibitors only supported for shutdown and sleep",
+        ));
+    }
+    Ok(whats)
+}
+
+/// Like logind's FIFO: the inhibitor `id` lives until every copy of the client's end of `rx` is
+/// closed, which shows up here as EOF; then it is removed.
+async fn release_on_close(shared: Arc<Shared>, rx: tokio::net::unix::pipe::Receiver, id: u64) {
+    let mut buf = [0u8; 256];
+    loop {
+        if rx.readable().await.is_err() {
+            break;
+        }
+        match rx.try_read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => break,
+        }
+    }
+    lock(&shared.state).inhibitors.retain(|i| i.id != id);
+    shared.bump();
 }
 
 /// Like logind: a block inhibitor on shutdown held by another user blocks the caller; one the

@@ -151,22 +151,7 @@ async fn fake_kubelet_holds_delay_lock_and_drains() {
     let fake = FakeLogind::serve(bus.address()).await.unwrap();
     fake.set_inhibit_delay_max(Duration::from_secs(30));
     // A bus monitor, to check the order of the kubelet's calls on the wire.
-    let mon = bus.connect().await.unwrap();
-    let mut wire = zbus::MessageStream::from(&mon);
-    zbus::fdo::MonitoringProxy::new(&mon)
-        .await
-        .unwrap()
-        // Method calls only: a reply carrying the inhibitor fd would reach a monitor without
-        // its fd, which zbus treats as a broken message.
-        .become_monitor(
-            &[zbus::MatchRule::builder()
-                .msg_type(zbus::message::Type::MethodCall)
-                .build()
-                .unwrap()],
-            0,
-        )
-        .await
-        .unwrap();
+    let (_mon, mut wire) = method_call_monitor(&bus).await;
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("kubelet.jsonl");
     let mut child = Command::new(KUBELET)
@@ -183,51 +168,9 @@ async fn fake_kubelet_holds_delay_lock_and_drains() {
     assert_eq!(r[0]["event"], "locked");
     assert_eq!(r[0]["pid"], pid);
     assert_eq!(r[0]["inhibit_delay_max_usec"], 30_000_000);
-    let inh = fake.inhibitors();
-    assert_eq!(inh.len(), 1);
-    assert_eq!(
-        (
-            inh[0].what.as_str(),
-            inh[0].who.as_str(),
-            inh[0].why.as_str(),
-            inh[0].mode.as_str()
-        ),
-        (
-            "shutdown",
-            "kubelet",
-            "Kubelet needs time to handle node shutdown",
-            "delay"
-        )
-    );
-    assert_eq!(inh[0].pid, pid);
+    let inhibit_sender = assert_kubelet_inhibitor(&fake, pid);
     // The PrepareForShutdown match rule went out before the Inhibit call.
-    let inhibit_sender = inh[0].sender.clone();
-    let mut order = Vec::new();
-    while !order.iter().any(|m| m == "Inhibit") {
-        let msg = tokio::time::timeout(
-            Duration::from_secs(5),
-            futures_util::StreamExt::next(&mut wire),
-        )
-        .await
-        .expect("monitor saw no Inhibit")
-        .unwrap()
-        .unwrap();
-        let h = msg.header();
-        if h.message_type() != zbus::message::Type::MethodCall
-            || h.sender().map(zbus::names::UniqueName::as_str) != Some(inhibit_sender.as_str())
-        {
-            continue;
-        }
-        let member = h.member().unwrap().to_string();
-        if member == "AddMatch" {
-            let rule: String = msg.body().deserialize().unwrap();
-            if rule.contains("PrepareForShutdown") {
-                order.push("AddMatch(PrepareForShutdown)".to_string());
-            }
-        } else {
-            order.push(member);
-        }
-    }
+    let order = calls_until_inhibit(&mut wire, &inhibit_sender).await;
     let add = order
         .iter()
         .position(|m| m == "AddMatch(PrepareForShutdown)");
@@ -247,7 +190,96 @@ async fn fake_kubelet_holds_delay_lock_and_drains() {
     assert_eq!(sd.reason, ShutdownReason::InhibitorsReleased);
 
     let r = wait_record(&rec, |r| r.iter().any(|v| v["event"] == "released")).await;
-    assert_eq!(events(&r), ["locked", "prepare", "drained", "released"]);
+    assert_drained_then_released(&r, &sd);
+
+    // A cancelled shutdown makes it take the lock again.
+    fake.cancel_shutdown().await.unwrap();
+    let r = wait_record(&rec, |r| events(r).len() >= 6).await;
+    assert_eq!(&events(&r)[4..], ["prepare_cancelled", "locked"]);
+    assert!(fake.wait_for_inhibitors(1, Duration::from_secs(5)).await);
+
+    child.kill().await.unwrap();
+    // Killed: its lock goes away with it.
+    assert!(fake.wait_for_inhibitors(0, Duration::from_secs(5)).await);
+}
+
+/// A connection to `bus` that monitors its method calls, and the stream of what it sees.
+async fn method_call_monitor(bus: &PrivateBus) -> (zbus::Connection, zbus::MessageStream) {
+    let mon = bus.connect().await.unwrap();
+    let wire = zbus::MessageStream::from(&mon);
+    zbus::fdo::MonitoringProxy::new(&mon)
+        .await
+        .unwrap()
+        // Method calls only: a reply carrying the inhibitor fd would reach a monitor without
+        // its fd, which zbus treats as a broken message.
+        .become_monitor(
+            &[zbus::MatchRule::builder()
+                .msg_type(zbus::message::Type::MethodCall)
+                .build()
+                .unwrap()],
+            0,
+        )
+        .await
+        .unwrap();
+    (mon, wire)
+}
+
+/// The fake holds one inhibitor, kubelet's delay lock on shutdown, taken by `pid`; returns the
+/// bus name that took it.
+fn assert_kubelet_inhibitor(fake: &FakeLogind, pid: u32) -> String {
+    let inh = fake.inhibitors();
+    assert_eq!(inh.len(), 1);
+    assert_eq!(
+        (
+            inh[0].what.as_str(),
+            inh[0].who.as_str(),
+            inh[0].why.as_str(),
+            inh[0].mode.as_str()
+        ),
+        (
+            "shutdown",
+            "kubelet",
+            "Kubelet needs time to handle node shutdown",
+            "delay"
+        )
+    );
+    assert_eq!(inh[0].pid, pid);
+    inh[0].sender.clone()
+}
+
+/// The method calls `sender` makes, as `wire` sees them, up to its `Inhibit`; an `AddMatch` for
+/// `PrepareForShutdown` as `"AddMatch(PrepareForShutdown)"`, other `AddMatch`es left out.
+async fn calls_until_inhibit(wire: &mut zbus::MessageStream, sender: &str) -> Vec<String> {
+    let mut order = Vec::new();
+    while !order.iter().any(|m| m == "Inhibit") {
+        let msg = tokio::time::timeout(Duration::from_secs(5), futures_util::StreamExt::next(wire))
+            .await
+            .expect("monitor saw no Inhibit")
+            .unwrap()
+            .unwrap();
+        let h = msg.header();
+        if h.message_type() != zbus::message::Type::MethodCall
+            || h.sender().map(zbus::names::UniqueName::as_str) != Some(sender)
+        {
+            continue;
+        }
+        let member = h.member().unwrap().to_string();
+        if member == "AddMatch" {
+            let rule: String = msg.body().deserialize().unwrap();
+            if rule.contains("PrepareForShutdown") {
+                order.push("AddMatch(PrepareForShutdown)".to_string());
+            }
+        } else {
+            order.push(member);
+        }
+    }
+    order
+}
+
+/// The records `r` of a 0.6 s drain with 0.2 s progress: in order, a full drain, then the
+/// release, and the shutdown `sd` held through it all.
+fn assert_drained_then_released(r: &[Value], sd: &nthd_testkit::logind::Shutdown) {
+    assert_eq!(events(r), ["locked", "prepare", "drained", "released"]);
     let t = |name: &str| {
         r.iter().find(|v| v["event"] == name).unwrap()["t_ms"]
             .as_u64()
@@ -262,16 +294,6 @@ async fn fake_kubelet_holds_delay_lock_and_drains() {
     assert!(r
         .windows(2)
         .all(|w| w[0]["t_ms"].as_u64() <= w[1]["t_ms"].as_u64()));
-
-    // A cancelled shutdown makes it take the lock again.
-    fake.cancel_shutdown().await.unwrap();
-    let r = wait_record(&rec, |r| events(r).len() >= 6).await;
-    assert_eq!(&events(&r)[4..], ["prepare_cancelled", "locked"]);
-    assert!(fake.wait_for_inhibitors(1, Duration::from_secs(5)).await);
-
-    child.kill().await.unwrap();
-    // Killed: its lock goes away with it.
-    assert!(fake.wait_for_inhibitors(0, Duration::from_secs(5)).await);
 }
 
 #[tokio::test]
@@ -321,23 +343,7 @@ async fn fake_kubelet_fails_loudly_when_inhibit_fails() {
 #[tokio::test]
 async fn fake_logind_binary_prints_calls_as_json_lines() {
     let bus = PrivateBus::start().unwrap();
-    let mut child = Command::new(LOGIND)
-        .args([
-            "--inhibit-delay-max-secs",
-            "0.3",
-            "--can-power-off",
-            "challenge",
-        ])
-        .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out: Lines<BufReader<ChildStdout>> =
-        BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready: Value = serde_json::from_str(&next_line(&mut out).await).unwrap();
-    assert_eq!(ready["event"], "ready");
-    assert_eq!(ready["address"], bus.address());
+    let (mut child, mut out) = spawn_ready_fake_logind(&bus).await;
 
     let conn = bus.connect().await.unwrap();
     let p = login1_proxy(&conn).await.unwrap();
@@ -353,13 +359,7 @@ async fn fake_logind_binary_prints_calls_as_json_lines() {
     while !seen.iter().any(|v: &Value| v["event"] == "shutdown") {
         seen.push(serde_json::from_str(&next_line(&mut out).await).unwrap());
     }
-    let kinds: Vec<String> = seen
-        .iter()
-        .map(|v| match v["event"].as_str().unwrap() {
-            "call" => format!("call:{}", v["method"].as_str().unwrap()),
-            e => e.to_string(),
-        })
-        .collect();
+    let kinds = event_kinds(&seen);
     // The Inhibit call and the inhibitor_added line may come in either order.
     assert_eq!(kinds[0], "call:CanPowerOff");
     let mut mid = kinds[1..3].to_vec();
@@ -390,4 +390,37 @@ async fn fake_logind_binary_prints_calls_as_json_lines() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot serve org.freedesktop.login1"));
+}
+
+/// `nthd-fake-logind` on `bus` (delay max 0.3 s, `CanPowerOff` "challenge"), and its stdout
+/// past the `ready` line.
+async fn spawn_ready_fake_logind(bus: &PrivateBus) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut child = Command::new(LOGIND)
+        .args([
+            "--inhibit-delay-max-secs",
+            "0.3",
+            "--can-power-off",
+            "challenge",
+        ])
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out: Lines<BufReader<ChildStdout>> =
+        BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready: Value = serde_json::from_str(&next_line(&mut out).await).unwrap();
+    assert_eq!(ready["event"], "ready");
+    assert_eq!(ready["address"], bus.address());
+    (child, out)
+}
+
+/// The `event` of each line, with a call's method: `"call:PowerOff"`, `"shutdown"`, ...
+fn event_kinds(seen: &[Value]) -> Vec<String> {
+    seen.iter()
+        .map(|v| match v["event"].as_str().unwrap() {
+            "call" => format!("call:{}", v["method"].as_str().unwrap()),
+            e => e.to_string(),
+        })
+        .collect()
 }

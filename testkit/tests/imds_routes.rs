@@ -129,10 +129,34 @@ async fn control_api_over_http() {
     assert_eq!((r.status, r.text().as_str()), (200, "ok"));
 
     let target = format!("/_mock/route?path={}", percent_encode(IA));
+    control_routes(&m, &target).await;
+    control_config(&m).await;
+    control_log(&m).await;
+    control_events_clearing_and_reset(&m, &target).await;
+
+    // Bulk routes.
     let r = req(
         a,
         "PUT",
-        &target,
+        "/_mock/routes",
+        &[],
+        br#"{"/a":{"body":"A"},"/b":{"status":204}}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    m.config(|c| c.aws_token = TokenMode::Optional);
+    assert_eq!(get(a, "/a", &[]).await.text(), "A");
+    assert_eq!(get(a, "/b", &[]).await.status, 204);
+}
+
+/// The control API's `route` and `routes`: IA set at `target` (with `hello`) and the GCP
+/// preempted path; bad bodies refused.
+async fn control_routes(m: &MockImds, target: &str) {
+    let a = m.addr();
+    let r = req(
+        a,
+        "PUT",
+        target,
         &[],
         br#"{"status":200,"body":"hello","headers":{"Content-Type":"text/plain"}}"#,
     )
@@ -149,14 +173,14 @@ async fn control_api_over_http() {
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(m.route(IA).unwrap().body, "hello");
-    let r = get(a, &target, &[]).await;
+    let r = get(a, target, &[]).await;
     assert_eq!(r.json()["body"], "hello");
     let r = get(a, "/_mock/routes", &[]).await;
     assert_eq!(r.json().as_object().unwrap().len(), 2);
 
     // Bad bodies are 400 and change nothing.
     for body in [&b"{"[..], br#"{"stauts":1}"#, br#"{"status":7}"#] {
-        let r = req(a, "PUT", &target, &[], body).await;
+        let r = req(a, "PUT", target, &[], body).await;
         assert_eq!(r.status, 400);
         assert!(r.json()["error"].is_string());
     }
@@ -166,7 +190,11 @@ async fn control_api_over_http() {
         "missing path"
     );
     assert_eq!(m.route(IA).unwrap().body, "hello");
+}
 
+/// The control API's `config`: read, merged, bad patches refused.
+async fn control_config(m: &MockImds) {
+    let a = m.addr();
     // Config.
     let r = get(a, "/_mock/config", &[]).await;
     let cfg: Config = serde_json::from_slice(&r.body).unwrap();
@@ -201,7 +229,11 @@ async fn control_api_over_http() {
         400
     );
     assert_eq!(m.current_config().token_put_status, 405);
+}
 
+/// A data request to IA, then the control API's `log`.
+async fn control_log(m: &MockImds) {
+    let a = m.addr();
     // Data request, then the log.
     let r = get(a, IA, &[("X-Test", "1")]).await;
     assert_eq!((r.status, r.text().as_str()), (200, "hello"));
@@ -225,7 +257,11 @@ async fn control_api_over_http() {
     .await
     .json();
     assert_eq!(filtered.as_array().unwrap().len(), 0);
+}
 
+/// The control API's `events` and `stats`, `DELETE`s, unknown endpoints and methods, `reset`.
+async fn control_events_clearing_and_reset(m: &MockImds, target: &str) {
+    let a = m.addr();
     // Events and stats.
     let ev = get(a, "/_mock/events", &[]).await.json();
     let kinds: Vec<_> = ev
@@ -239,7 +275,7 @@ async fn control_api_over_http() {
     assert_eq!(stats["requests"], 1);
 
     // Clearing.
-    let r = req(a, "DELETE", &target, &[], b"").await;
+    let r = req(a, "DELETE", target, &[], b"").await;
     assert_eq!(r.json()["existed"], true);
     assert_eq!(get(a, IA, &[]).await.status, 404);
     assert_eq!(req(a, "DELETE", "/_mock/log", &[], b"").await.status, 200);
@@ -252,20 +288,6 @@ async fn control_api_over_http() {
     assert_eq!(m.current_config(), Config::default());
     assert!(m.route("/computeMetadata/v1/instance/preempted").is_none());
     assert_eq!(m.events().len(), 1);
-
-    // Bulk routes.
-    let r = req(
-        a,
-        "PUT",
-        "/_mock/routes",
-        &[],
-        br#"{"/a":{"body":"A"},"/b":{"status":204}}"#,
-    )
-    .await;
-    assert_eq!(r.status, 200);
-    m.config(|c| c.aws_token = TokenMode::Optional);
-    assert_eq!(get(a, "/a", &[]).await.text(), "A");
-    assert_eq!(get(a, "/b", &[]).await.status, 204);
 }
 
 #[tokio::test]
@@ -519,6 +541,11 @@ async fn identity_routes_over_http_and_on_the_handle() {
     assert_eq!(get(a, ZONE, &[]).await.text(), identity::AWS_ZONE);
     assert_eq!(m.clear_identity("tencent"), 4);
 
+    identity_without_a_known_cloud_is_400(a).await;
+}
+
+/// `PUT /_mock/identity` without a cloud or with an unknown one: 400 naming the clouds.
+async fn identity_without_a_known_cloud_is_400(a: std::net::SocketAddr) {
     for bad in ["/_mock/identity", "/_mock/identity?cloud=ibm"] {
         let r = req(a, "PUT", bad, &[], b"").await;
         assert_eq!(r.status, 400, "{bad}");

@@ -20,23 +20,7 @@ async fn aws_token_required_by_default() {
     assert_eq!(r.status, 401);
     assert!(r.body.is_empty());
 
-    let put = req(
-        m.addr(),
-        "PUT",
-        "/latest/api/token",
-        &[("X-aws-ec2-metadata-token-ttl-seconds", "21600")],
-        b"",
-    )
-    .await;
-    assert_eq!(put.status, 200);
-    assert_eq!(put.header("Content-Type"), Some("text/plain"));
-    assert_eq!(
-        put.header("X-aws-ec2-metadata-token-ttl-seconds"),
-        Some("21600")
-    );
-    let token = put.text();
-    assert_eq!(token.len(), 56);
-    assert!(token.starts_with("AQAEA"));
+    let token = put_aws_token(m.addr()).await;
 
     let r = get(m.addr(), IA, &[(AWS_TOKEN_HEADER, &token)]).await;
     assert_eq!(r.status, 200);
@@ -64,13 +48,41 @@ async fn aws_token_required_by_default() {
         200
     );
 
+    assert_token_log(&m, &token);
+}
+
+/// `PUT /latest/api/token` for 6 h: 200, a 56-character AWS token, the TTL echoed.
+async fn put_aws_token(addr: std::net::SocketAddr) -> String {
+    let put = req(
+        addr,
+        "PUT",
+        "/latest/api/token",
+        &[("X-aws-ec2-metadata-token-ttl-seconds", "21600")],
+        b"",
+    )
+    .await;
+    assert_eq!(put.status, 200);
+    assert_eq!(put.header("Content-Type"), Some("text/plain"));
+    assert_eq!(
+        put.header("X-aws-ec2-metadata-token-ttl-seconds"),
+        Some("21600")
+    );
+    let token = put.text();
+    assert_eq!(token.len(), 56);
+    assert!(token.starts_with("AQAEA"));
+    token
+}
+
+/// What [`aws_token_required_by_default`] leaves in the stats and the request log: two tokens,
+/// the first request refused for want of one, the second made with `token`.
+fn assert_token_log(m: &MockImds, token: &str) {
     assert_eq!(m.stats().tokens_issued, 2);
     assert_eq!(m.stats().aws_tokens_issued, 2);
     let log = m.requests_for(IA);
     assert_eq!(log.len(), 4);
     assert_eq!(log[0].note.as_deref(), Some("token required"));
     assert_eq!(log[0].status, Some(401));
-    assert_eq!(log[1].header(AWS_TOKEN_HEADER), Some(token.as_str()));
+    assert_eq!(log[1].header(AWS_TOKEN_HEADER), Some(token));
     let puts = m.requests_for("/latest/api/token");
     assert_eq!(puts.len(), 2);
     assert!(puts[0]

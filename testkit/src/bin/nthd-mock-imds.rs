@@ -72,15 +72,13 @@ fn setup(a: &Args) -> Result<Setup, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let (identity_routes, routes, config) = match setup(&args) {
+    let setup = match setup(&args) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("nthd-mock-imds: {e}");
             return ExitCode::from(2);
         }
     };
-    let (listen, quiet) = (args.listen, args.quiet);
-
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -91,41 +89,45 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    rt.block_on(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (mut term, mut int) = match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(t), Ok(i)) => (t, i),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("nthd-mock-imds: cannot install signal handlers: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        let mut b = MockImds::builder()
-            .config(config)
-            .routes(identity_routes)
-            .routes(routes)
-            .log_to_stderr(!quiet);
-        for l in listen {
-            b = b.listen(l);
+    rt.block_on(serve(args.listen, args.quiet, setup))
+}
+
+/// Serve on `listen` until SIGTERM or SIGINT.
+async fn serve(listen: Vec<String>, quiet: bool, setup: Setup) -> ExitCode {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (identity_routes, routes, config) = setup;
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("nthd-mock-imds: cannot install signal handlers: {e}");
+            return ExitCode::from(1);
         }
-        let mock = match b.start().await {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("nthd-mock-imds: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        for a in mock.addrs() {
-            eprintln!("nthd-mock-imds: listening on http://{a}");
+    };
+    let mut b = MockImds::builder()
+        .config(config)
+        .routes(identity_routes)
+        .routes(routes)
+        .log_to_stderr(!quiet);
+    for l in listen {
+        b = b.listen(l);
+    }
+    let mock = match b.start().await {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("nthd-mock-imds: {e}");
+            return ExitCode::from(1);
         }
-        tokio::select! {
-            _ = term.recv() => eprintln!("nthd-mock-imds: SIGTERM, exiting"),
-            _ = int.recv() => eprintln!("nthd-mock-imds: SIGINT, exiting"),
-        }
-        drop(mock);
-        ExitCode::SUCCESS
-    })
+    };
+    for a in mock.addrs() {
+        eprintln!("nthd-mock-imds: listening on http://{a}");
+    }
+    tokio::select! {
+        _ = term.recv() => eprintln!("nthd-mock-imds: SIGTERM, exiting"),
+        _ = int.recv() => eprintln!("nthd-mock-imds: SIGINT, exiting"),
+    }
+    drop(mock);
+    ExitCode::SUCCESS
 }

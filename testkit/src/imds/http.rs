@@ -68,16 +68,24 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }
 
-/// Read one request from `io`, using and refilling `buf` (bytes past the request stay in `buf`
-/// for the next one). `Ok(None)`: the peer closed cleanly between requests.
-pub(super) async fn read_request<S>(
+/// A read or write error of the connection itself (no response is possible).
+fn io_error(e: &std::io::Error) -> ReadError {
+    ReadError {
+        status: None,
+        message: e.to_string(),
+    }
+}
+
+/// Read into `buf` until it holds a whole request head; returns the head's end (past the blank
+/// line). `Ok(None)`: the peer closed cleanly between requests.
+async fn read_head<S>(
     io: &mut S,
     buf: &mut Vec<u8>,
-) -> Result<Option<Request>, ReadError>
+    tmp: &mut [u8],
+) -> Result<Option<usize>, ReadError>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + Unpin,
 {
-    let mut tmp = vec![0u8; 16 * 1024];
     let head_end = loop {
         if let Some(end) = find_head_end(buf) {
             break end;
@@ -85,10 +93,7 @@ where
         if buf.len() > MAX_HEAD {
             return Err(bad(431, "request head too large"));
         }
-        let n = io.read(&mut tmp).await.map_err(|e| ReadError {
-            status: None,
-            message: e.to_string(),
-        })?;
+        let n = io.read(tmp).await.map_err(|e| io_error(&e))?;
         if n == 0 {
             if buf.iter().all(u8::is_ascii_whitespace) {
                 return Ok(None);
@@ -103,14 +108,11 @@ where
     if head_end > MAX_HEAD {
         return Err(bad(431, "request head too large"));
     }
+    Ok(Some(head_end))
+}
 
-    let head = std::str::from_utf8(&buf[..head_end - 4])
-        .map_err(|_| bad(400, "request head is not UTF-8"))?
-        .to_string();
-    // Tolerate stray CRLFs between pipelined requests (RFC 9112 §2.2).
-    let head = head.trim_start_matches("\r\n");
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or("");
+/// The method, target and minor version of a request line.
+fn parse_request_line(request_line: &str) -> Result<(&str, &str, u8), ReadError> {
     let mut parts = request_line.split(' ');
     let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some(m), Some(t), Some(v), None) if !m.is_empty() && !t.is_empty() => (m, t, v),
@@ -121,6 +123,13 @@ where
         "HTTP/1.0" => 0,
         _ => return Err(bad(505, format!("unsupported version {version:?}"))),
     };
+    Ok((method, target, version_minor))
+}
+
+/// The header lines after the request line, as (name, trimmed value).
+fn parse_headers<'a>(
+    lines: impl Iterator<Item = &'a str>,
+) -> Result<Vec<(String, String)>, ReadError> {
     let mut headers = Vec::new();
     for line in lines {
         let Some((k, v)) = line.split_once(':') else {
@@ -131,8 +140,11 @@ where
         }
         headers.push((k.to_string(), v.trim().to_string()));
     }
+    Ok(headers)
+}
 
-    // Origin form is what clients send; accept absolute form too.
+/// The path and query of a request target in origin form (what clients send) or absolute form.
+fn split_target(target: &str) -> (String, String) {
     let target = match target.strip_prefix("http://") {
         Some(rest) => match rest.find('/') {
             Some(i) => &rest[i..],
@@ -140,20 +152,33 @@ where
         },
         None => target,
     };
-    let (path, query) = match target.split_once('?') {
+    match target.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (target.to_string(), String::new()),
-    };
+    }
+}
 
-    let mut req = Request {
+/// The request a head (without its blank line) describes, with an empty body.
+fn parse_head(head: &[u8]) -> Result<Request, ReadError> {
+    let head = std::str::from_utf8(head).map_err(|_| bad(400, "request head is not UTF-8"))?;
+    // Tolerate stray CRLFs between pipelined requests (RFC 9112 §2.2).
+    let head = head.trim_start_matches("\r\n");
+    let mut lines = head.split("\r\n");
+    let (method, target, version_minor) = parse_request_line(lines.next().unwrap_or(""))?;
+    let headers = parse_headers(lines)?;
+    let (path, query) = split_target(target);
+    Ok(Request {
         method: method.to_string(),
         path,
         query,
         version_minor,
         headers,
         body: Vec::new(),
-    };
+    })
+}
 
+/// The body length `req` announces (Content-Length; no Transfer-Encoding).
+fn body_length(req: &Request) -> Result<usize, ReadError> {
     if req.header("Transfer-Encoding").is_some() {
         return Err(bad(
             501,
@@ -169,24 +194,21 @@ where
     if len > MAX_BODY {
         return Err(bad(413, "request body too large"));
     }
-    let want = head_end + len;
-    if buf.len() < want
-        && req
-            .header("Expect")
-            .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
-    {
-        io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .await
-            .map_err(|e| ReadError {
-                status: None,
-                message: e.to_string(),
-            })?;
-    }
+    Ok(len)
+}
+
+/// Read into `buf` until it holds `want` bytes.
+async fn read_to<S>(
+    io: &mut S,
+    buf: &mut Vec<u8>,
+    tmp: &mut [u8],
+    want: usize,
+) -> Result<(), ReadError>
+where
+    S: AsyncRead + Unpin,
+{
     while buf.len() < want {
-        let n = io.read(&mut tmp).await.map_err(|e| ReadError {
-            status: None,
-            message: e.to_string(),
-        })?;
+        let n = io.read(tmp).await.map_err(|e| io_error(&e))?;
         if n == 0 {
             return Err(ReadError {
                 status: None,
@@ -195,6 +217,34 @@ where
         }
         buf.extend_from_slice(&tmp[..n]);
     }
+    Ok(())
+}
+
+/// Read one request from `io`, using and refilling `buf` (bytes past the request stay in `buf`
+/// for the next one). `Ok(None)`: the peer closed cleanly between requests.
+pub(super) async fn read_request<S>(
+    io: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Request>, ReadError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut tmp = vec![0u8; 16 * 1024];
+    let Some(head_end) = read_head(io, buf, &mut tmp).await? else {
+        return Ok(None);
+    };
+    let mut req = parse_head(&buf[..head_end - 4])?;
+    let want = head_end + body_length(&req)?;
+    if buf.len() < want
+        && req
+            .header("Expect")
+            .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+    {
+        io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .map_err(|e| io_error(&e))?;
+    }
+    read_to(io, buf, &mut tmp, want).await?;
     req.body = buf[head_end..want].to_vec();
     buf.drain(..want);
     Ok(Some(req))

@@ -106,68 +106,12 @@ fn gcp(body: &str) -> Response {
 /// The identity routes of `cloud` (one of [`CLOUDS`]) with the default values; `None` for
 /// another name.
 pub fn routes(cloud: &str) -> Option<Vec<(String, Response)>> {
-    let r: Vec<(&str, Response)> = match cloud {
-        "aws" => vec![
-            ("/latest/meta-data/instance-id", text(AWS_INSTANCE_ID)),
-            ("/latest/meta-data/instance-type", text(AWS_INSTANCE_TYPE)),
-            (
-                "/latest/meta-data/placement/availability-zone",
-                text(AWS_ZONE),
-            ),
-            (
-                "/latest/meta-data/instance-life-cycle",
-                text(AWS_LIFE_CYCLE),
-            ),
-        ],
-        "gcp" => vec![
-            ("/computeMetadata/v1/instance/id", gcp(GCP_INSTANCE_ID)),
-            (
-                "/computeMetadata/v1/instance/machine-type",
-                gcp(GCP_MACHINE_TYPE),
-            ),
-            ("/computeMetadata/v1/instance/zone", gcp(GCP_ZONE)),
-            (
-                "/computeMetadata/v1/instance/scheduling/provisioning-model",
-                gcp(GCP_PROVISIONING_MODEL),
-            ),
-            (
-                "/computeMetadata/v1/instance/scheduling/preemptible",
-                gcp(GCP_PREEMPTIBLE),
-            ),
-        ],
-        "azure" => vec![(
-            AZURE_COMPUTE_PATH,
-            Response::json(
-                200,
-                azure_compute(
-                    AZURE_VM_ID,
-                    AZURE_VM_SIZE,
-                    AZURE_LOCATION,
-                    AZURE_ZONE,
-                    AZURE_PRIORITY,
-                ),
-            ),
-        )],
-        "alibaba" => vec![
-            ("/latest/meta-data/instance-id", text(ALIBABA_INSTANCE_ID)),
-            (
-                "/latest/meta-data/instance/instance-type",
-                text(ALIBABA_INSTANCE_TYPE),
-            ),
-            ("/latest/meta-data/zone-id", text(ALIBABA_ZONE)),
-        ],
-        "tencent" => vec![
-            ("/latest/meta-data/instance-id", text(TENCENT_INSTANCE_ID)),
-            (
-                "/latest/meta-data/instance/instance-type",
-                text(TENCENT_INSTANCE_TYPE),
-            ),
-            ("/latest/meta-data/placement/zone", text(TENCENT_ZONE)),
-            (
-                "/latest/meta-data/payment/charge-type",
-                text(TENCENT_CHARGE_TYPE),
-            ),
-        ],
+    let r = match cloud {
+        "aws" => aws_routes(),
+        "gcp" => gcp_routes(),
+        "azure" => azure_routes(),
+        "alibaba" => alibaba_routes(),
+        "tencent" => tencent_routes(),
         _ => return None,
     };
     Some(
@@ -175,6 +119,82 @@ pub fn routes(cloud: &str) -> Option<Vec<(String, Response)>> {
             .map(|(p, resp)| (p.to_string(), resp))
             .collect(),
     )
+}
+
+fn aws_routes() -> Vec<(&'static str, Response)> {
+    vec![
+        ("/latest/meta-data/instance-id", text(AWS_INSTANCE_ID)),
+        ("/latest/meta-data/instance-type", text(AWS_INSTANCE_TYPE)),
+        (
+            "/latest/meta-data/placement/availability-zone",
+            text(AWS_ZONE),
+        ),
+        (
+            "/latest/meta-data/instance-life-cycle",
+            text(AWS_LIFE_CYCLE),
+        ),
+    ]
+}
+
+fn gcp_routes() -> Vec<(&'static str, Response)> {
+    vec![
+        ("/computeMetadata/v1/instance/id", gcp(GCP_INSTANCE_ID)),
+        (
+            "/computeMetadata/v1/instance/machine-type",
+            gcp(GCP_MACHINE_TYPE),
+        ),
+        ("/computeMetadata/v1/instance/zone", gcp(GCP_ZONE)),
+        (
+            "/computeMetadata/v1/instance/scheduling/provisioning-model",
+            gcp(GCP_PROVISIONING_MODEL),
+        ),
+        (
+            "/computeMetadata/v1/instance/scheduling/preemptible",
+            gcp(GCP_PREEMPTIBLE),
+        ),
+    ]
+}
+
+fn azure_routes() -> Vec<(&'static str, Response)> {
+    vec![(
+        AZURE_COMPUTE_PATH,
+        Response::json(
+            200,
+            azure_compute(
+                AZURE_VM_ID,
+                AZURE_VM_SIZE,
+                AZURE_LOCATION,
+                AZURE_ZONE,
+                AZURE_PRIORITY,
+            ),
+        ),
+    )]
+}
+
+fn alibaba_routes() -> Vec<(&'static str, Response)> {
+    vec![
+        ("/latest/meta-data/instance-id", text(ALIBABA_INSTANCE_ID)),
+        (
+            "/latest/meta-data/instance/instance-type",
+            text(ALIBABA_INSTANCE_TYPE),
+        ),
+        ("/latest/meta-data/zone-id", text(ALIBABA_ZONE)),
+    ]
+}
+
+fn tencent_routes() -> Vec<(&'static str, Response)> {
+    vec![
+        ("/latest/meta-data/instance-id", text(TENCENT_INSTANCE_ID)),
+        (
+            "/latest/meta-data/instance/instance-type",
+            text(TENCENT_INSTANCE_TYPE),
+        ),
+        ("/latest/meta-data/placement/zone", text(TENCENT_ZONE)),
+        (
+            "/latest/meta-data/payment/charge-type",
+            text(TENCENT_CHARGE_TYPE),
+        ),
+    ]
 }
 
 /// [`routes`], or an error naming the clouds it knows.

@@ -489,67 +489,11 @@ impl Shared {
             }
         }
         if path.starts_with("/computeMetadata/") {
-            if req.header("Metadata-Flavor") != Some("Google") {
-                return Plan::fixed(
-                    Response::text(403, "Missing required header: Metadata-Flavor: Google\n")
-                        .with_header("Metadata-Flavor", "Google"),
-                    "missing Metadata-Flavor: Google",
-                );
-            }
-            let long_poll = match req.query_param("wait_for_change") {
-                Some(v) if v.eq_ignore_ascii_case("true") => {
-                    let timeout = match req.query_param("timeout_sec") {
-                        None => None,
-                        Some(t) => match t.parse::<u64>() {
-                            Ok(t) => Some(Duration::from_secs(t)),
-                            Err(_) => {
-                                return Plan::fixed(
-                                    Response::text(400, "invalid timeout_sec\n")
-                                        .with_header("Metadata-Flavor", "Google"),
-                                    "invalid timeout_sec",
-                                )
-                            }
-                        },
-                    };
-                    Some(LongPoll {
-                        last_etag: req.query_param("last_etag"),
-                        timeout,
-                    })
-                }
-                _ => None,
-            };
-            return Plan::Route {
-                gcp: true,
-                long_poll,
-            };
+            return plan_gcp(req);
         }
         if path.starts_with("/metadata/") {
-            let has_flag = req
-                .header("Metadata")
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            if !has_flag {
-                return Plan::fixed(
-                    Response::json(
-                        400,
-                        r#"{"error":"Bad request. Required metadata header not specified"}"#,
-                    ),
-                    "missing Metadata: true",
-                );
-            }
-            if inner.config.azure_require_api_version && req.query_param("api-version").is_none() {
-                return Plan::fixed(
-                    Response::json(
-                        400,
-                        r#"{"error":"Bad request. api-version was not specified in the request. For more information refer to aka.ms/azureimds","newest-versions":["2021-01-01"]}"#,
-                    ),
-                    "missing api-version",
-                );
-            }
-            if req.method == "POST" && path == "/metadata/scheduledevents" {
-                return Plan::fixed(
-                    Response::status(200),
-                    "azure scheduled-event acknowledgement",
-                );
+            if let Some(p) = plan_azure(req, inner.config.azure_require_api_version) {
+                return p;
             }
         }
         Plan::Route {
@@ -557,6 +501,78 @@ impl Shared {
             long_poll: None,
         }
     }
+}
+
+/// [`Shared::plan`] for GCP's `/computeMetadata/`: the `Metadata-Flavor: Google` header is
+/// required; `wait_for_change=true` makes it a long poll.
+fn plan_gcp(req: &Request) -> Plan {
+    if req.header("Metadata-Flavor") != Some("Google") {
+        return Plan::fixed(
+            Response::text(403, "Missing required header: Metadata-Flavor: Google\n")
+                .with_header("Metadata-Flavor", "Google"),
+            "missing Metadata-Flavor: Google",
+        );
+    }
+    let long_poll = match req.query_param("wait_for_change") {
+        Some(v) if v.eq_ignore_ascii_case("true") => {
+            let timeout = match req.query_param("timeout_sec") {
+                None => None,
+                Some(t) => match t.parse::<u64>() {
+                    Ok(t) => Some(Duration::from_secs(t)),
+                    Err(_) => {
+                        return Plan::fixed(
+                            Response::text(400, "invalid timeout_sec\n")
+                                .with_header("Metadata-Flavor", "Google"),
+                            "invalid timeout_sec",
+                        )
+                    }
+                },
+            };
+            Some(LongPoll {
+                last_etag: req.query_param("last_etag"),
+                timeout,
+            })
+        }
+        _ => None,
+    };
+    Plan::Route {
+        gcp: true,
+        long_poll,
+    }
+}
+
+/// [`Shared::plan`] for Azure's `/metadata/`: the `Metadata: true` header (and, if so configured,
+/// `api-version`) is required; a POST to `scheduledevents` is acknowledged. `None`: answer from
+/// the routes.
+fn plan_azure(req: &Request, require_api_version: bool) -> Option<Plan> {
+    let has_flag = req
+        .header("Metadata")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if !has_flag {
+        return Some(Plan::fixed(
+            Response::json(
+                400,
+                r#"{"error":"Bad request. Required metadata header not specified"}"#,
+            ),
+            "missing Metadata: true",
+        ));
+    }
+    if require_api_version && req.query_param("api-version").is_none() {
+        return Some(Plan::fixed(
+            Response::json(
+                400,
+                r#"{"error":"Bad request. api-version was not specified in the request. For more information refer to aka.ms/azureimds","newest-versions":["2021-01-01"]}"#,
+            ),
+            "missing api-version",
+        ));
+    }
+    if req.method == "POST" && req.path == "/metadata/scheduledevents" {
+        return Some(Plan::fixed(
+            Response::status(200),
+            "azure scheduled-event acknowledgement",
+        ));
+    }
+    None
 }
 
 fn invalid_input(e: String) -> io::Error {
@@ -798,13 +814,17 @@ fn body_byte(resp: &Response, i: u64) -> u8 {
     }
 }
 
-async fn write_response(
-    resp: &Response,
-    extra: Vec<(String, String)>,
-    head_only: bool,
-    keep_alive: bool,
-    stream: &mut TcpStream,
-) -> Next {
+/// `KeepAlive` if `keep_alive`, else `Close`.
+fn keep_or_close(keep_alive: bool) -> Next {
+    if keep_alive {
+        Next::KeepAlive
+    } else {
+        Next::Close
+    }
+}
+
+/// The scripted headers of `resp`, then those of `extra` it does not set itself.
+fn merged_headers(resp: &Response, extra: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut headers: Vec<(String, String)> = resp
         .headers
         .iter()
@@ -815,75 +835,104 @@ async fn write_response(
             headers.push((k, v));
         }
     }
-    let len = resp.content_length();
-    let result: io::Result<Next> = async {
-        match resp.fault {
-            Some(Fault::Hang) => {
-                // Keep the socket open and unanswered; drain whatever the client sends until
-                // it gives up (or the server shuts down).
-                let mut tmp = vec![0u8; 4096];
-                while stream.read(&mut tmp).await? > 0 {}
-                Ok(Next::Close)
-            }
-            Some(Fault::Reset) => {
-                // SO_LINGER 0 turns the close into an RST.
-                stream.set_zero_linger()?;
-                Ok(Next::Abort)
-            }
-            Some(Fault::Garbage) => {
-                stream.write_all(GARBAGE).await?;
-                Ok(Next::Close)
-            }
-            Some(Fault::Truncate) => {
-                let declared = if len >= 2 { len } else { 64 };
-                let mut hdrs = headers.clone();
-                hdrs.retain(|(k, _)| !k.eq_ignore_ascii_case("Content-Length"));
-                hdrs.push(("Content-Length".into(), declared.to_string()));
-                stream
-                    .write_all(&http::head(resp.status, &hdrs, declared, true))
-                    .await?;
-                if !head_only {
-                    write_body(resp, len / 2, stream).await?;
-                }
-                Ok(Next::Close)
-            }
-            Some(Fault::Slow) => {
-                stream
-                    .write_all(&http::head(resp.status, &headers, len, !keep_alive))
-                    .await?;
-                if !head_only {
-                    let every = Duration::from_millis(resp.slow_ms.unwrap_or(DEFAULT_SLOW_MS));
-                    for i in 0..len {
-                        if i > 0 {
-                            tokio::time::sleep(every).await;
-                        }
-                        stream.write_all(&[body_byte(resp, i)]).await?;
-                    }
-                }
-                Ok(if keep_alive {
-                    Next::KeepAlive
-                } else {
-                    Next::Close
-                })
-            }
-            None => {
-                stream
-                    .write_all(&http::head(resp.status, &headers, len, !keep_alive))
-                    .await?;
-                if !head_only {
-                    write_body(resp, len, stream).await?;
-                }
-                Ok(if keep_alive {
-                    Next::KeepAlive
-                } else {
-                    Next::Close
-                })
-            }
-        }
-    }
-    .await;
+    headers
+}
+
+async fn write_response(
+    resp: &Response,
+    extra: Vec<(String, String)>,
+    head_only: bool,
+    keep_alive: bool,
+    stream: &mut TcpStream,
+) -> Next {
+    let headers = merged_headers(resp, extra);
+    let result = write_with_fault(resp, &headers, head_only, keep_alive, stream).await;
     // A write error means the client went away (e.g. it dropped a huge body midway).
     result.unwrap_or(Next::Close)
+}
+
+/// Answer with `resp` (and `headers`), or with its fault.
+async fn write_with_fault(
+    resp: &Response,
+    headers: &[(String, String)],
+    head_only: bool,
+    keep_alive: bool,
+    stream: &mut TcpStream,
+) -> io::Result<Next> {
+    let len = resp.content_length();
+    match resp.fault {
+        Some(Fault::Hang) => {
+            // Keep the socket open and unanswered; drain whatever the client sends until
+            // it gives up (or the server shuts down).
+            let mut tmp = vec![0u8; 4096];
+            while stream.read(&mut tmp).await? > 0 {}
+            Ok(Next::Close)
+        }
+        Some(Fault::Reset) => {
+            // SO_LINGER 0 turns the close into an RST.
+            stream.set_zero_linger()?;
+            Ok(Next::Abort)
+        }
+        Some(Fault::Garbage) => {
+            stream.write_all(GARBAGE).await?;
+            Ok(Next::Close)
+        }
+        Some(Fault::Truncate) => {
+            write_truncated(resp, headers, head_only, stream).await?;
+            Ok(Next::Close)
+        }
+        Some(Fault::Slow) => {
+            stream
+                .write_all(&http::head(resp.status, headers, len, !keep_alive))
+                .await?;
+            if !head_only {
+                write_slowly(resp, len, stream).await?;
+            }
+            Ok(keep_or_close(keep_alive))
+        }
+        None => {
+            stream
+                .write_all(&http::head(resp.status, headers, len, !keep_alive))
+                .await?;
+            if !head_only {
+                write_body(resp, len, stream).await?;
+            }
+            Ok(keep_or_close(keep_alive))
+        }
+    }
+}
+
+/// [`Fault::Truncate`]: declare a longer body than is sent (half of it).
+async fn write_truncated(
+    resp: &Response,
+    headers: &[(String, String)],
+    head_only: bool,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
+    let len = resp.content_length();
+    let declared = if len >= 2 { len } else { 64 };
+    let mut hdrs = headers.to_vec();
+    hdrs.retain(|(k, _)| !k.eq_ignore_ascii_case("Content-Length"));
+    hdrs.push(("Content-Length".into(), declared.to_string()));
+    stream
+        .write_all(&http::head(resp.status, &hdrs, declared, true))
+        .await?;
+    if !head_only {
+        write_body(resp, len / 2, stream).await?;
+    }
+    Ok(())
+}
+
+/// [`Fault::Slow`]: send the `len` body bytes one at a time, `slow_ms` apart.
+async fn write_slowly(resp: &Response, len: u64, stream: &mut TcpStream) -> io::Result<()> {
+    let every = Duration::from_millis(resp.slow_ms.unwrap_or(DEFAULT_SLOW_MS));
+    for i in 0..len {
+        if i > 0 {
+            tokio::time::sleep(every).await;
+        }
+        stream.write_all(&[body_byte(resp, i)]).await?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -915,7 +964,10 @@ async fn control(shared: &Shared, req: &Request, stream: &mut TcpStream) -> Next
     }
 }
 
-fn json_error(status: u16, msg: impl std::fmt::Display) -> (u16, &'static str, String) {
+/// A control API answer: status, content type, body.
+type Answer = (u16, &'static str, String);
+
+fn json_error(status: u16, msg: impl std::fmt::Display) -> Answer {
     (
         status,
         "application/json",
@@ -923,109 +975,146 @@ fn json_error(status: u16, msg: impl std::fmt::Display) -> (u16, &'static str, S
     )
 }
 
-fn json_ok(v: impl serde::Serialize) -> (u16, &'static str, String) {
+fn json_ok(v: impl serde::Serialize) -> Answer {
     match serde_json::to_string(&v) {
         Ok(s) => (200, "application/json", s),
         Err(e) => json_error(500, e),
     }
 }
 
-fn control_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String) {
+/// `{"ok": true}`.
+fn ok() -> Answer {
+    json_ok(serde_json::json!({ "ok": true }))
+}
+
+fn control_answer(shared: &Shared, req: &Request) -> Answer {
     let what = req.path.trim_start_matches("/_mock").trim_matches('/');
     let method = req.method.as_str();
-    let path_param = || {
-        req.query_param("path")
-            .ok_or_else(|| json_error(400, "missing ?path= query parameter"))
+    // `None`: the endpoint exists but not with this method.
+    let answer = match what {
+        "health" => (method == "GET").then(|| (200, "text/plain", "ok".into())),
+        "route" => route_answer(shared, req),
+        "routes" => routes_answer(shared, req),
+        "identity" => matches!(method, "PUT" | "POST" | "DELETE" | "GET")
+            .then(|| identity_answer(shared, req)),
+        "config" => config_answer(shared, req),
+        "log" => log_answer(shared, req),
+        "events" => events_answer(shared, req),
+        "stats" => (method == "GET").then(|| json_ok(&lock(&shared.inner).stats)),
+        "reset" => matches!(method, "POST" | "PUT").then(|| {
+            shared.reset();
+            ok()
+        }),
+        _ => return json_error(404, format!("unknown control endpoint /_mock/{what}")),
     };
-    match (method, what) {
-        ("GET", "health") => (200, "text/plain", "ok".into()),
-        ("PUT" | "POST", "route") => {
-            let path = match path_param() {
-                Ok(p) => p,
-                Err(e) => return e,
-            };
+    answer.unwrap_or_else(|| json_error(405, format!("{method} not supported on /_mock/{what}")))
+}
+
+/// `/_mock/route?path=P`: `PUT`/`POST` sets P, `DELETE` unsets it, `GET` shows it.
+fn route_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    let method = req.method.as_str();
+    if !matches!(method, "PUT" | "POST" | "DELETE" | "GET") {
+        return None;
+    }
+    let Some(path) = req.query_param("path") else {
+        return Some(json_error(400, "missing ?path= query parameter"));
+    };
+    Some(match method {
+        "DELETE" => {
+            json_ok(serde_json::json!({ "ok": true, "existed": shared.clear_route(&path) }))
+        }
+        "GET" => match lock(&shared.inner).routes.get(&path) {
+            Some(r) => json_ok(&r.resp),
+            None => json_error(404, format!("no route for {path}")),
+        },
+        _ => {
             let resp: Response = match serde_json::from_slice(&req.body) {
                 Ok(r) => r,
-                Err(e) => return json_error(400, format!("bad Response JSON: {e}")),
+                Err(e) => return Some(json_error(400, format!("bad Response JSON: {e}"))),
             };
             match shared.set_routes(vec![(path, resp)]) {
-                Ok(()) => json_ok(serde_json::json!({ "ok": true })),
+                Ok(()) => ok(),
                 Err(e) => json_error(400, e),
             }
         }
-        ("DELETE", "route") => match path_param() {
-            Ok(p) => json_ok(serde_json::json!({ "ok": true, "existed": shared.clear_route(&p) })),
-            Err(e) => e,
-        },
-        ("GET", "route") => match path_param() {
-            Ok(p) => match lock(&shared.inner).routes.get(&p) {
-                Some(r) => json_ok(&r.resp),
-                None => json_error(404, format!("no route for {p}")),
-            },
-            Err(e) => e,
-        },
-        ("GET", "routes") => {
+    })
+}
+
+/// `/_mock/routes`: `GET` shows all routes, `PUT`/`POST` sets many.
+fn routes_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => {
             let inner = lock(&shared.inner);
             let map: BTreeMap<&String, &Response> =
                 inner.routes.iter().map(|(k, v)| (k, &v.resp)).collect();
-            json_ok(map)
+            Some(json_ok(map))
         }
-        ("PUT" | "POST", "routes") => {
+        "PUT" | "POST" => {
             let map: BTreeMap<String, Response> = match serde_json::from_slice(&req.body) {
                 Ok(m) => m,
-                Err(e) => return json_error(400, format!("bad routes JSON: {e}")),
+                Err(e) => return Some(json_error(400, format!("bad routes JSON: {e}"))),
             };
-            match shared.set_routes(map.into_iter().collect()) {
-                Ok(()) => json_ok(serde_json::json!({ "ok": true })),
+            Some(match shared.set_routes(map.into_iter().collect()) {
+                Ok(()) => ok(),
                 Err(e) => json_error(400, e),
-            }
+            })
         }
-        ("PUT" | "POST" | "DELETE" | "GET", "identity") => identity_answer(shared, req),
-        ("GET", "config") => json_ok(&lock(&shared.inner).config),
-        ("PUT" | "POST" | "PATCH", "config") => {
+        _ => None,
+    }
+}
+
+/// `/_mock/config`: `GET` shows it, `PUT`/`POST`/`PATCH` merges a partial config into it.
+fn config_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => Some(json_ok(&lock(&shared.inner).config)),
+        "PUT" | "POST" | "PATCH" => {
             let patch: serde_json::Value = match serde_json::from_slice(&req.body) {
                 Ok(v) => v,
-                Err(e) => return json_error(400, format!("bad config JSON: {e}")),
+                Err(e) => return Some(json_error(400, format!("bad config JSON: {e}"))),
             };
-            match shared.update_config(|c| c.merge_json(&patch)) {
+            Some(match shared.update_config(|c| c.merge_json(&patch)) {
                 Ok(()) => json_ok(&lock(&shared.inner).config),
                 Err(e) => json_error(400, e),
-            }
+            })
         }
-        ("GET", "log") => {
+        _ => None,
+    }
+}
+
+/// `/_mock/log[?path=P]`: `GET` shows the request log (of P), `DELETE` clears it.
+fn log_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => {
             let inner = lock(&shared.inner);
-            match req.query_param("path") {
+            Some(match req.query_param("path") {
                 Some(p) => json_ok(inner.log.iter().filter(|e| e.path == p).collect::<Vec<_>>()),
                 None => json_ok(&inner.log),
-            }
+            })
         }
-        ("DELETE", "log") => {
+        "DELETE" => {
             lock(&shared.inner).log.clear();
             shared.log_changed.send_modify(|v| *v += 1);
-            json_ok(serde_json::json!({ "ok": true }))
+            Some(ok())
         }
-        ("GET", "events") => json_ok(&lock(&shared.inner).events),
-        ("DELETE", "events") => {
+        _ => None,
+    }
+}
+
+/// `/_mock/events`: `GET` shows them, `DELETE` clears them.
+fn events_answer(shared: &Shared, req: &Request) -> Option<Answer> {
+    match req.method.as_str() {
+        "GET" => Some(json_ok(&lock(&shared.inner).events)),
+        "DELETE" => {
             lock(&shared.inner).events.clear();
-            json_ok(serde_json::json!({ "ok": true }))
+            Some(ok())
         }
-        ("GET", "stats") => json_ok(&lock(&shared.inner).stats),
-        ("POST" | "PUT", "reset") => {
-            shared.reset();
-            json_ok(serde_json::json!({ "ok": true }))
-        }
-        (
-            _,
-            "health" | "route" | "routes" | "identity" | "config" | "log" | "events" | "stats"
-            | "reset",
-        ) => json_error(405, format!("{method} not supported on /_mock/{what}")),
-        _ => json_error(404, format!("unknown control endpoint /_mock/{what}")),
+        _ => None,
     }
 }
 
 /// `/_mock/identity?cloud=C`: `PUT`/`POST` installs C's default identity routes, `DELETE`
 /// unsets C's identity paths, `GET` shows C's default identity routes (without installing).
-fn identity_answer(shared: &Shared, req: &Request) -> (u16, &'static str, String) {
+fn identity_answer(shared: &Shared, req: &Request) -> Answer {
     let Some(cloud) = req.query_param("cloud") else {
         return json_error(
             400,

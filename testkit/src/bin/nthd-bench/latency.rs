@@ -44,13 +44,17 @@ fn aws_every(ms: u64) -> Subject {
     }
 }
 
-pub(crate) fn all_cases() -> Vec<Case> {
-    let rebalance = Subject::Nthd {
+/// nthd on AWS with the rebalance-recommendation boost.
+fn aws_rebalance() -> Subject {
+    Subject::Nthd {
         cloud: Cloud::Aws,
         interval: None,
         textfile: false,
         rebalance: true,
-    };
+    }
+}
+
+pub(crate) fn all_cases() -> Vec<Case> {
     vec![
         nthd_case(
             "nthd-aws-1s",
@@ -73,7 +77,7 @@ pub(crate) fn all_cases() -> Vec<Case> {
         nthd_case(
             "nthd-aws-rebalance",
             "nthd, AWS spot after a rebalance recommendation (200 ms boost)",
-            rebalance,
+            aws_rebalance(),
             200,
         ),
         Case {
