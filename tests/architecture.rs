@@ -154,3 +154,142 @@ fn the_fuzz_crate_has_the_workspace_lints() {
     );
     assert_eq!(lint_table("fuzz/Cargo.toml", ""), workspace);
 }
+
+/// The brief's "no function over about 60 lines", held: a function's lines from its `fn` line to
+/// its closing brace. 64 leaves room for a declarative table such as the metrics registry's.
+const MAX_FN_LINES: usize = 64;
+
+/// `code` with string, char and comment contents blanked, so braces in them do not count.
+fn code_only(code: &str) -> String {
+    let (mut out, mut chars) = (String::with_capacity(code.len()), code.chars().peekable());
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            'r' if matches!(chars.peek(), Some('#' | '"')) => {
+                let mut hashes = 0;
+                while chars.peek() == Some(&'#') {
+                    chars.next();
+                    hashes += 1;
+                }
+                if chars.next() != Some('"') {
+                    continue;
+                }
+                let close: String = std::iter::once('"')
+                    .chain(std::iter::repeat_n('#', hashes))
+                    .collect();
+                let mut seen = String::new();
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                    }
+                    seen.push(c);
+                    if seen.ends_with(&close) {
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        '\n' => out.push('\n'),
+                        _ => {}
+                    }
+                }
+            }
+            '\'' if matches!(chars.clone().nth(1), Some('\'')) => {
+                chars.next();
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The functions of `code` longer than `max` lines, as `NAME (LINES lines, from line N)`.
+fn long_functions(code: &str, max: usize) -> Vec<String> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(at) = line.find("fn ").filter(|&a| {
+            let before = line[..a].trim();
+            before.is_empty()
+                || before.ends_with("pub")
+                || before.ends_with(')')
+                || before.ends_with("async")
+                || before.ends_with("const")
+                || before.ends_with("unsafe")
+        }) else {
+            continue;
+        };
+        let (mut depth, mut opened) = (0i32, false);
+        for (j, l) in lines.iter().enumerate().skip(i) {
+            if !opened && l.trim_end().ends_with(';') {
+                break;
+            }
+            for c in l.chars() {
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                opened |= c == '{';
+            }
+            if opened && depth <= 0 {
+                let name: String = line[at + 3..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if j - i + 1 > max {
+                    found.push(format!("{name} ({} lines, from line {})", j - i + 1, i + 1));
+                }
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_in_src_or_the_testkit_is_over_about_60_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("testkit/src"), &mut files);
+    rust_files(&root.join("testkit/tests"), &mut files);
+    let mut long = Vec::new();
+    for f in &files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for fun in long_functions(&code, MAX_FN_LINES) {
+            long.push(format!(
+                "{}: {fun}",
+                f.strip_prefix(root).unwrap().display()
+            ));
+        }
+    }
+    assert!(files.len() > 40, "found only {} files", files.len());
+    assert!(
+        long.is_empty(),
+        "over {MAX_FN_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn a_planted_long_function_is_found() {
+    let body = "    let x = '{';\n    let s = \"}}\";\n    let r = r#\"\"}\"#;\n".repeat(27);
+    let code = format!("fn short() {{\n}}\n\npub(crate) async fn planted() {{\n{body}}}\n");
+    let long = long_functions(&code_only(&code), MAX_FN_LINES);
+    assert_eq!(long, vec!["planted (83 lines, from line 4)".to_string()]);
+}
