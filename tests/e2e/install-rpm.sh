@@ -29,11 +29,10 @@ previous_rpm() {
 _sysconfig_sum() { ct_exec sha256sum "${1:-/etc/sysconfig/nthd}" 2>/dev/null | cut -c1-64; }
 _sysconfig_beside() { ct_sh 'ls -d /etc/sysconfig/nthd?* 2>/dev/null' || true; }
 # nthd runs with the admin's settings: its environment (EnvironmentFile=) has the edited line.
-_nthd_env_has() { ct_exec cat "/proc/$(nthd_main_pid)/environ" 2>/dev/null | tr '\0' '\n' | grep -qxF "$1"; }
 _expect_rpm_settings_kept() {
   [[ "$(_sysconfig_sum)" == "$1" ]] || fail "/etc/sysconfig/nthd is not the admin's after $2: $(ct_sh 'ls -l /etc/sysconfig/nthd*; head -n 3 /etc/sysconfig/nthd' 2>&1)"
   wait_until 10 nthd_active || fail "nthd is not active after $2"
-  wait_until 5 _nthd_env_has NTHD_SAFETY_MARGIN=7s \
+  wait_until 5 nthd_env_has NTHD_SAFETY_MARGIN=7s \
     || fail "nthd does not run with the admin's settings after $2: $(ct_exec cat "/proc/$(nthd_main_pid)/environ" | tr '\0' ' ')"
 }
 

@@ -589,6 +589,8 @@ nthd_configure() {
 nthd_journal_count() { ct_journal -u nthd | grep -cF -- "$1" || true; }
 nthd_active() { [[ "$(ct_exec systemctl is-active nthd 2>/dev/null)" == active ]]; }
 nthd_main_pid() { ct_exec systemctl show -p MainPID --value nthd; }
+# Whether the running nthd has VAR=VALUE in its environment (its settings file as it read it).
+nthd_env_has() { ct_exec cat "/proc/$(nthd_main_pid)/environ" 2>/dev/null | tr '\0' '\n' | grep -qxF "$1"; }
 nthd_restarts() { ct_exec systemctl show -p NRestarts --value nthd; }
 # User name nthd's main process runs as (from /proc/PID/status Uid).
 nthd_user() {

@@ -42,10 +42,9 @@ _expect_settings_kept() {
 }
 
 # nthd runs, restarted with the admin's settings: its environment has them (EnvironmentFile=).
-_nthd_env_has() { ct_exec cat "/proc/$(nthd_main_pid)/environ" 2>/dev/null | tr '\0' '\n' | grep -qxF "$1"; }
 _expect_nthd_with_settings() {
   wait_until 10 nthd_active || fail "nthd is not active ($1)"
-  wait_until 5 _nthd_env_has "NTHD_SAFETY_MARGIN=${DEFER_MARGIN}s" \
+  wait_until 5 nthd_env_has "NTHD_SAFETY_MARGIN=${DEFER_MARGIN}s" \
     || fail "nthd does not run with the admin's settings ($1): $(ct_exec cat "/proc/$(nthd_main_pid)/environ" | tr '\0' ' ')"
 }
 
