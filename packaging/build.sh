@@ -291,6 +291,7 @@ make_tarball() {
     install -m 644 packaging/assets/nthd.bash packaging/assets/_nthd packaging/assets/nthd.fish \
         "$d/completions/"
     install -m 644 LICENSE README.md "$d/"
+    install -d "$d/docs" && install -m 644 docs/*.md "$d/docs/"
     # Reproducible: sorted names, fixed owner and times, no name or time in the gzip header.
     tar -C "$tmp/tar" --sort=name --owner=0 --group=0 --numeric-owner \
         --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
@@ -342,6 +343,8 @@ if [ $deb_only = 0 ]; then
 fi
 
 # --- 5. checks ----------------------------------------------------------------
+# docs/*.md as a package carries them, under PREFIX (the README links to docs/NAME.md).
+docs_under() { for f in docs/*.md; do echo "$1/$f"; done; }
 check_deb() {
     local deb=$1 a=$2 depends
     say "deb contents: $deb"
@@ -367,6 +370,7 @@ check_deb() {
 /usr/share/zsh/vendor-completions/_nthd
 /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla
 EOF
+    docs_under /usr/share/doc/nthd >>"$tmp/deb.expected" && sort -o "$tmp/deb.expected" "$tmp/deb.expected"
     diff -u "$tmp/deb.expected" "$tmp/deb.files" || die "unexpected files in $deb"
     [ "$(dpkg-deb -f "$deb" Architecture)" = "$(deb_arch "$a")" ] ||
         die "$deb: Architecture is $(dpkg-deb -f "$deb" Architecture), not $(deb_arch "$a")"
@@ -406,6 +410,7 @@ check_rpm() {
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
 EOF
+    docs_under /usr/share/doc/nthd >>"$tmp/rpm.expected" && sort -o "$tmp/rpm.expected" "$tmp/rpm.expected"
     diff -u "$tmp/rpm.expected" "$tmp/rpm.files" || die "unexpected files in $rpmfile"
     [ "$(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile")" = "$a $version-1" ] ||
         die "$rpmfile: $(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile"), not $a $version-1"
@@ -447,6 +452,7 @@ nthd.pkla
 nthd.service
 nthd.sysusers
 EOF
+    docs_under "$name" >>"$tmp/tar.expected" && sort -o "$tmp/tar.expected" "$tmp/tar.expected"
     diff -u "$tmp/tar.expected" "$tmp/tar.files" || die "unexpected files in $tarball"
     tar -xzf "$tarball" -C "$tmp" "$name/install.sh"
     sh -n "$tmp/$name/install.sh" || die "$name/install.sh: syntax error"

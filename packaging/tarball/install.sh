@@ -212,6 +212,10 @@ if [ $pkla = 1 ]; then put 644 "$here/nthd.pkla" "$pkla_path"; fi
 for f in README.md LICENSE; do
     [ ! -r "$here/$f" ] || put 644 "$here/$f" "$prefix/share/doc/nthd/$f"
 done
+# The pages the README links to, beside it.
+for f in "$here"/docs/*.md; do
+    [ ! -r "$f" ] || put 644 "$f" "$prefix/share/doc/nthd/docs/${f##*/}"
+done
 # The settings file: an existing one (the admin's, or cloud-init's) is kept.
 cp "$here/nthd.default" "$MANIFEST_DIR/nthd.default"
 if [ -e /etc/default/nthd ]; then
