@@ -403,7 +403,7 @@ pub struct Options {
     pub metrics_textfile: Option<PathBuf>,
 
     /// Serve Prometheus metrics on http://ADDR/metrics (off by default; the packaged unit's
-    /// IPAddressAllow= must be widened by a drop-in, see the README).
+    /// IPAddressAllow= must be widened by a drop-in: docs/observability.md, "Reachability").
     /// A bad address disables only the server (logged as an error, shown by `nthd status`).
     #[arg(long, env = "NTHD_METRICS_LISTEN", global = true, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
