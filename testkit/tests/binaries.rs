@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use nthd_testkit::logind::{login1_proxy, FakeLogind, PrivateBus, ShutdownReason};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::process::{Child, ChildStdout, Command};
 
 const MOCK: &str = env!("CARGO_BIN_EXE_nthd-mock-imds");
 const LOGIND: &str = env!("CARGO_BIN_EXE_nthd-fake-logind");
@@ -71,8 +71,7 @@ async fn mock_imds_binary_serves_routes_and_exits_on_sigterm() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut err: Lines<BufReader<ChildStderr>> =
-        BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut err = lines_of(child.stderr.take());
     let mut addrs = Vec::new();
     while addrs.len() < 2 {
         let l = next_line(&mut err).await;
@@ -392,6 +391,11 @@ async fn fake_logind_binary_prints_calls_as_json_lines() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot serve org.freedesktop.login1"));
 }
 
+/// A child's piped stdout or stderr, by lines.
+fn lines_of<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Lines<BufReader<R>> {
+    BufReader::new(pipe.expect("the pipe was asked for")).lines()
+}
+
 /// `nthd-fake-logind` on `bus` (delay max 0.3 s, `CanPowerOff` "challenge"), and its stdout
 /// past the `ready` line.
 async fn spawn_ready_fake_logind(bus: &PrivateBus) -> (Child, Lines<BufReader<ChildStdout>>) {
@@ -407,8 +411,7 @@ async fn spawn_ready_fake_logind(bus: &PrivateBus) -> (Child, Lines<BufReader<Ch
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut out: Lines<BufReader<ChildStdout>> =
-        BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = lines_of(child.stdout.take());
     let ready: Value = serde_json::from_str(&next_line(&mut out).await).unwrap();
     assert_eq!(ready["event"], "ready");
     assert_eq!(ready["address"], bus.address());

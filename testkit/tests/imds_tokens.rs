@@ -51,16 +51,15 @@ async fn aws_token_required_by_default() {
     assert_token_log(&m, &token);
 }
 
+/// `PUT /latest/api/token` asking for a token of `ttl` seconds.
+async fn put_token(addr: std::net::SocketAddr, ttl: &str) -> common::HttpResp {
+    let ttl_header = [("X-aws-ec2-metadata-token-ttl-seconds", ttl)];
+    req(addr, "PUT", "/latest/api/token", &ttl_header, b"").await
+}
+
 /// `PUT /latest/api/token` for 6 h: 200, a 56-character AWS token, the TTL echoed.
 async fn put_aws_token(addr: std::net::SocketAddr) -> String {
-    let put = req(
-        addr,
-        "PUT",
-        "/latest/api/token",
-        &[("X-aws-ec2-metadata-token-ttl-seconds", "21600")],
-        b"",
-    )
-    .await;
+    let put = put_token(addr, "21600").await;
     assert_eq!(put.status, 200);
     assert_eq!(put.header("Content-Type"), Some("text/plain"));
     assert_eq!(
@@ -96,14 +95,7 @@ fn assert_token_log(m: &MockImds, token: &str) {
 async fn aws_token_ttl_validation() {
     let m = MockImds::start("127.0.0.1:0").await.unwrap();
     for ttl in ["0", "21601", "abc", "-1", ""] {
-        let r = req(
-            m.addr(),
-            "PUT",
-            "/latest/api/token",
-            &[("X-aws-ec2-metadata-token-ttl-seconds", ttl)],
-            b"",
-        )
-        .await;
+        let r = put_token(m.addr(), ttl).await;
         assert_eq!(r.status, 400, "ttl {ttl:?}");
     }
     let r = req(m.addr(), "PUT", "/latest/api/token", &[], b"").await;
@@ -164,24 +156,10 @@ async fn aws_token_optional_and_refused() {
     );
 
     m.config(|c| c.aws_token = TokenMode::Refused);
-    let put = req(
-        m.addr(),
-        "PUT",
-        "/latest/api/token",
-        &[("X-aws-ec2-metadata-token-ttl-seconds", "60")],
-        b"",
-    )
-    .await;
+    let put = put_token(m.addr(), "60").await;
     assert_eq!(put.status, 403);
     m.config(|c| c.token_put_status = 405);
-    let put = req(
-        m.addr(),
-        "PUT",
-        "/latest/api/token",
-        &[("X-aws-ec2-metadata-token-ttl-seconds", "60")],
-        b"",
-    )
-    .await;
+    let put = put_token(m.addr(), "60").await;
     assert_eq!(put.status, 405);
     assert_eq!(get(m.addr(), IA, &[]).await.status, 200);
     assert_eq!(
@@ -217,14 +195,7 @@ async fn token_always_401() {
 async fn token_endpoint_can_be_scripted() {
     let m = MockImds::start("127.0.0.1:0").await.unwrap();
     m.set("/latest/api/token", Response::status(503));
-    let put = req(
-        m.addr(),
-        "PUT",
-        "/latest/api/token",
-        &[("X-aws-ec2-metadata-token-ttl-seconds", "60")],
-        b"",
-    )
-    .await;
+    let put = put_token(m.addr(), "60").await;
     assert_eq!(put.status, 503);
     assert_eq!(m.stats().tokens_issued, 0);
     m.clear("/latest/api/token");

@@ -121,38 +121,45 @@ pub fn routes(cloud: &str) -> Option<Vec<(String, Response)>> {
     )
 }
 
+/// Alibaba's and Tencent's instance type path (AWS's has no `instance/`).
+const NESTED_INSTANCE_TYPE: &str = "/latest/meta-data/instance/instance-type";
+
+/// `(path, value)` rows as routes, each value answered by `answer`.
+fn answered(
+    answer: fn(&str) -> Response,
+    rows: &[(&'static str, &str)],
+) -> Vec<(&'static str, Response)> {
+    rows.iter().map(|&(path, v)| (path, answer(v))).collect()
+}
+
+/// AWS's identity paths, in the order nthd reads them.
+const AWS_ROWS: [(&str, &str); 4] = [
+    ("/latest/meta-data/instance-id", AWS_INSTANCE_ID),
+    ("/latest/meta-data/instance-type", AWS_INSTANCE_TYPE),
+    ("/latest/meta-data/placement/availability-zone", AWS_ZONE),
+    ("/latest/meta-data/instance-life-cycle", AWS_LIFE_CYCLE),
+];
+
 fn aws_routes() -> Vec<(&'static str, Response)> {
-    vec![
-        ("/latest/meta-data/instance-id", text(AWS_INSTANCE_ID)),
-        ("/latest/meta-data/instance-type", text(AWS_INSTANCE_TYPE)),
-        (
-            "/latest/meta-data/placement/availability-zone",
-            text(AWS_ZONE),
-        ),
-        (
-            "/latest/meta-data/instance-life-cycle",
-            text(AWS_LIFE_CYCLE),
-        ),
-    ]
+    answered(text, &AWS_ROWS)
 }
 
 fn gcp_routes() -> Vec<(&'static str, Response)> {
-    vec![
-        ("/computeMetadata/v1/instance/id", gcp(GCP_INSTANCE_ID)),
-        (
-            "/computeMetadata/v1/instance/machine-type",
-            gcp(GCP_MACHINE_TYPE),
-        ),
-        ("/computeMetadata/v1/instance/zone", gcp(GCP_ZONE)),
-        (
-            "/computeMetadata/v1/instance/scheduling/provisioning-model",
-            gcp(GCP_PROVISIONING_MODEL),
-        ),
-        (
-            "/computeMetadata/v1/instance/scheduling/preemptible",
-            gcp(GCP_PREEMPTIBLE),
-        ),
-    ]
+    const MODEL: &str = "/computeMetadata/v1/instance/scheduling/provisioning-model";
+    const PREEMPTIBLE: &str = "/computeMetadata/v1/instance/scheduling/preemptible";
+    answered(
+        gcp,
+        &[
+            ("/computeMetadata/v1/instance/id", GCP_INSTANCE_ID),
+            (
+                "/computeMetadata/v1/instance/machine-type",
+                GCP_MACHINE_TYPE,
+            ),
+            ("/computeMetadata/v1/instance/zone", GCP_ZONE),
+            (MODEL, GCP_PROVISIONING_MODEL),
+            (PREEMPTIBLE, GCP_PREEMPTIBLE),
+        ],
+    )
 }
 
 fn azure_routes() -> Vec<(&'static str, Response)> {
@@ -172,29 +179,26 @@ fn azure_routes() -> Vec<(&'static str, Response)> {
 }
 
 fn alibaba_routes() -> Vec<(&'static str, Response)> {
-    vec![
-        ("/latest/meta-data/instance-id", text(ALIBABA_INSTANCE_ID)),
-        (
-            "/latest/meta-data/instance/instance-type",
-            text(ALIBABA_INSTANCE_TYPE),
-        ),
-        ("/latest/meta-data/zone-id", text(ALIBABA_ZONE)),
-    ]
+    answered(
+        text,
+        &[
+            ("/latest/meta-data/instance-id", ALIBABA_INSTANCE_ID),
+            (NESTED_INSTANCE_TYPE, ALIBABA_INSTANCE_TYPE),
+            ("/latest/meta-data/zone-id", ALIBABA_ZONE),
+        ],
+    )
 }
 
 fn tencent_routes() -> Vec<(&'static str, Response)> {
-    vec![
-        ("/latest/meta-data/instance-id", text(TENCENT_INSTANCE_ID)),
-        (
-            "/latest/meta-data/instance/instance-type",
-            text(TENCENT_INSTANCE_TYPE),
-        ),
-        ("/latest/meta-data/placement/zone", text(TENCENT_ZONE)),
-        (
-            "/latest/meta-data/payment/charge-type",
-            text(TENCENT_CHARGE_TYPE),
-        ),
-    ]
+    answered(
+        text,
+        &[
+            ("/latest/meta-data/instance-id", TENCENT_INSTANCE_ID),
+            (NESTED_INSTANCE_TYPE, TENCENT_INSTANCE_TYPE),
+            ("/latest/meta-data/placement/zone", TENCENT_ZONE),
+            ("/latest/meta-data/payment/charge-type", TENCENT_CHARGE_TYPE),
+        ],
+    )
 }
 
 /// [`routes`], or an error naming the clouds it knows.

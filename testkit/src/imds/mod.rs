@@ -881,21 +881,15 @@ async fn write_with_fault(
             write_truncated(resp, headers, head_only, stream).await?;
             Ok(Next::Close)
         }
-        Some(Fault::Slow) => {
+        // The head at once; the body at once, or (Slow) a byte at a time.
+        Some(Fault::Slow) | None => {
             stream
                 .write_all(&http::head(resp.status, headers, len, !keep_alive))
                 .await?;
-            if !head_only {
-                write_slowly(resp, len, stream).await?;
-            }
-            Ok(keep_or_close(keep_alive))
-        }
-        None => {
-            stream
-                .write_all(&http::head(resp.status, headers, len, !keep_alive))
-                .await?;
-            if !head_only {
-                write_body(resp, len, stream).await?;
+            match (head_only, resp.fault) {
+                (true, _) => {}
+                (false, Some(_)) => write_slowly(resp, len, stream).await?,
+                (false, None) => write_body(resp, len, stream).await?,
             }
             Ok(keep_or_close(keep_alive))
         }
