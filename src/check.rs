@@ -635,7 +635,7 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
     let value = format!(
         "InhibitDelayMaxUSec = {}, notice lead time on {} = {}, lifecycle {}{origin}",
         format_duration(budget),
-        c.cloud.map_or("this cloud", super::notice::Cloud::name),
+        c.cloud.map_or("this cloud", crate::notice::Cloud::name),
         format_duration(lead),
         c.lifecycle.map_or("unknown", Lifecycle::name),
     );

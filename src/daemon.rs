@@ -356,7 +356,7 @@ impl Daemon {
         let holders: Vec<crate::logind::Inhibitor> = match list {
             Ok(Ok(l)) => l
                 .into_iter()
-                .filter(super::logind::Inhibitor::blocks_shutdown)
+                .filter(crate::logind::Inhibitor::blocks_shutdown)
                 .collect(),
             _ => Vec::new(),
         };

@@ -723,9 +723,7 @@ fn push_action(actions: &mut Vec<ActionView>, view: ActionView) {
 
 /// Whether a notice calls for a power action nthd has not yet taken.
 pub(crate) fn will_act(n: &NoticeView) -> bool {
-    n.status == "active"
-        && !n.acted
-        && Action::parse(&n.action).is_some_and(super::policy::Action::is_power)
+    n.status == "active" && !n.acted && Action::parse(&n.action).is_some_and(Action::is_power)
 }
 
 #[cfg(test)]

@@ -220,10 +220,7 @@ impl Event {
             instance_id: ctx.identity.instance_id.as_deref(),
             instance_type: ctx.identity.instance_type.as_deref(),
             zone: ctx.identity.zone.as_deref(),
-            lifecycle: ctx
-                .identity
-                .lifecycle
-                .map(super::super::notice::Lifecycle::name),
+            lifecycle: ctx.identity.lifecycle.map(crate::notice::Lifecycle::name),
             notice: NoticeData {
                 kind: n.kind.name(),
                 id: n.id.as_str(),
@@ -266,7 +263,7 @@ impl Event {
             id.instance_id.as_deref(),
             id.instance_type.as_deref(),
             id.zone.as_deref(),
-            id.lifecycle.map(super::super::notice::Lifecycle::name),
+            id.lifecycle.map(crate::notice::Lifecycle::name),
         ]
         .into_iter()
         .flatten()
