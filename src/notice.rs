@@ -366,9 +366,6 @@ pub struct Notice {
 /// The source of a fire drill's notice (`nthd simulate`): never a metadata endpoint.
 pub(crate) const DRILL_SOURCE: SourceId = SourceId::new("simulate");
 
-/// How a fire drill's notice id starts (`simulate/KIND/...`); no provider's does.
-pub(crate) const DRILL_ID_PREFIX: &str = "simulate/";
-
 /// A notice's fingerprint ([`Notice::id`]): parts joined by `/`, the first naming the cloud
 /// (`aws/spot/terminate`, `azure/E-1`) or a fire drill (`simulate/KIND/...`). Its text is what
 /// logs, the status file, webhooks and the state file show, and it is stored as a plain JSON
@@ -405,7 +402,10 @@ impl NoticeId {
 
     /// Whether this is a fire drill's id (a state record keeps only the id).
     pub fn is_drill(&self) -> bool {
-        self.0.starts_with(DRILL_ID_PREFIX)
+        // Its first part is the drill's source (`simulate/KIND/...`); no provider's is.
+        self.0
+            .strip_prefix(DRILL_SOURCE.as_str())
+            .is_some_and(|rest| rest.starts_with('/'))
     }
 }
 
