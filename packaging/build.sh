@@ -343,8 +343,13 @@ if [ $deb_only = 0 ]; then
 fi
 
 # --- 5. checks ----------------------------------------------------------------
-# docs/*.md as a package carries them, under PREFIX (the README links to docs/NAME.md).
-docs_under() { for f in docs/*.md; do echo "$1/$f"; done; }
+# Adds docs/*.md as a package carries them, under PREFIX, to the sorted list FILE (the README
+# links to docs/NAME.md).
+expect_docs() {
+    local f
+    for f in docs/*.md; do echo "$2/$f"; done >>"$1"
+    sort -o "$1" "$1"
+}
 check_deb() {
     local deb=$1 a=$2 depends
     say "deb contents: $deb"
@@ -370,7 +375,7 @@ check_deb() {
 /usr/share/zsh/vendor-completions/_nthd
 /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla
 EOF
-    docs_under /usr/share/doc/nthd >>"$tmp/deb.expected" && sort -o "$tmp/deb.expected" "$tmp/deb.expected"
+    expect_docs "$tmp/deb.expected" /usr/share/doc/nthd
     diff -u "$tmp/deb.expected" "$tmp/deb.files" || die "unexpected files in $deb"
     [ "$(dpkg-deb -f "$deb" Architecture)" = "$(deb_arch "$a")" ] ||
         die "$deb: Architecture is $(dpkg-deb -f "$deb" Architecture), not $(deb_arch "$a")"
@@ -410,7 +415,7 @@ check_rpm() {
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
 EOF
-    docs_under /usr/share/doc/nthd >>"$tmp/rpm.expected" && sort -o "$tmp/rpm.expected" "$tmp/rpm.expected"
+    expect_docs "$tmp/rpm.expected" /usr/share/doc/nthd
     diff -u "$tmp/rpm.expected" "$tmp/rpm.files" || die "unexpected files in $rpmfile"
     [ "$(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile")" = "$a $version-1" ] ||
         die "$rpmfile: $(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile"), not $a $version-1"
@@ -452,7 +457,7 @@ nthd.pkla
 nthd.service
 nthd.sysusers
 EOF
-    docs_under "$name" >>"$tmp/tar.expected" && sort -o "$tmp/tar.expected" "$tmp/tar.expected"
+    expect_docs "$tmp/tar.expected" "$name"
     diff -u "$tmp/tar.expected" "$tmp/tar.files" || die "unexpected files in $tarball"
     tar -xzf "$tarball" -C "$tmp" "$name/install.sh"
     sh -n "$tmp/$name/install.sh" || die "$name/install.sh: syntax error"
