@@ -204,9 +204,9 @@ impl Reply {
     }
 }
 
-/// The most connections kept open between requests (concurrent requests, such as a GCP
-/// long-poll and a read beside it, each need one).
-const MAX_IDLE: usize = 2;
+/// The most connections kept open between requests. Concurrent requests each need one: a GCP
+/// long-poll and a read beside it, or the four AWS sources when they fall due together.
+const MAX_IDLE: usize = 4;
 /// A connection idle for longer is closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const USER_AGENT: HeaderValue =

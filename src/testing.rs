@@ -52,7 +52,7 @@ pub mod provider {
         pub use crate::provider::aws::{
             parse_asg, parse_rebalance, parse_scheduled, parse_spot, Aws, AwsOptions, ASG_PATH,
             INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, LIFE_CYCLE_PATH, REBALANCE_PATH, SCHEDULED_PATH,
-            SPOT_PATH, ZONE_PATH,
+            SOURCE_PATHS, SPOT_PATH, ZONE_PATH,
         };
     }
 

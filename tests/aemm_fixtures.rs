@@ -88,12 +88,7 @@ async fn every_aemm_notice_format_is_read() {
 #[tokio::test]
 async fn its_xhtml_404_is_no_notice() {
     let m = MockImds::start("127.0.0.1:0").await.unwrap();
-    for path in [
-        aws::SPOT_PATH,
-        aws::REBALANCE_PATH,
-        aws::SCHEDULED_PATH,
-        aws::ASG_PATH,
-    ] {
+    for path in aws::SOURCE_PATHS {
         m.set(path, xhtml(404, "Not Found"));
     }
     let mut p = provider(&m);

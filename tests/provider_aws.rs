@@ -397,8 +397,9 @@ async fn sources_are_polled_at_rates_that_fit_their_lead_times() {
     assert_eq!(slow, 2, "slow sources at 0 s and 1 s");
     assert_eq!(m.count(aws::REBALANCE_PATH), 2);
     assert_eq!(m.stats().aws_tokens_issued, 1, "the token is cached");
+    // One connection per source read at the same instant (four at the start), all kept.
     assert!(
-        m.stats().connections <= 3,
+        m.stats().connections <= 4,
         "keep-alive: {} connections",
         m.stats().connections
     );
@@ -662,4 +663,60 @@ async fn identity_is_an_error_when_nothing_answers() {
     .unwrap();
     let mut p = Aws::new(client, AwsOptions::default());
     assert!(matches!(p.identity().await, Err(ImdsError::Connect { .. })));
+}
+
+/// The sources due at one instant go out together, so their answers share a wakeup: with
+/// every answer held back 800 ms, the four first reads all reach the mock before the first
+/// answer leaves it (one after the other they would arrive 800 ms apart or more).
+#[tokio::test]
+async fn sources_due_together_are_read_together() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    for path in aws::SOURCE_PATHS {
+        m.set(path, Response::status(404).with_delay(800));
+    }
+    let client = ImdsClient::new(
+        &m.url(),
+        ClientOptions {
+            request_timeout: Duration::from_secs(5),
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let mut p = Aws::new(client, AwsOptions::default());
+    let o = p.observe().await;
+    assert_eq!(o.fresh.len(), 4, "every source read: {:?}", o.errors);
+    let arrivals: Vec<u64> = m
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .map(|r| r.t_ms)
+        .collect();
+    assert_eq!(arrivals.len(), 4, "{arrivals:?}");
+    let spread = arrivals.iter().max().unwrap() - arrivals.iter().min().unwrap();
+    assert!(spread < 800, "the reads went out {spread} ms apart");
+    assert_eq!(m.stats().aws_tokens_issued, 1, "one token for all four");
+}
+
+/// Reads rejected together share one new token: one more try each, not a token apiece.
+#[tokio::test]
+async fn reads_rejected_together_share_one_new_token() {
+    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut p = provider(&m, AwsOptions::default());
+    assert!(p.observe().await.ok());
+    m.config(|c| c.token_always_401 = true);
+    // The first round again: 20 s on, when all four sources fall due together.
+    let mut p = provider(&m, AwsOptions::default());
+    let o = p.observe().await;
+    assert_eq!(o.errors.len(), 4, "{:?}", o.errors);
+    let gets = m.requests().iter().filter(|r| r.method == "GET").count();
+    assert_eq!(
+        gets,
+        4 + 4 + 4,
+        "the first round, then each read and its one retry"
+    );
+    assert_eq!(
+        m.stats().aws_tokens_issued,
+        3,
+        "one per provider, one renewal"
+    );
 }

@@ -9,8 +9,10 @@
 //!   shorter);
 //! - `events/maintenance/scheduled` (days ahead): every slow poll interval.
 //!
-//! The session token is cached and refreshed before it expires; a 401 drops it and the read is
-//! retried once with a new one. nthd never falls back to IMDSv1 on its own.
+//! Sources due at the same instant (they share one grid) are read together, each on its own
+//! kept connection, so their answers share a wakeup. The session token is cached and refreshed
+//! before it expires; a 401 drops it and the read is retried once with a new one. nthd never
+//! falls back to IMDSv1 on its own.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,9 @@ pub const INSTANCE_TYPE_PATH: &str = "/latest/meta-data/instance-type";
 pub const ZONE_PATH: &str = "/latest/meta-data/placement/availability-zone";
 /// Path of the purchasing option (`spot`, `on-demand` or `scheduled`).
 pub const LIFE_CYCLE_PATH: &str = "/latest/meta-data/instance-life-cycle";
+
+/// The four sources' paths, in the order they are read.
+pub const SOURCE_PATHS: [&str; 4] = [SPOT_PATH, ASG_PATH, REBALANCE_PATH, SCHEDULED_PATH];
 
 const SRC_SPOT: SourceId = SourceId::new("aws/spot/instance-action");
 const SRC_REBALANCE: SourceId = SourceId::new("aws/events/recommendations/rebalance");
@@ -264,25 +269,99 @@ impl Aws {
         reads.value(&self.client.url(path), r)
     }
 
-    async fn read_source(&mut self, name: SourceId) -> Result<Vec<Notice>, ImdsError> {
-        let path = match name {
-            SRC_SPOT => SPOT_PATH,
-            SRC_ASG => ASG_PATH,
-            SRC_REBALANCE => REBALANCE_PATH,
-            _ => SCHEDULED_PATH,
+    /// Reads the sources due now (indexes into `sources`) and records each result. With the
+    /// token in hand the reads go out together, each on its own kept connection, so their
+    /// answers wake nthd once rather than once each (docs/performance.md, "CPU per metadata
+    /// request"). A read whose answer rejects the token is made again afterwards with a new one.
+    async fn read_due(&mut self, due: &[usize], obs: &mut Observation) {
+        let token = match self.fetch_token().await {
+            Ok(t) => t,
+            Err(e) => return self.token_failed(due, &e, obs),
         };
-        let reply = self.get(path).await?;
-        let url = self.client.url(path);
-        match reply.status {
-            404 => Ok(Vec::new()),
-            200 => match name {
-                SRC_SPOT => parse_spot(&url, &reply.body).map(|n| vec![n]),
-                SRC_ASG => Ok(parse_asg(&url, &reply.body)?.into_iter().collect()),
-                SRC_REBALANCE => parse_rebalance(&url, &reply.body).map(|n| vec![n]),
-                _ => parse_scheduled(&url, &reply.body),
-            },
-            s => Err(status_error(url, s)),
+        let headers = token_headers(token.as_deref());
+        let client = &self.client;
+        let sources = &self.sources;
+        let replies = futures_util::future::join_all(
+            due.iter()
+                .map(|&i| client.get(path_of(sources[i].name), &headers)),
+        )
+        .await;
+        let mut renewed = false;
+        for (&i, reply) in due.iter().zip(replies) {
+            let name = self.sources[i].name;
+            let reply = match reply {
+                Ok(r) if self.rejects(r.status) => {
+                    let again = self.read_again(path_of(name), !renewed).await;
+                    renewed = true;
+                    again
+                }
+                other => other,
+            };
+            let result = reply.and_then(|r| parse_reply(&self.client.url(path_of(name)), name, &r));
+            self.sources[i].record(Instant::now(), result, obs);
         }
+    }
+
+    /// No token: the first source due carries the error. A refused token fails every source
+    /// the same way, so the others are only put back, to be reported once; any other failure
+    /// (a timeout, a broken answer) is recorded for each of them without asking again.
+    fn token_failed(&mut self, due: &[usize], e: &ImdsError, obs: &mut Observation) {
+        let now = Instant::now();
+        let refused = matches!(e, ImdsError::TokenRefused { .. });
+        for (n, &i) in due.iter().enumerate() {
+            let source = &mut self.sources[i];
+            if n > 0 && refused {
+                source.next = now + source.backoff.next_delay();
+            } else {
+                source.record(now, Err(e.clone()), obs);
+            }
+        }
+    }
+
+    /// Reads `path` once more after its answer rejected the token (IMDSv2 answers 401 to an
+    /// expired or unknown one): with a new token when `renew`, else with the one the first
+    /// rejected read of this round already fetched.
+    async fn read_again(&mut self, path: &str, renew: bool) -> Result<Reply, ImdsError> {
+        tracing::debug!(
+            "{} answered 401; fetching a new metadata token",
+            self.client.url(path)
+        );
+        if renew {
+            self.drop_token();
+        }
+        let token = self.fetch_token().await?;
+        self.client
+            .get(path, &token_headers(token.as_deref()))
+            .await
+    }
+}
+
+/// The header that carries the token, when there is one.
+fn token_headers(token: Option<&str>) -> Vec<(&'static str, &str)> {
+    token.map(|t| vec![(Aws::HEADER, t)]).unwrap_or_default()
+}
+
+/// Where a source is read.
+fn path_of(name: SourceId) -> &'static str {
+    match name {
+        SRC_SPOT => SPOT_PATH,
+        SRC_ASG => ASG_PATH,
+        SRC_REBALANCE => REBALANCE_PATH,
+        _ => SCHEDULED_PATH,
+    }
+}
+
+/// What a source's answer says: nothing listed (404), its notices (200), or an error.
+fn parse_reply(url: &str, name: SourceId, reply: &Reply) -> Result<Vec<Notice>, ImdsError> {
+    match reply.status {
+        404 => Ok(Vec::new()),
+        200 => match name {
+            SRC_SPOT => parse_spot(url, &reply.body).map(|n| vec![n]),
+            SRC_ASG => Ok(parse_asg(url, &reply.body)?.into_iter().collect()),
+            SRC_REBALANCE => parse_rebalance(url, &reply.body).map(|n| vec![n]),
+            _ => parse_scheduled(url, &reply.body),
+        },
+        s => Err(status_error(url.to_string(), s)),
     }
 }
 
@@ -505,23 +584,12 @@ impl Provider for Aws {
 
     async fn observe(&mut self) -> Observation {
         let mut obs = Observation::default();
-        for i in 0..self.sources.len() {
-            let now = Instant::now();
-            if !self.sources[i].due(now) {
-                continue;
-            }
-            let name = self.sources[i].name;
-            let result = self.read_source(name).await;
-            // A refused token makes every source fail the same way; report it once.
-            let token_refused = matches!(result, Err(ImdsError::TokenRefused { .. }));
-            self.sources[i].record(Instant::now(), result, &mut obs);
-            if token_refused {
-                let now = Instant::now();
-                for s in self.sources.iter_mut().filter(|s| s.due(now)) {
-                    s.next = now + s.backoff.next_delay();
-                }
-                break;
-            }
+        let now = Instant::now();
+        let due: Vec<usize> = (0..self.sources.len())
+            .filter(|&i| self.sources[i].due(now))
+            .collect();
+        if !due.is_empty() {
+            self.read_due(&due, &mut obs).await;
         }
         self.adjust_boost(Instant::now());
         gather(&self.sources, &mut obs);
