@@ -223,7 +223,7 @@ impl Executor {
         &mut self,
         n: &Notice,
         action: PowerAction,
-        keepalive: &dyn Fn(),
+        keepalive: &(dyn Fn() + Sync),
     ) -> ActionRecord {
         let (called, outcome) = if self.dry_run {
             (None, Outcome::DryRun)
@@ -266,7 +266,7 @@ impl Executor {
         &mut self,
         n: &Notice,
         action: PowerAction,
-        keepalive: &dyn Fn(),
+        keepalive: &(dyn Fn() + Sync),
     ) -> (Option<&'static str>, Outcome) {
         let started = self.start_record(n, action, Phase::Started);
         // A reboot's record must be on disk first. A power-off's is written beside the call: a
