@@ -20,6 +20,10 @@
 #                           [--loop EVERY]       also the curl loop sleeping EVERY s (0: none)
 #                           [--strace SECS]      after the window, strace -f nthd for SECS s and
 #                                                count syscalls per spot poll
+#                           [--floor K]          after the window, bench/floor.c for the same
+#                                                number of seconds in the container's network:
+#                                                K GETs a second on K kept connections, the
+#                                                least any client can spend on them here
 #
 # Needs root, systemd-nspawn, nsenter, jq and the cached tree (tests/e2e/rootfs.sh builds it;
 # E2E_ROOTFS names another). The package is tests/e2e/lib.sh's choice (E2E_NTHD_DEB, else the
@@ -34,7 +38,7 @@ export REPO
 # shellcheck source-path=SCRIPTDIR source=../tests/e2e/lib.sh
 . "$REPO/tests/e2e/lib.sh"
 
-secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0
+secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0 floor_k=""
 dropins=() envs=()
 while (($#)); do
   case "$1" in
@@ -47,6 +51,7 @@ while (($#)); do
     --env) envs+=("$2"); shift ;;
     --loop) loop_every="$2"; shift ;;
     --strace) strace_secs="$2"; shift ;;
+    --floor) floor_k="$2"; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "real-idle.sh: unknown argument $1" >&2; exit 1 ;;
   esac
@@ -160,12 +165,20 @@ if ((strace_secs > 0)) && command -v strace >/dev/null; then
             sep = ""; for (k in c) { printf "%s\"%s\":%d", sep, k, c[k]; sep = "," } printf "}}" }' "$work/strace")"
 fi
 
+floor_json=null
+if [[ -n "$floor_k" ]]; then
+  cc -O2 -static -o "$work/floor" "$HERE/floor.c" || fail "cannot build bench/floor.c (cc)"
+  log "bench/floor.c, $floor_k GET(s) a second, for ${secs} s"
+  floor_json="$(nsenter --net="/proc/$pid/ns/net" "$work/floor" "$secs" "$floor_k")" ||
+    fail "bench/floor.c could not read the mock"
+fi
+
 dropins_json="$(printf '%s\n' ${dropins[@]+"${dropins[@]}"} | jq -R . | jq -sc 'map(select(. != ""))')"
 version="$(ct_exec nthd --version | head -n1)"
 result="$(jq -n --arg lbl "$label" --arg version "$version" --argjson secs "$(( t1_ms - t0_ms ))" \
   --argjson dropins "$dropins_json" --rawfile t0 "$work/t0" --rawfile t1 "$work/t1" \
   --argjson rss "$rss" --argjson hwm "$hwm" --argjson reqs "$reqs" --argjson spot "$spot" \
-  --argjson strace "$strace_json" --arg l0 "${l0:-}" --arg l1 "${l1:-}" \
+  --argjson strace "$strace_json" --argjson floor "$floor_json" --arg l0 "${l0:-}" --arg l1 "${l1:-}" \
   --argjson tick "$(getconf CLK_TCK)" --argjson every "$loop_every" '
   def rows: split("\n") | map(select(. != "") | split(" ") | {tid: .[0], comm: .[1], ns: (.[2]|tonumber),
             slices: (.[3]|tonumber), vol: (.[4]|tonumber), invol: (.[5]|tonumber)}) | INDEX(.tid);
@@ -182,7 +195,7 @@ result="$(jq -n --arg lbl "$label" --arg version "$version" --argjson secs "$(( 
    rss_kib: $rss, peak_rss_kib: $hwm, imds_requests: $reqs, imds_req_per_s: ($reqs / $w | r3),
    spot_polls: $spot, switches_per_spot_poll: (if $spot > 0 then $sw / $spot | r3 else null end),
    cpu_us_per_request: (if $reqs > 0 then $cpu * 1000 / $reqs | round else null end),
-   threads: $th, strace: $strace,
+   threads: $th, strace: $strace, floor: $floor,
    curl_loop: (if $every > 0 and $l0 != "" then {every_s: $every,
      cpu_s_per_hour: ((($l1|tonumber) - ($l0|tonumber)) / $tick / $w * 3600 | r3), cpu_method: "/proc ticks"} else null end)}')"
 [[ -z "$out" ]] || { mkdir -p "$(dirname "$out")"; printf '%s\n' "$result" >"$out"; }
