@@ -630,31 +630,59 @@ pub(crate) trait TokenSource {
 }
 
 /// GET `path` with the service's token; when the answer rejects the token, drop it and try
-/// once more with a new one (a token can expire or be revoked between reads). The one copy of
-/// this dance for every provider that uses tokens.
+/// once more with a new one (a token can expire or be revoked between reads).
 pub(crate) async fn get_with_token<T: TokenSource>(
     src: &mut T,
     path: &str,
 ) -> Result<Reply, ImdsError> {
-    let mut retried = false;
-    loop {
-        let token = src.token().await?;
-        let headers: Vec<(&'static str, &str)> = match &token {
-            Some(t) => vec![(T::HEADER, t.as_str())],
-            None => vec![],
+    let mut replies = get_all_with_token(src, &[path]).await?;
+    replies
+        .pop()
+        .unwrap_or_else(|| Err(ImdsError::Client("no answer".into())))
+}
+
+/// GET every path with the service's token, all at once, each on its own kept connection (so
+/// their answers share a wakeup). A read whose answer rejects the token is made once more with
+/// a new one, fetched once for all of them. The one copy of this dance for every provider that
+/// uses tokens. `Err` only when no token could be had for the first round; the answers are in
+/// the order of `paths`.
+pub(crate) async fn get_all_with_token<T: TokenSource>(
+    src: &mut T,
+    paths: &[&str],
+) -> Result<Vec<Result<Reply, ImdsError>>, ImdsError> {
+    let token = src.token().await?;
+    let client = src.client();
+    let headers = token_header::<T>(token.as_deref());
+    let mut replies =
+        futures_util::future::join_all(paths.iter().map(|path| client.get(path, &headers))).await;
+    let mut renewed = false;
+    for (path, reply) in paths.iter().zip(replies.iter_mut()) {
+        let status = match reply {
+            Ok(r) if src.rejects(r.status) => r.status,
+            _ => continue,
         };
-        let reply = src.client().get(path, &headers).await?;
-        if retried || !src.rejects(reply.status) {
-            return Ok(reply);
-        }
         tracing::debug!(
-            "{} answered {}; fetching a new metadata token",
-            src.client().url(path),
-            reply.status
+            "{} answered {status}; fetching a new metadata token",
+            src.client().url(path)
         );
-        src.drop_token();
-        retried = true;
+        if !renewed {
+            src.drop_token();
+            renewed = true;
+        }
+        *reply = match src.token().await {
+            Ok(token) => {
+                let headers = token_header::<T>(token.as_deref());
+                src.client().get(path, &headers).await
+            }
+            Err(e) => Err(e),
+        };
     }
+    Ok(replies)
+}
+
+/// The header that carries the token, when there is one.
+fn token_header<T: TokenSource>(token: Option<&str>) -> Vec<(&'static str, &str)> {
+    token.map(|t| vec![(T::HEADER, t)]).unwrap_or_default()
 }
 
 /// A session token for metadata services that issue one (AWS IMDSv2, Alibaba hardened mode):

@@ -24,8 +24,8 @@ use super::{
     Provider, SourceState,
 };
 use crate::imds::{
-    get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
-    TokenSource,
+    get_all_with_token, get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer,
+    TokenCache, TokenSource,
 };
 use crate::logging::{clean, clean_id, warn_limited};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
@@ -269,35 +269,18 @@ impl Aws {
         reads.value(&self.client.url(path), r)
     }
 
-    /// Reads the sources due now (indexes into `sources`) and records each result. With the
-    /// token in hand the reads go out together, each on its own kept connection, so their
-    /// answers wake nthd once rather than once each (docs/performance.md, "CPU per metadata
-    /// request"). A read whose answer rejects the token is made again afterwards with a new one.
+    /// Reads the sources due now (indexes into `sources`) together ([`get_all_with_token`]), so
+    /// their answers wake nthd once rather than once each (docs/performance.md, "CPU per
+    /// metadata request"), and records each result.
     async fn read_due(&mut self, due: &[usize], obs: &mut Observation) {
-        let token = match self.fetch_token().await {
-            Ok(t) => t,
+        let paths: Vec<&str> = due.iter().map(|&i| path_of(self.sources[i].name)).collect();
+        let replies = match get_all_with_token(self, &paths).await {
+            Ok(r) => r,
             Err(e) => return self.token_failed(due, &e, obs),
         };
-        let headers = token_headers(token.as_deref());
-        let client = &self.client;
-        let sources = &self.sources;
-        let replies = futures_util::future::join_all(
-            due.iter()
-                .map(|&i| client.get(path_of(sources[i].name), &headers)),
-        )
-        .await;
-        let mut renewed = false;
-        for (&i, reply) in due.iter().zip(replies) {
+        for ((&i, path), reply) in due.iter().zip(&paths).zip(replies) {
             let name = self.sources[i].name;
-            let reply = match reply {
-                Ok(r) if self.rejects(r.status) => {
-                    let again = self.read_again(path_of(name), !renewed).await;
-                    renewed = true;
-                    again
-                }
-                other => other,
-            };
-            let result = reply.and_then(|r| parse_reply(&self.client.url(path_of(name)), name, &r));
+            let result = reply.and_then(|r| parse_reply(&self.client.url(path), name, &r));
             self.sources[i].record(Instant::now(), result, obs);
         }
     }
@@ -317,28 +300,6 @@ impl Aws {
             }
         }
     }
-
-    /// Reads `path` once more after its answer rejected the token (IMDSv2 answers 401 to an
-    /// expired or unknown one): with a new token when `renew`, else with the one the first
-    /// rejected read of this round already fetched.
-    async fn read_again(&mut self, path: &str, renew: bool) -> Result<Reply, ImdsError> {
-        tracing::debug!(
-            "{} answered 401; fetching a new metadata token",
-            self.client.url(path)
-        );
-        if renew {
-            self.drop_token();
-        }
-        let token = self.fetch_token().await?;
-        self.client
-            .get(path, &token_headers(token.as_deref()))
-            .await
-    }
-}
-
-/// The header that carries the token, when there is one.
-fn token_headers(token: Option<&str>) -> Vec<(&'static str, &str)> {
-    token.map(|t| vec![(Aws::HEADER, t)]).unwrap_or_default()
 }
 
 /// Where a source is read.
