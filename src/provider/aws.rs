@@ -280,7 +280,7 @@ impl Aws {
         };
         for ((&i, path), reply) in due.iter().zip(&paths).zip(replies) {
             let name = self.sources[i].name;
-            let result = reply.and_then(|r| parse_reply(&self.client.url(path), name, &r));
+            let result = reply.and_then(|r| parse_reply(&self.client, path, name, &r));
             self.sources[i].record(Instant::now(), result, obs);
         }
     }
@@ -312,10 +312,20 @@ fn path_of(name: SourceId) -> &'static str {
     }
 }
 
-/// What a source's answer says: nothing listed (404), its notices (200), or an error.
-fn parse_reply(url: &str, name: SourceId, reply: &Reply) -> Result<Vec<Notice>, ImdsError> {
+/// What a source's answer says: nothing listed (404), its notices (200), or an error. The URL
+/// is spelled out only when an answer needs it, not for the usual 404 of every poll.
+fn parse_reply(
+    client: &ImdsClient,
+    path: &str,
+    name: SourceId,
+    reply: &Reply,
+) -> Result<Vec<Notice>, ImdsError> {
+    if reply.status == 404 {
+        return Ok(Vec::new());
+    }
+    let url = client.url(path);
+    let url = url.as_str();
     match reply.status {
-        404 => Ok(Vec::new()),
         200 => match name {
             SRC_SPOT => parse_spot(url, &reply.body).map(|n| vec![n]),
             SRC_ASG => Ok(parse_asg(url, &reply.body)?.into_iter().collect()),
