@@ -68,7 +68,10 @@ fn extra_sections(cmd: &clap::Command) -> String {
         ".SH FILES\n.TP\n/etc/default/nthd, /etc/sysconfig/nthd\nSettings read by the packaged unit, as NTHD_* variables.\n\
          .TP\n/var/lib/nthd/state.json\nWhat nthd acted on, so it acts once across restarts.\n\
          .TP\n/usr/share/polkit\\-1/rules.d/50\\-nthd.rules\nThe polkit rule that lets user nthd power off.\n\
-         .SH EXIT STATUS\n\\fBnthd run\\fR exits 0 on SIGTERM and never on a transient fault. \\fBnthd once\\fR \
+         .SH EXIT STATUS\n\\fBnthd run\\fR exits 0 on SIGTERM and never on a transient fault. It exits 2 \
+         only for a bad value of a setting whose fallback could power off a node that should not \
+         be (NTHD_ACTION_*, NTHD_DRY_RUN, NTHD_DEADLINE_KINDS, NTHD_SETTINGS_FILE); any other bad \
+         value falls back to its default with a warning. \\fBnthd once\\fR \
          exits 0 when the metadata service answered and 1 when it did not.\n\
          .SH SEE ALSO\n\\fBsystemd\\-logind\\fR(8), \\fBlogind.conf\\fR(5), \\fBpolkit\\fR(8), \\fBkubelet\\fR(1)\n",
     );

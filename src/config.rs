@@ -5,12 +5,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use tracing_subscriber::filter::LevelFilter;
 
 use crate::imds::ClientOptions;
 use crate::notice::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::policy::{Action, PolicyConfig};
 use crate::provider::ProviderSettings;
 use crate::timefmt::parse_duration;
+
+mod fallback;
+pub use fallback::{is_fatal, parse_lenient, unknown_variables, Fallback, FATAL};
 
 /// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
 pub(crate) const LONG_VERSION: &str = concat!(
@@ -214,17 +218,23 @@ fn slow_poll_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A setting that cannot work. nthd stops with [`BAD_SETTING_EXIT`], which the unit lists in
-/// `RestartPreventExitStatus=`, so systemd does not restart it in a loop.
-#[derive(Debug, thiserror::Error)]
-#[error("{setting}={value:?}: {reason}")]
-pub struct BadSetting {
-    /// The environment variable of the setting, e.g. `NTHD_POLL_INTERVAL`.
-    pub setting: String,
-    /// The value, as given or as nthd read it.
-    pub value: String,
-    /// Why it cannot work, and what to use instead.
-    pub reason: String,
+/// A yes/no setting, as systemd spells them: true/false, yes/no, on/off, 1/0.
+fn boolish(s: &str) -> Result<bool, String> {
+    use clap::builder::TypedValueParser;
+    clap::builder::BoolishValueParser::new()
+        .parse_ref(&clap::Command::new("nthd"), None, std::ffi::OsStr::new(s))
+        .map_err(|_| format!("`{s}` is not yes or no; use true or false (or yes/no, on/off, 1/0)"))
+}
+
+/// The metadata base URL: `http://HOST[:PORT]`.
+fn endpoint(s: &str) -> Result<String, String> {
+    match crate::imds::normalize_base(s) {
+        Ok(_) => Ok(s.to_string()),
+        Err(crate::imds::ImdsError::BadEndpoint { reason, .. }) => Err(format!(
+            "{reason}; give http://HOST[:PORT], e.g. http://169.254.169.254"
+        )),
+        Err(other) => Err(other.to_string()),
+    }
 }
 
 /// The exit status for a bad setting (the same as clap's usage errors).
@@ -313,15 +323,15 @@ pub struct Options {
     pub provider: ProviderChoice,
 
     /// Metadata service base URL (default: the cloud's own, e.g. http://169.254.169.254).
-    #[arg(long, env = "NTHD_IMDS_ENDPOINT", global = true, value_name = "URL")]
+    #[arg(long, env = "NTHD_IMDS_ENDPOINT", value_parser = endpoint, global = true, value_name = "URL")]
     pub imds_endpoint: Option<String>,
 
     /// AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets).
-    #[arg(long, env = "NTHD_AWS_IPV6", global = true)]
+    #[arg(long, env = "NTHD_AWS_IPV6", value_parser = boolish, global = true)]
     pub aws_ipv6: bool,
 
     /// AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only).
-    #[arg(long, env = "NTHD_AWS_IMDSV1", global = true)]
+    #[arg(long, env = "NTHD_AWS_IMDSV1", value_parser = boolish, global = true)]
     pub aws_imdsv1: bool,
 
     /// How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every
@@ -354,12 +364,12 @@ pub struct Options {
     pub settings_file: Option<String>,
 
     /// Do everything but the logind call; log what would have happened.
-    #[arg(long, env = "NTHD_DRY_RUN", global = true)]
+    #[arg(long, env = "NTHD_DRY_RUN", value_parser = boolish, global = true)]
     pub dry_run: bool,
 
     /// Log level: error, warn, info, debug or trace.
-    #[arg(long, env = "NTHD_LOG_LEVEL", default_value = "info", global = true)]
-    pub log_level: String,
+    #[arg(long, env = "NTHD_LOG_LEVEL", default_value = "info", value_parser = crate::logging::level, global = true)]
+    pub log_level: LevelFilter,
 
     /// Where logs go.
     #[arg(
@@ -532,24 +542,13 @@ impl Args for ActionSettings {
 }
 
 impl Options {
-    /// Checks what clap cannot check flag by flag, before anything starts: the endpoint, and
-    /// the poll interval against the shortest notice of the cloud, when the cloud is known.
-    pub fn validate(&self) -> Result<(), BadSetting> {
-        if let Some(url) = &self.imds_endpoint {
-            crate::imds::normalize_base(url).map_err(|e| BadSetting {
-                setting: "NTHD_IMDS_ENDPOINT".into(),
-                value: url.clone(),
-                reason: match e {
-                    crate::imds::ImdsError::BadEndpoint { reason, .. } => {
-                        format!("{reason}; give http://HOST[:PORT], e.g. http://169.254.169.254")
-                    }
-                    other => other.to_string(),
-                },
-            })?;
-        }
+    /// What clap cannot check flag by flag, before anything starts: the poll interval against
+    /// the shortest notice of the cloud, when the cloud is known. A value that does not fit
+    /// falls back (see [`Options::fit_poll_interval`]).
+    pub fn validate(&mut self) -> Vec<Fallback> {
         match self.provider.cloud() {
-            Some(cloud) => self.validate_for(cloud),
-            None => Ok(()),
+            Some(cloud) => self.fit_poll_interval(cloud).into_iter().collect(),
+            None => Vec::new(),
         }
     }
 
@@ -585,24 +584,31 @@ impl Options {
         (all, all.max(self.slow_poll_interval * 3))
     }
 
-    /// The poll interval must be well inside the cloud's shortest notice.
-    pub fn validate_for(&self, cloud: Cloud) -> Result<(), BadSetting> {
+    /// The poll interval must be well inside the cloud's shortest notice: one that is not
+    /// falls back to the cloud's default (polling too rarely would see the notice late or not
+    /// at all; polling more often harms nothing).
+    pub fn fit_poll_interval(&mut self, cloud: Cloud) -> Option<Fallback> {
+        if self.provider_settings().interval_fits(cloud) {
+            return None;
+        }
         let lead = cloud.notice_lead_time();
         let interval = self.poll_interval_for(cloud);
-        if interval * 2 > lead {
-            return Err(BadSetting {
-                setting: "NTHD_POLL_INTERVAL".into(),
-                value: crate::timefmt::format_duration(interval),
-                reason: format!(
-                    "on {cloud}, {} comes only {} ahead; polling this rarely would see it late \
-                     or not at all. Use at most {} (the default is 1s)",
-                    cloud.shortest_notice(),
-                    crate::timefmt::format_duration(lead),
-                    crate::timefmt::format_duration(lead / 2)
-                ),
-            });
-        }
-        Ok(())
+        self.poll_interval = None;
+        Some(Fallback {
+            setting: "NTHD_POLL_INTERVAL".into(),
+            value: crate::timefmt::format_duration(interval),
+            reason: format!(
+                "on {cloud}, {} comes only {} ahead; polling this rarely would see it late or \
+                 not at all; use at most {}",
+                cloud.shortest_notice(),
+                crate::timefmt::format_duration(lead),
+                crate::timefmt::format_duration(lead / 2)
+            ),
+            instead: format!(
+                "the default on {cloud} ({})",
+                crate::timefmt::format_duration(self.poll_interval_for(cloud))
+            ),
+        })
     }
 
     /// The policy settings: the actions per kind, the deadline kinds, the safety margin, the
@@ -704,6 +710,17 @@ impl Options {
         }
         systemd_directory("STATE_DIRECTORY").unwrap_or_else(|| PathBuf::from("/var/lib/nthd"))
     }
+}
+
+/// The subcommand's name (`run`, `check`, ...; `None` for none, the daemon), read leniently
+/// from the command line before the settings files are loaded.
+pub fn command_name(args: &[String]) -> Option<String> {
+    use clap::CommandFactory;
+    let m = Cli::command()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()?;
+    m.subcommand_name().map(str::to_string)
 }
 
 /// `nthd status` reads one file, so a bad value of an unrelated setting (a typo in
@@ -872,26 +889,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("rebalance recommendation"), "{e}");
-        // Per cloud: 20s is fine on Alibaba (5 min), not on Azure (30 s).
-        let c = parse(&["--poll-interval", "20s"]).unwrap();
-        assert!(c.opts.validate_for(Cloud::Alibaba).is_ok());
-        let e = c.opts.validate_for(Cloud::Azure).unwrap_err().to_string();
+        // Per cloud: 20s is fine on Alibaba (5 min), not on Azure (30 s), where it falls back
+        // to Azure's default.
+        let mut c = parse(&["--poll-interval", "20s"]).unwrap();
+        assert!(c.opts.fit_poll_interval(Cloud::Alibaba).is_none());
+        let e = c.opts.fit_poll_interval(Cloud::Azure).unwrap().to_string();
         assert!(
-            e.starts_with("NTHD_POLL_INTERVAL=\"20s\"") && e.contains("Azure Preempt"),
+            e.starts_with("NTHD_POLL_INTERVAL=\"20s\"")
+                && e.contains("Azure Preempt")
+                && e.contains("goes on with the default on azure (500ms)"),
             "{e}"
         );
-        let c = parse(&["--provider", "gcp", "--poll-interval", "20s"]).unwrap();
-        assert!(c.opts.validate().is_err());
+        assert_eq!(c.opts.poll_interval, None);
+        assert_eq!(
+            c.opts.poll_interval_for(Cloud::Azure),
+            Duration::from_millis(500)
+        );
+        let mut c = parse(&["--provider", "gcp", "--poll-interval", "20s"]).unwrap();
+        assert_eq!(c.opts.validate().len(), 1);
+        assert_eq!(c.opts.poll_interval_for(Cloud::Gcp), Duration::from_secs(1));
         // Tencent's lead time is assumed to be 2 minutes (not documented): at most 1m.
-        let c = parse(&["--provider", "tencent", "--poll-interval", "1m"]).unwrap();
+        let mut c = parse(&["--provider", "tencent", "--poll-interval", "1m"]).unwrap();
         assert_eq!(c.opts.provider.cloud(), Some(Cloud::Tencent));
-        assert!(c.opts.validate().is_ok());
-        let c = parse(&["--provider", "tencent", "--poll-interval", "61s"]).unwrap();
-        let e = c.opts.validate().unwrap_err().to_string();
+        assert!(c.opts.validate().is_empty());
+        let mut c = parse(&["--provider", "tencent", "--poll-interval", "61s"]).unwrap();
+        let e = c.opts.validate()[0].to_string();
         assert!(e.contains("Tencent Cloud spot termination notice"), "{e}");
-        let c = parse(&["--imds-endpoint", "https://x"]).unwrap();
-        let e = c.opts.validate().unwrap_err().to_string();
-        assert!(e.starts_with("NTHD_IMDS_ENDPOINT=\"https://x\""), "{e}");
+        let e = parse(&["--imds-endpoint", "https://x"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--imds-endpoint") && e.contains("http://HOST"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -83,7 +83,12 @@ async fn start_provider(
             }
         }
     };
-    let provider = match provider::build(detection.cloud, settings) {
+    // A poll interval too long for this cloud falls back to its default (the daemon warns).
+    let mut settings = settings.clone();
+    if !settings.interval_fits(detection.cloud) {
+        settings.poll_interval = None;
+    }
+    let provider = match provider::build(detection.cloud, &settings) {
         Ok(p) => p,
         Err(e) => {
             let _ = tx.send(FromProvider::Config(e.to_string())).await;
@@ -726,8 +731,11 @@ impl Daemon {
         self.watchdog.last_progress = Instant::now();
         match msg {
             FromProvider::Detected(det, describe) => {
-                // With auto-detection the cloud is known only now.
-                self.opts.validate_for(det.cloud)?;
+                // With auto-detection the cloud is known only now (the watcher already fell
+                // back to the cloud's default poll interval when the one set does not fit).
+                if let Some(fb) = self.opts.fit_poll_interval(det.cloud) {
+                    tracing::warn!("{fb}");
+                }
                 tracing::info!("cloud: {} ({}); watching {}", det.cloud, det.how, describe);
                 self.out.cloud(det.cloud, &det.how, &describe);
                 let (all, source) = self.opts.blind_after(det.cloud);

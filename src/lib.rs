@@ -33,9 +33,12 @@ pub(crate) mod webhook;
 pub mod testing;
 
 /// What `src/main.rs` needs: the command line, the settings file and the logger.
-pub use config::{status_only, BadSetting, Cli, Command, BAD_SETTING_EXIT};
-pub use logging::{init as init_logging, level as log_level, to_journald};
-pub use settings::{load_into_env, Loaded};
+pub use config::{
+    command_name, is_fatal, parse_lenient, status_only, unknown_variables, Cli, Command, Fallback,
+    BAD_SETTING_EXIT, FATAL,
+};
+pub use logging::{init as init_logging, to_journald};
+pub use settings::{load_into_env, Loaded, Unreadable};
 
 use std::process::ExitCode;
 
@@ -50,13 +53,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let command = cli.command.clone().unwrap_or(Command::Run);
-    // `status` only reads a file: a bad NTHD_* value elsewhere must not hide it.
-    if !matches!(
-        command,
-        Command::GenerateAssets { .. } | Command::Status { .. }
-    ) {
-        cli.opts.validate()?;
-    }
     match command {
         Command::Run => {
             // A task, not block_on's own future: on the current-thread runtime, a task that

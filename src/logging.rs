@@ -17,7 +17,7 @@ pub enum LogTarget {
 }
 
 /// Parses a log level name.
-pub fn level(s: &str) -> Result<LevelFilter, String> {
+pub(crate) fn level(s: &str) -> Result<LevelFilter, String> {
     s.trim().parse::<LevelFilter>().map_err(|_| {
         format!("`{s}` is not a log level; use error, warn, info, debug or trace (NTHD_LOG_LEVEL)")
     })

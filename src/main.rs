@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// On the static (musl) builds: musl's mallocng returns memory to the kernel around every few
 /// metadata requests and takes it back (mmap, munmap, page faults); dlmalloc keeps it. See the
 /// comment on the dependency in Cargo.toml for the measurement.
@@ -18,9 +16,16 @@ fn status_anyway(args: &[String]) -> Option<ExitCode> {
     Some(nthd::status_command(&file, json, npd).unwrap_or(ExitCode::from(2)))
 }
 
-/// The settings files read and the assignments skipped in them: to the log for the daemon, on
-/// stderr for a command run by hand.
-fn report_settings(settings: &nthd::Loaded, daemon: bool) {
+/// What was read and what was set aside at start: to the log for the daemon, on stderr for a
+/// command run by hand.
+fn report_settings(settings: &nthd::Loaded, fallbacks: &[nthd::Fallback], daemon: bool) {
+    let warn = |line: &str| {
+        if daemon {
+            tracing::warn!("{line}");
+        } else {
+            eprintln!("nthd: warning: {line}");
+        }
+    };
     if let Some(line) = settings.describe() {
         if daemon {
             tracing::info!("{line}");
@@ -28,12 +33,14 @@ fn report_settings(settings: &nthd::Loaded, daemon: bool) {
             eprintln!("nthd: {line}");
         }
     }
-    for skipped in &settings.skipped {
-        if daemon {
-            tracing::warn!("{skipped}");
-        } else {
-            eprintln!("nthd: warning: {skipped}");
-        }
+    settings.skipped.iter().for_each(|s| warn(&s.to_string()));
+    settings.unread.iter().for_each(|s| warn(s));
+    fallbacks.iter().for_each(|f| warn(&f.to_string()));
+    for name in nthd::unknown_variables() {
+        warn(&format!(
+            "{name} is set but is no setting of nthd, so it does nothing; `nthd --help` lists \
+             the NTHD_* variables"
+        ));
     }
 }
 
@@ -42,35 +49,36 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let settings = match nthd::load_into_env(&args) {
+    let command = nthd::command_name(&args);
+    let unreadable = nthd::Unreadable::for_command(
+        command.as_deref(),
+        std::env::var_os("INVOCATION_ID").is_some(),
+    );
+    let settings = match nthd::load_into_env(&args, unreadable) {
         Ok(s) => s,
         Err(e) => {
             if let Some(code) = status_anyway(&args) {
                 return code;
             }
             eprintln!("nthd: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(nthd::BAD_SETTING_EXIT);
         }
     };
-    let cli = match nthd::Cli::try_parse() {
+    // A bad value of a setting that may fall back is dropped here, with a warning below.
+    let (mut cli, mut fallbacks) = match nthd::parse_lenient(&args) {
         Ok(c) => c,
         Err(e) => match status_anyway(&args) {
             Some(code) if e.use_stderr() => return code,
             _ => e.exit(),
         },
     };
-    let level = match nthd::log_level(&cli.opts.log_level) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("nthd: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(note) = nthd::init_logging(level, cli.opts.log_target) {
+    fallbacks.extend(cli.opts.validate());
+    if let Some(note) = nthd::init_logging(cli.opts.log_level, cli.opts.log_target) {
         tracing::warn!("{note}");
     }
     report_settings(
         &settings,
+        &fallbacks,
         matches!(cli.command, None | Some(nthd::Command::Run)),
     );
     match nthd::run(cli) {
@@ -83,11 +91,7 @@ fn main() -> ExitCode {
             } else {
                 eprintln!("nthd: {}", chain.join(": "));
             }
-            // A bad setting gets its own status, which the unit does not restart on.
-            match e.downcast_ref::<nthd::BadSetting>() {
-                Some(_) => ExitCode::from(nthd::BAD_SETTING_EXIT),
-                None => ExitCode::FAILURE,
-            }
+            ExitCode::FAILURE
         }
     }
 }

@@ -24,11 +24,16 @@ pub(crate) const PACKAGED: [&str; 2] = ["/etc/default/nthd", "/etc/sysconfig/nth
 pub(crate) const FLAG: &str = "--settings-file";
 pub(crate) const ENV: &str = "NTHD_SETTINGS_FILE";
 
-/// A settings file that exists but cannot be used. Fatal: guessing defaults could do harm.
+/// A settings file that cannot be used. Fatal where guessing defaults could do harm (see
+/// [`Unreadable`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    /// A settings file exists but cannot be read.
-    #[error("cannot read the settings file {path}: {reason}; fix it, or pass {FLAG} none")]
+    /// A settings file cannot be read (or a named one does not exist).
+    #[error(
+        "cannot read the settings file {path}: {reason}; without its settings nthd could power \
+         off for a notice the file sets to log. Fix it (as root, or let group nthd read it: \
+         chown root:nthd {path}; chmod 0640 {path}), or pass {FLAG} none"
+    )]
     Read {
         /// The file.
         path: String,
@@ -70,6 +75,8 @@ pub struct Loaded {
     pub files: Vec<(PathBuf, usize)>,
     /// Assignments skipped, as systemd skips them: one warning each.
     pub skipped: Vec<Skipped>,
+    /// Files that could not be read, where the command goes on without them: one warning each.
+    pub unread: Vec<String>,
 }
 
 impl Loaded {
@@ -114,29 +121,51 @@ fn chosen(args: &[String], env: Option<String>) -> Option<String> {
     env
 }
 
+/// What a settings file that exists but cannot be read (or a named one that is missing) means
+/// for the command at hand (docs/configuration.md, "When a setting is wrong").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// Stop (exit 2): going on without the file's settings could power off a node that should
+    /// not be. The daemon run by hand, and a fire drill.
+    Stop,
+    /// The daemon under systemd: systemd read the packaged files itself, as root, and passed
+    /// their values in; a packaged file nthd cannot read again is no loss. A file named with
+    /// `--settings-file` still stops it: the unit does not pass that one.
+    PassedBySystemd,
+    /// A command that only looks (`check`, `once`, `status`): go on, warning.
+    Warn,
+}
+
+impl Unreadable {
+    /// The policy for `command` (`None`: the daemon); `under_systemd` when systemd started this
+    /// process as a service (it sets `$INVOCATION_ID`).
+    pub fn for_command(command: Option<&str>, under_systemd: bool) -> Unreadable {
+        match command {
+            None | Some("run") if under_systemd => Unreadable::PassedBySystemd,
+            None | Some("run" | "simulate") => Unreadable::Stop,
+            Some(_) => Unreadable::Warn,
+        }
+    }
+}
+
 /// Reads the chosen settings files and returns the `NTHD_*` values not already set in `env`.
-/// Missing files are skipped; unreadable ones, and ones systemd refuses, are errors.
+/// Missing packaged files are skipped; an unreadable file, or a named one that is missing, is
+/// an error or a warning as `unreadable` says; files systemd refuses are errors.
 pub(crate) fn read(
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
+    unreadable: Unreadable,
 ) -> Result<(Vec<(String, String)>, Loaded), SettingsError> {
-    let files: Vec<PathBuf> = match chosen(args, env(ENV)) {
-        Some(v) if v.is_empty() || v == "none" => Vec::new(),
-        Some(v) => vec![PathBuf::from(v)],
-        None => PACKAGED.iter().map(PathBuf::from).collect(),
+    let (files, named) = match chosen(args, env(ENV)) {
+        Some(v) if v.is_empty() || v == "none" => (Vec::new(), true),
+        Some(v) => (vec![PathBuf::from(v)], true),
+        None => (PACKAGED.iter().map(PathBuf::from).collect(), false),
     };
     let mut taken: Vec<(String, String)> = Vec::new();
     let mut loaded = Loaded::default();
     for path in files {
-        let bytes = match std::fs::read(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                return Err(SettingsError::Read {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                })
-            }
+        let Some(bytes) = read_one(&path, named, unreadable, &mut loaded)? else {
+            continue;
         };
         let parsed = env_file::parse(&path, &bytes)?;
         loaded.skipped.extend(parsed.skipped);
@@ -155,9 +184,52 @@ pub(crate) fn read(
     Ok((taken, loaded))
 }
 
+/// One file's bytes; `None` when it is missing and that is fine, or unreadable and the policy
+/// says go on (the warning is added to `loaded`).
+fn read_one(
+    path: &std::path::Path,
+    named: bool,
+    unreadable: Unreadable,
+    loaded: &mut Loaded,
+) -> Result<Option<Vec<u8>>, SettingsError> {
+    let e = match std::fs::read(path) {
+        Ok(b) => return Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named => return Ok(None),
+        Err(e) => e,
+    };
+    let shown = path.display().to_string();
+    let reason = if e.kind() == std::io::ErrorKind::NotFound {
+        format!("{e} (named by {FLAG} or {ENV})")
+    } else {
+        e.to_string()
+    };
+    let passed = unreadable == Unreadable::PassedBySystemd && !named;
+    if unreadable == Unreadable::Stop || (unreadable == Unreadable::PassedBySystemd && named) {
+        return Err(SettingsError::Read {
+            path: shown,
+            reason,
+        });
+    }
+    loaded.unread.push(if passed {
+        format!(
+            "cannot read the settings file {shown} ({reason}); systemd read it when it started \
+             nthd and passed its values in (EnvironmentFile=), so they are in force. `nthd \
+             check`, `once` and `simulate` read it themselves: run them as root, or let group \
+             nthd read it: chown root:nthd {shown}; chmod 0640 {shown}"
+        )
+    } else {
+        format!(
+            "cannot read the settings file {shown} ({reason}); this command goes on without \
+             its settings, so what it shows may differ from what the daemon does: run it as \
+             root, or let group nthd read the file: chown root:nthd {shown}; chmod 0640 {shown}"
+        )
+    });
+    Ok(None)
+}
+
 /// Reads the settings files into this process's environment. Call before any thread starts.
-pub fn load_into_env(args: &[String]) -> Result<Loaded, SettingsError> {
-    let (vars, loaded) = read(args, |k| std::env::var(k).ok())?;
+pub fn load_into_env(args: &[String], unreadable: Unreadable) -> Result<Loaded, SettingsError> {
+    let (vars, loaded) = read(args, |k| std::env::var(k).ok(), unreadable)?;
     for (k, v) in vars {
         std::env::set_var(k, v);
     }
@@ -182,6 +254,7 @@ mod tests {
         let (vars, loaded) = read(
             &args(&["nthd", "--settings-file", f.to_str().unwrap(), "check"]),
             |k| env.get(k).map(std::string::ToString::to_string),
+            Unreadable::Stop,
         )
         .unwrap();
         assert_eq!(vars, vec![("NTHD_B".to_string(), "again".to_string())]);
@@ -202,7 +275,7 @@ mod tests {
             "NTHD_A=\"multi\\\nline\"\r\nexport NTHD_B=x\nNTHD_C='c' # no comment\n",
         )
         .unwrap();
-        let (vars, loaded) = read(&file, |_| None).unwrap();
+        let (vars, loaded) = read(&file, |_| None, Unreadable::Stop).unwrap();
         let want = [("NTHD_A", "multiline"), ("NTHD_C", "c# no comment")];
         let want: Vec<(String, String)> = want
             .iter()
@@ -221,7 +294,9 @@ mod tests {
         assert!(warnings[0].starts_with(&want), "{warnings:?}");
 
         std::fs::write(&f, b"NTHD_A=1\nNTHD_WEBHOOK=caf\xe9\n").unwrap();
-        let e = read(&file, |_| None).unwrap_err().to_string();
+        let e = read(&file, |_| None, Unreadable::Stop)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 2: the value is not valid UTF-8"), "{e}");
     }
 
@@ -240,19 +315,59 @@ mod tests {
             chosen(&args(&["nthd"]), Some("y".into())).as_deref(),
             Some("y")
         );
-        let (vars, loaded) = read(&args(&["nthd", "--settings-file", "none"]), env_none).unwrap();
+        let (vars, loaded) = read(
+            &args(&["nthd", "--settings-file", "none"]),
+            env_none,
+            Unreadable::Stop,
+        )
+        .unwrap();
         assert!(vars.is_empty() && loaded.describe().is_none());
-        // A missing file is no error; an unreadable one is.
-        let (_, loaded) =
-            read(&args(&["nthd", "--settings-file=/nonexistent/x"]), env_none).unwrap();
-        assert!(loaded.files.is_empty());
+        // A named file that is missing stops a daemon or a drill (its settings are not in
+        // force); a command that only looks goes on, warning.
+        let missing = args(&["nthd", "--settings-file=/nonexistent/x"]);
+        let e = read(&missing, env_none, Unreadable::Stop).unwrap_err();
+        assert!(e.to_string().contains("named by --settings-file"), "{e}");
+        let (_, loaded) = read(&missing, env_none, Unreadable::Warn).unwrap();
+        assert!(loaded.files.is_empty() && loaded.unread.len() == 1);
         let dir = tempfile::tempdir().unwrap();
         let e = read(
             &args(&["nthd", "--settings-file", dir.path().to_str().unwrap()]),
             env_none,
+            Unreadable::Stop,
         )
         .unwrap_err()
         .to_string();
         assert!(e.contains("cannot read the settings file"), "{e}");
+    }
+
+    /// Which commands stop on a settings file they cannot read.
+    #[test]
+    fn unreadable_policy_per_command() {
+        use Unreadable::{PassedBySystemd, Stop, Warn};
+        assert_eq!(Unreadable::for_command(None, true), PassedBySystemd);
+        assert_eq!(Unreadable::for_command(Some("run"), true), PassedBySystemd);
+        assert_eq!(Unreadable::for_command(None, false), Stop);
+        assert_eq!(Unreadable::for_command(Some("simulate"), true), Stop);
+        assert_eq!(Unreadable::for_command(Some("simulate"), false), Stop);
+        for c in ["check", "once", "status"] {
+            assert_eq!(Unreadable::for_command(Some(c), false), Warn);
+        }
+    }
+
+    /// A packaged file the daemon cannot read under systemd is a warning (systemd passed its
+    /// values); a named one still stops it, since the unit does not pass that one.
+    #[test]
+    fn under_systemd_only_the_packaged_files_are_passed() {
+        let dir = tempfile::tempdir().unwrap();
+        let named = args(&["nthd", "--settings-file", dir.path().to_str().unwrap()]);
+        assert!(read(&named, |_| None, Unreadable::PassedBySystemd).is_err());
+        let mut loaded = Loaded::default();
+        let got = read_one(dir.path(), false, Unreadable::PassedBySystemd, &mut loaded).unwrap();
+        assert!(got.is_none());
+        assert!(
+            loaded.unread[0].contains("passed its values in (EnvironmentFile=)"),
+            "{:?}",
+            loaded.unread
+        );
     }
 }

@@ -62,6 +62,12 @@ impl ProviderSettings {
         })
     }
 
+    /// Whether the fast poll interval is well inside `cloud`'s shortest notice (at most half of
+    /// it). One that is not falls back to the cloud's default (`Options::fit_poll_interval`).
+    pub(crate) fn interval_fits(&self, cloud: Cloud) -> bool {
+        self.poll_interval_for(cloud) * 2 <= cloud.notice_lead_time()
+    }
+
     /// The metadata base URL used on `cloud`.
     pub(crate) fn endpoint_for(&self, cloud: Cloud) -> String {
         match cloud {

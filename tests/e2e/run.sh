@@ -59,7 +59,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
            neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
-           sandbox-imds sandbox-webhook upgrade-configured)
+           sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).

@@ -69,14 +69,15 @@ scen_sighup_and_restart() {
 _nthd_logged() { (( $(nthd_journal_count "$1") > 0 )); }
 _nthd_restarted_from() { nthd_active && [[ "$(nthd_main_pid)" != "$1" && "$(nthd_main_pid)" != 0 ]]; }
 
-# --- A bad setting stops nthd with status 2, and systemd does not restart it
+# --- A bad value of a setting whose fallback could do harm (docs/configuration.md, "When a
+# setting is wrong") stops nthd with status 2, and systemd does not restart it
 
 scen_bad_setting() {
   setup_node
   local st n0 n1
   n0="$(nthd_restarts)"
-  step "NTHD_POLL_INTERVAL=-1s in /etc/default/nthd"
-  ct_sh 'printf "NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_POLL_INTERVAL=-1s\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" || true
+  step "NTHD_ACTION_SPOT_TERMINATE=powerof in /etc/default/nthd"
+  ct_sh 'printf "NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SPOT_TERMINATE=powerof\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" || true
   sleep 8   # four RestartSec=2s periods: a restart loop would show
   st="$(ct_exec systemctl show -p ActiveState -p Result -p ExecMainStatus -p NRestarts nthd | tr '\n' ' ')"
   log "nthd after 8 s: $st"
@@ -84,11 +85,40 @@ scen_bad_setting() {
   [[ "$st" == *"ExecMainStatus=2"* ]] || fail "nthd did not exit 2 with a bad setting: $st"
   n1="$(nthd_restarts)"
   [[ "$n1" == "$n0" ]] || fail "systemd restarted nthd $((n1 - n0)) times for a bad setting"
-  (( $(nthd_journal_count "invalid value '-1s' for '--poll-interval") > 0 )) \
+  (( $(nthd_journal_count 'NTHD_ACTION_SPOT_TERMINATE="powerof" cannot be used') > 0 )) \
     || fail "the journal does not name the bad setting: $(ct_journal -u nthd | tail -n 3)"
   timing "failed with status 2, NRestarts $n0 -> $n1"
   step "fixed and started again"
   nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not start with the setting fixed"
+}
+
+# --- Never stranded by a typo or a protected settings file: NTHD_LOG_LEVEL=warning (tracing
+# wants warn) and /etc/default/nthd at mode 0600 (to keep a webhook URL secret) each leave nthd
+# running with a warning, and a spot notice 15 s later is drained and powered off.
+
+scen_typo_and_locked_settings() {
+  local n0 st
+  setup_node --env NTHD_LOG_LEVEL=warning --env NTHD_POLL_INTERVALL=1s
+  n0="$(nthd_restarts)"
+  step "NTHD_LOG_LEVEL=warning: nthd runs at info and says so"
+  (( $(nthd_journal_count 'NTHD_LOG_LEVEL="warning" cannot be used') > 0 )) \
+    || fail "no warning for NTHD_LOG_LEVEL=warning: $(ct_journal -u nthd | tail -n 5)"
+  (( $(nthd_journal_count 'NTHD_POLL_INTERVALL is set but is no setting of nthd') > 0 )) \
+    || fail "no warning for the misspelt NTHD_POLL_INTERVALL: $(ct_journal -u nthd | tail -n 5)"
+  step "chmod 600 /etc/default/nthd, restart: systemd passes the values, nthd cannot reread the file"
+  ct_sh 'chmod 600 /etc/default/nthd && systemctl restart nthd' || fail "chmod and restart"
+  wait_until 10 nthd_active || fail "nthd is not active with a 0600 settings file"
+  wait_until 10 _nthd_logged "systemd read it when it started nthd and passed its values in" \
+    || fail "no word about the unreadable settings file: $(ct_journal -u nthd | tail -n 5)"
+  nthd_env_has "NTHD_IMDS_ENDPOINT=$IMDS" || fail "systemd did not pass the file's values"
+  sleep 15
+  st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
+  [[ "$st" == *"ActiveState=active"* && "$st" == *"NRestarts=$n0"* ]] \
+    || fail "nthd did not stay up with the typo and the 0600 file: $st"
+  timing "up 15 s with NTHD_LOG_LEVEL=warning and a 0600 settings file: $st"
+  step "a spot notice 15 s after the restart: drained and powered off"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
 }
 
 # --- The shutdown nthd requested is cancelled (logind restarted mid-drain,

@@ -1,0 +1,225 @@
+//! Bad values in the environment: the few that stop nthd, and the rest, which fall back.
+//!
+//! The rule (docs/configuration.md, "When a setting is wrong"): a bad value stops nthd (exit 2,
+//! which the unit does not restart on) only where going on with the default could power off a
+//! node that should not be, or earlier than its admin chose. Those settings are [`FATAL`].
+//! Every other bad `NTHD_*` value is dropped, with a warning naming it and what nthd uses
+//! instead, and nthd goes on protecting the node: a typo in the log level must never make it
+//! miss a spot notice. A flag typed on the command line is a usage error as ever: whoever typed
+//! it is there to read the error.
+
+use std::ffi::OsString;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Arg, CommandFactory};
+
+use super::Cli;
+
+/// The settings whose bad value stops nthd, each with why going on with the default could do
+/// harm. docs/configuration.md lists the same (tests/docs.rs holds it to this list). A name
+/// ending in `*` stands for every variable with that prefix.
+pub const FATAL: &[(&str, &str)] = &[
+    (
+        "NTHD_ACTION_*",
+        "the kind's default action may be poweroff or reboot where you chose log or ignore",
+    ),
+    (
+        "NTHD_DRY_RUN",
+        "going on without the dry run would power off a node where you only try nthd out",
+    ),
+    (
+        "NTHD_DEADLINE_KINDS",
+        "the default list would power off at once for a kind you deferred to its last safe \
+         moment (a scheduled event can be days away)",
+    ),
+    (
+        "NTHD_SETTINGS_FILE",
+        "without the file's settings nthd could power off for a notice the file sets to log \
+         (an unreadable or missing file you named; the packaged files under systemd are read \
+         by systemd itself, see below)",
+    ),
+];
+
+/// Whether a bad value of `var` stops nthd.
+pub fn is_fatal(var: &str) -> bool {
+    FATAL.iter().any(|(name, _)| is_fatal_name(name, var))
+}
+
+fn is_fatal_name(name: &str, var: &str) -> bool {
+    match name.strip_suffix('*') {
+        Some(prefix) => var.starts_with(prefix),
+        None => var == name,
+    }
+}
+
+/// A bad value nthd does not use, and what it uses instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// The environment variable, e.g. `NTHD_LOG_LEVEL`.
+    pub setting: String,
+    /// The value as given, made safe for a log line (no setting that can hold a secret is ever
+    /// a fallback: their parsers accept anything).
+    pub value: String,
+    /// Why it cannot be used.
+    pub reason: String,
+    /// What nthd uses instead.
+    pub instead: String,
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}={:?} cannot be used ({}); nthd goes on with {} and keeps protecting the node. \
+             Fix the value where it is set (/etc/default/nthd, /etc/sysconfig/nthd or a unit \
+             drop-in) and restart nthd",
+            self.setting, self.value, self.reason, self.instead
+        )
+    }
+}
+
+/// Parses the command line like [`clap::Parser::try_parse_from`], but a bad value that came
+/// from an `NTHD_*` variable not in [`FATAL`] is taken out of the environment and reported as
+/// a [`Fallback`] instead of failing the parse. Call before any thread starts (it changes the
+/// environment).
+pub fn parse_lenient(args: &[String]) -> Result<(Cli, Vec<Fallback>), clap::Error> {
+    let mut fallbacks = Vec::new();
+    loop {
+        match <Cli as clap::Parser>::try_parse_from(args) {
+            Ok(cli) => return Ok((cli, fallbacks)),
+            Err(e) => match from_env(&e, args) {
+                Some(Bad::Fallback(fb))
+                    if !fallbacks.iter().any(|f: &Fallback| f.setting == fb.setting) =>
+                {
+                    std::env::remove_var(&fb.setting);
+                    fallbacks.push(fb);
+                }
+                Some(Bad::Fatal(fb)) => return Err(fatal_error(&fb)),
+                _ => return Err(e),
+            },
+        }
+    }
+}
+
+/// A bad value from the environment: one that falls back, or one of [`FATAL`].
+enum Bad {
+    Fallback(Fallback),
+    Fatal(Fallback),
+}
+
+/// What a parse error is, when the bad value came from an `NTHD_*` variable.
+fn from_env(e: &clap::Error, args: &[String]) -> Option<Bad> {
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(shown)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = shown.split([' ', '=']).next()?;
+    let cmd = Cli::command();
+    let arg = find_arg(&cmd, flag)?;
+    let var = arg.get_env()?.to_str()?.to_string();
+    if given_on_command_line(args, flag) {
+        return None;
+    }
+    let value: OsString = std::env::var_os(&var)?;
+    let fb = Fallback {
+        reason: reason(e),
+        instead: instead(arg, &var),
+        value: crate::logging::clean(&value.to_string_lossy(), 80),
+        setting: var,
+    };
+    Some(match is_fatal(&fb.setting) {
+        true => Bad::Fatal(fb),
+        false => Bad::Fallback(fb),
+    })
+}
+
+/// The error for a bad value of a setting in [`FATAL`]: the variable, why it stops nthd, the
+/// fix. clap's exit status for it is 2, which the unit does not restart on.
+fn fatal_error(fb: &Fallback) -> clap::Error {
+    let why = FATAL
+        .iter()
+        .find(|(name, _)| is_fatal_name(name, &fb.setting))
+        .map_or("", |(_, why)| why);
+    clap::Error::raw(
+        ErrorKind::ValueValidation,
+        format!(
+            "{}={:?} cannot be used ({}). nthd stops rather than go on with the default: {why}. \
+             Fix the value where it is set (/etc/default/nthd, /etc/sysconfig/nthd or a unit \
+             drop-in) and start nthd again\n",
+            fb.setting, fb.value, fb.reason
+        ),
+    )
+}
+
+/// The argument shown as `--name` (global arguments live on the top-level command).
+fn find_arg<'a>(cmd: &'a clap::Command, flag: &str) -> Option<&'a Arg> {
+    let long = flag.strip_prefix("--")?;
+    cmd.get_arguments().find(|a| a.get_long() == Some(long))
+}
+
+fn given_on_command_line(args: &[String], flag: &str) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+}
+
+/// Why clap refused the value, without its usage text.
+fn reason(e: &clap::Error) -> String {
+    if let Some(src) = std::error::Error::source(e) {
+        return src.to_string();
+    }
+    match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(valid)) => format!("use one of: {}", valid.join(", ")),
+        _ => "not a valid value".to_string(),
+    }
+}
+
+/// What nthd goes on with: the argument's default.
+fn instead(arg: &Arg, var: &str) -> String {
+    let defaults: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    match (defaults.as_slice(), var) {
+        ([], "NTHD_IMDS_ENDPOINT") => "the cloud's own endpoint".to_string(),
+        ([], "NTHD_POLL_INTERVAL") => "the cloud's default (1s; 500ms on Azure)".to_string(),
+        ([], _) => "its default (see nthd --help)".to_string(),
+        (d, _) => format!("the default ({})", d.join(",")),
+    }
+}
+
+/// `NTHD_*` variables in the environment that no setting reads: a misspelt name is as silent
+/// as a missing one, so each is named once at start.
+pub fn unknown_variables() -> Vec<String> {
+    let cmd = Cli::command();
+    let known: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env()?.to_str().map(str::to_string))
+        .collect();
+    let mut unknown: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("NTHD_") && !known.contains(k) && !INTERNAL.contains(&k.as_str()))
+        .collect();
+    unknown.sort();
+    unknown
+}
+
+/// Variables of nthd's own build, packaging and test tools, not settings: a shell that builds
+/// or tests nthd may have them set (`cargo run` sets the first two).
+const INTERNAL: &[&str] = &[
+    "NTHD_BUILD_TARGET",
+    "NTHD_GIT_COMMIT",
+    "NTHD_TESTKIT_DBUS_DAEMON",
+    "NTHD_SIGNING_KEY",
+    "NTHD_SIGNING_PASSPHRASE_FILE",
+    "NTHD_SUITE_MIN_FREE_GB",
+    "NTHD_PACKAGE_PREBUILT",
+    "NTHD_ADVISORY_DB",
+    "NTHD_REQUIRE_ADVISORIES",
+];
