@@ -784,7 +784,7 @@ impl Daemon {
             logind_error: logind_error.as_deref(),
             extras: [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i])),
         };
-        let now = SystemTime::now();
+        let now = crate::status::Moment::now();
         self.out.status.update(&facts, changed, now);
         let (blind, age) = self.out.status.health(now);
         let disabled = [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i].is_some()));
@@ -822,7 +822,7 @@ impl Daemon {
     /// observe → plan → execute → record, for one observation.
     async fn on_observation(&mut self, obs: Observation) {
         self.out.metrics.observation(&obs);
-        self.out.status.observation(&obs, SystemTime::now());
+        self.out.status.observation(&obs, crate::status::Moment::now());
         let log = error_log(self.last_error.as_ref(), &obs);
         for (sources, error) in &log.warn {
             tracing::warn!(

@@ -41,6 +41,53 @@ pub(crate) const STALE_AFTER: Duration = Duration::from_secs(180);
 /// interval: a few failed polls in a row are a hiccup, not blindness.
 pub(crate) const BLIND_AFTER_MIN: Duration = Duration::from_secs(30);
 
+/// A moment on both clocks. Health (blindness, the age of the last read) is measured on the
+/// monotonic one, so an NTP step cannot make a blind nthd look as if it sees; the wall clock is
+/// only shown (RFC 3339 in the file) and used for the platform's deadlines.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Moment {
+    /// The wall clock, for the file and the deadlines.
+    pub(crate) wall: SystemTime,
+    /// The monotonic clock, for every duration.
+    pub(crate) mono: Instant,
+}
+
+impl Moment {
+    /// This moment.
+    pub(crate) fn now() -> Moment {
+        Moment {
+            wall: SystemTime::now(),
+            mono: Instant::now(),
+        }
+    }
+
+    /// `d` later on both clocks.
+    #[cfg(test)]
+    pub(crate) fn after(self, d: Duration) -> Moment {
+        Moment {
+            wall: self.wall + d,
+            mono: self.mono + d,
+        }
+    }
+}
+
+/// `CLOCK_BOOTTIME`: time since boot, suspend included, the same for every process of the boot
+/// (the status file's writer and its readers) and never stepped by NTP.
+pub(crate) fn boottime() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the kernel to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    (rc == 0).then(|| {
+        Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
+    })
+}
+
 /// How many actions the file lists, newest last.
 const MAX_ACTIONS: usize = 16;
 
@@ -51,6 +98,11 @@ pub(crate) struct Status {
     pub schema: u32,
     /// When it was written (RFC 3339, UTC).
     pub written_at: String,
+    /// When it was written on the boot's monotonic clock (`CLOCK_BOOTTIME`, milliseconds):
+    /// readers measure the file's age with it, so a wall-clock step cannot make a stale file
+    /// look fresh. Absent in files of older versions (then `written_at` is used).
+    #[serde(default)]
+    pub written_boottime_ms: Option<u64>,
     /// The nthd version that wrote it.
     pub version: String,
     /// The daemon's process id.
@@ -253,6 +305,7 @@ impl Status {
     fn without_times(&self) -> Status {
         let mut s = self.clone();
         s.written_at.clear();
+        s.written_boottime_ms = None;
         for src in &mut s.sources {
             src.last_ok = None;
         }
@@ -296,7 +349,7 @@ pub(crate) struct Tracker {
     base: Status,
     /// Each source's last successful read (kept as a time: formatted only when the file is
     /// built, not on every poll) and last error.
-    sources: BTreeMap<SourceId, (Option<SystemTime>, Option<ErrorView>)>,
+    sources: BTreeMap<SourceId, (Option<Stamp>, Option<ErrorView>)>,
     written: Option<(Instant, Status)>,
     write_error: Option<String>,
     /// Something went in since the last build; without it, and without a change the daemon
@@ -307,12 +360,32 @@ pub(crate) struct Tracker {
     /// The extras' errors last built, and since when each holds.
     extras: [Option<(String, SystemTime)>; EXTRAS],
     /// When this daemon started, and the newest successful read of any source.
-    started: SystemTime,
-    last_read_ok: Option<SystemTime>,
+    started: Stamp,
+    last_read_ok: Option<Stamp>,
     /// Longest time without a successful read: overall, and for one failing source.
     blind_after: (Duration, Duration),
     /// The blindness last built.
     blind: Option<Blind>,
+}
+
+/// A moment kept for health: measured on the monotonic clock, shown as the wall clock's.
+#[derive(Clone, Copy, Debug)]
+struct Stamp {
+    mono: Instant,
+    wall: SystemTime,
+}
+
+impl From<Moment> for Stamp {
+    fn from(n: Moment) -> Stamp {
+        Stamp {
+            mono: n.mono,
+            wall: n.wall,
+        }
+    }
+}
+
+fn shown(t: Option<Stamp>) -> Option<String> {
+    t.map(|t| format_rfc3339(t.wall))
 }
 
 fn error_view(prev: Option<&ErrorView>, msg: Option<&str>, now: SystemTime) -> Option<ErrorView> {
@@ -350,7 +423,7 @@ impl Tracker {
             dirty: true,
             last_facts: (None, None, None),
             extras: Default::default(),
-            started: SystemTime::now(),
+            started: Moment::now().into(),
             last_read_ok: None,
             blind_after: (BLIND_AFTER_MIN, BLIND_AFTER_MIN),
             blind: None,
@@ -366,10 +439,10 @@ impl Tracker {
 
     /// Whether nthd is blind (as of the last [`Tracker::update`]): the source it concerns
     /// (`None` inside: all of them); and how long ago the last successful read was.
-    pub(crate) fn health(&self, now: SystemTime) -> (Option<Option<SourceId>>, Option<Duration>) {
+    pub(crate) fn health(&self, now: Moment) -> (Option<Option<SourceId>>, Option<Duration>) {
         let age = self
             .last_read_ok
-            .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO));
+            .map(|t| now.mono.saturating_duration_since(t.mono));
         let blind = self.blind.map(|b| match b {
             Blind::All => None,
             Blind::Source(s) => Some(s),
@@ -383,10 +456,10 @@ impl Tracker {
     }
 
     /// Whether nthd can see notices now: cheap enough for every poll (no allocation).
-    fn blindness(&self, now: SystemTime) -> Option<Blind> {
-        let age = |t: Option<SystemTime>| {
-            now.duration_since(t.unwrap_or(self.started))
-                .unwrap_or(Duration::ZERO)
+    fn blindness(&self, now: Moment) -> Option<Blind> {
+        let age = |t: Option<Stamp>| {
+            now.mono
+                .saturating_duration_since(t.unwrap_or(self.started).mono)
         };
         if age(self.last_read_ok) > self.blind_after.0 {
             return Some(Blind::All);
@@ -414,14 +487,14 @@ impl Tracker {
     }
 
     /// Records which sources answered and which failed.
-    pub(crate) fn observation(&mut self, obs: &Observation, now: SystemTime) {
+    pub(crate) fn observation(&mut self, obs: &Observation, now: Moment) {
         if !obs.fresh.is_empty() {
-            self.last_read_ok = Some(now);
+            self.last_read_ok = Some(now.into());
         }
         for s in &obs.fresh {
             let new = !self.sources.contains_key(s);
             let (last_ok, last_error) = self.sources.entry(*s).or_default();
-            *last_ok = Some(now);
+            *last_ok = Some(now.into());
             if let Some(e) = last_error.as_mut().filter(|e| e.current) {
                 e.current = false;
                 self.dirty = true;
@@ -431,7 +504,7 @@ impl Tracker {
         for e in &obs.errors {
             self.dirty = true;
             self.sources.entry(e.source).or_default().1 = Some(ErrorView {
-                at: format_rfc3339(now),
+                at: format_rfc3339(now.wall),
                 message: e.error.to_string(),
                 current: true,
             });
@@ -447,7 +520,7 @@ impl Tracker {
     /// Builds the file from the facts, and writes it when it changed or [`HEARTBEAT`] passed.
     /// `changed` says the planner's picture moved (it returned effects); without it, a build
     /// happens only when something else went in or the heartbeat is due.
-    pub(crate) fn update(&mut self, f: &Facts<'_>, changed: bool, now: SystemTime) {
+    pub(crate) fn update(&mut self, f: &Facts<'_>, changed: bool, now: Moment) {
         let blind = self.blindness(now);
         let blind_moved = blind != self.blind;
         self.blind = blind;
@@ -467,7 +540,7 @@ impl Tracker {
         if !(changed || self.dirty || heartbeat || facts_moved || blind_moved) {
             return;
         }
-        self.take_extras(f, now);
+        self.take_extras(f, now.wall);
         self.dirty = false;
         self.last_facts = (
             f.metadata_error.map(str::to_string),
@@ -505,8 +578,8 @@ impl Tracker {
     }
 
     fn health_view(&self, f: &Facts<'_>, s: &mut Status) {
-        s.started_at = Some(format_rfc3339(self.started));
-        s.last_metadata_ok = self.last_read_ok.map(format_rfc3339);
+        s.started_at = Some(format_rfc3339(self.started.wall));
+        s.last_metadata_ok = shown(self.last_read_ok);
         s.blind_after_seconds = Some(self.blind_after.0.as_secs());
         s.blind = self.blind.map(|b| self.blind_view(b, f));
         s.extras_disabled = self
@@ -527,7 +600,7 @@ impl Tracker {
         let err = f.metadata_error.unwrap_or("no answer yet");
         match b {
             Blind::All => BlindView {
-                last_ok: self.last_read_ok.map(format_rfc3339),
+                last_ok: shown(self.last_read_ok),
                 reason: format!(
                     "no metadata read succeeded for over {}: {err}",
                     crate::timefmt::format_duration(self.blind_after.0)
@@ -536,7 +609,7 @@ impl Tracker {
             Blind::Source(src) => {
                 let (ok, e) = &self.sources[&src];
                 BlindView {
-                    last_ok: ok.map(format_rfc3339),
+                    last_ok: shown(*ok),
                     reason: format!(
                         "{} not read for over {}: {}",
                         src.as_str(),
@@ -548,10 +621,11 @@ impl Tracker {
         }
     }
 
-    fn build(&mut self, f: &Facts<'_>, now: SystemTime) -> Status {
+    fn build(&mut self, f: &Facts<'_>, now: Moment) -> Status {
         let mut s = self.base.clone();
         self.health_view(f, &mut s);
-        s.written_at = format_rfc3339(now);
+        s.written_at = format_rfc3339(now.wall);
+        s.written_boottime_ms = boottime().and_then(|b| u64::try_from(b.as_millis()).ok());
         s.dry_run = f.dry_run;
         s.drain_budget_seconds = f.budget.map(|b| b.as_secs());
         s.sources = self
@@ -559,7 +633,7 @@ impl Tracker {
             .iter()
             .map(|(name, (ok, err))| SourceView {
                 name: name.as_str().to_string(),
-                last_ok: ok.map(format_rfc3339),
+                last_ok: shown(*ok),
                 last_error: err.clone(),
             })
             .collect();
@@ -567,7 +641,7 @@ impl Tracker {
             .planner
             .current()
             .into_iter()
-            .map(|n| notice_view(f, n, now))
+            .map(|n| notice_view(f, n, now.wall))
             .collect();
         s.pending = f
             .planner
@@ -588,12 +662,12 @@ impl Tracker {
         s.last_metadata_error = error_view(
             prev.and_then(|p| p.last_metadata_error.as_ref()),
             f.metadata_error,
-            now,
+            now.wall,
         );
         s.last_logind_error = error_view(
             prev.and_then(|p| p.last_logind_error.as_ref()),
             f.logind_error,
-            now,
+            now.wall,
         );
         s
     }

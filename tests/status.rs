@@ -181,11 +181,22 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
         "{screen}"
     );
 
-    // Stopped: the file stays, and reads as stale once it is old (made old here by hand).
+    // Stopped: the file stays, and reads as stale once it is old (made old here by hand, on the
+    // boot's clock the daemon wrote, and on the wall clock for a file without it).
     assert!(n.stop().await.success());
     let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let boot_ms = s["written_boottime_ms"]
+        .as_u64()
+        .expect("the boot clock's time");
+    if boot_ms > 600_000 {
+        let mut on_boot_clock = s.clone();
+        on_boot_clock["written_boottime_ms"] = (boot_ms - 600_000).into();
+        std::fs::write(&file, serde_json::to_vec(&on_boot_clock).unwrap()).unwrap();
+        assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("stale")));
+    }
     let old = SystemTime::now() - Duration::from_secs(600);
     s["written_at"] = nthd::testing::timefmt::format_rfc3339(old).into();
+    s["written_boottime_ms"] = serde_json::Value::Null;
     std::fs::write(&file, serde_json::to_vec(&s).unwrap()).unwrap();
     assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("stale")));
 }

@@ -82,8 +82,18 @@ pub(crate) fn read(path: &Path) -> Result<Status, ReadError> {
     Ok(s)
 }
 
-/// How old the file is, or `None` when its time does not parse (treated as stale).
+/// How old the file is, or `None` when its time does not parse (treated as stale). Measured on
+/// the boot's monotonic clock when the file has its time there (a wall-clock step then changes
+/// nothing), else on the wall clock.
 fn age(s: &Status, now: SystemTime) -> Option<Duration> {
+    let boot = super::boottime().map(|b| b.as_millis());
+    if let (Some(written), Some(boot)) = (s.written_boottime_ms, boot) {
+        // Later than now: not this boot's clock (a time namespace); fall back to the wall clock.
+        if u128::from(written) <= boot {
+            let ms = u64::try_from(boot - u128::from(written)).unwrap_or(u64::MAX);
+            return Some(Duration::from_millis(ms));
+        }
+    }
     s.written()
         .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO))
 }
@@ -122,11 +132,14 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
     }
 }
 
-/// Why the file, though fresh, cannot vouch for "no interruption pending": nthd is blind, or an
-/// extra is disabled.
+/// Why the file, though fresh, cannot vouch for "no interruption pending": nthd has read
+/// nothing yet since it started, it is blind, or an extra is disabled.
 fn blind_or_disabled(s: &Status) -> Option<String> {
     if let Some(b) = &s.blind {
         return Some(format!("nthd is blind: {}", b.reason));
+    }
+    if s.last_metadata_ok.is_none() {
+        return Some("nothing read yet since nthd started".to_string());
     }
     s.extras_disabled
         .first()

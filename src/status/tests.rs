@@ -69,9 +69,9 @@ fn the_file_is_world_readable_versioned_and_complete() {
             fresh: vec![SRC],
             ..Observation::default()
         },
-        SystemTime::now(),
+        Moment::now(),
     );
-    t.update(&facts(&p), true, SystemTime::now());
+    t.update(&facts(&p), true, Moment::now());
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
     let s = read(&path).unwrap();
@@ -100,12 +100,12 @@ fn it_is_rewritten_only_when_something_changed() {
         fresh: vec![SRC],
         ..Observation::default()
     };
-    t.observation(&ok, SystemTime::now());
-    t.update(&facts(&p), true, SystemTime::now());
+    t.observation(&ok, Moment::now());
+    t.update(&facts(&p), true, Moment::now());
     assert!(path.exists());
     std::fs::remove_file(&path).unwrap();
     // Another successful read a second later: only last_ok moved, so no write.
-    let later = SystemTime::now() + Duration::from_secs(1);
+    let later = Moment::now().after(Duration::from_secs(1));
     t.observation(&ok, later);
     t.update(&facts(&p), false, later);
     assert!(
@@ -128,11 +128,11 @@ fn errors_are_kept_after_they_clear() {
     let p = planner_with(&[]);
     let mut f = facts(&p);
     f.logind_error = Some("logind PowerOff: access denied");
-    t.update(&f, false, SystemTime::now());
+    t.update(&f, false, Moment::now());
     let e = read(&path).unwrap().last_logind_error.unwrap();
     assert!(e.current && e.message.contains("access denied"));
     f.logind_error = None;
-    t.update(&f, false, SystemTime::now());
+    t.update(&f, false, Moment::now());
     let e = read(&path).unwrap().last_logind_error.unwrap();
     assert!(
         !e.current,
@@ -144,7 +144,7 @@ fn errors_are_kept_after_they_clear() {
 fn an_unwritable_path_does_not_stop_anything() {
     let (mut t, _) = tracker(Path::new("/nonexistent/nthd-test"));
     let p = planner_with(&[]);
-    t.update(&facts(&p), true, SystemTime::now());
+    t.update(&facts(&p), true, Moment::now());
     assert!(t
         .write_error
         .as_deref()
@@ -153,9 +153,11 @@ fn an_unwritable_path_does_not_stop_anything() {
 }
 
 fn status_with(notices: Vec<NoticeView>) -> Status {
+    let now = format_rfc3339(SystemTime::now());
     Status {
         schema: SCHEMA,
-        written_at: format_rfc3339(SystemTime::now()),
+        written_at: now.clone(),
+        last_metadata_ok: Some(now),
         notices,
         ..Status::default()
     }
@@ -214,6 +216,18 @@ fn npd_says_unknown_for_a_stale_or_foreign_file() {
     let (code, line) = npd_verdict(&Ok(s), now);
     assert_eq!(code, 2);
     assert!(line.contains("stale"), "{line}");
+    // Written 200 s ago on the boot's clock: stale, though the wall clock (stepped back since)
+    // makes written_at look fresh; and fresh on the boot's clock though the wall clock stepped
+    // forward past STALE_AFTER.
+    let boot_ms = u64::try_from(boottime().unwrap().as_millis()).unwrap();
+    let mut s = status_with(vec![]);
+    s.written_boottime_ms = Some(boot_ms - 200_000);
+    let (code, line) = npd_verdict(&Ok(s.clone()), now);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains("stale: written 3m2"), "{line}");
+    s.written_boottime_ms = Some(boot_ms);
+    let ahead = now + STALE_AFTER + Duration::from_secs(60);
+    assert_eq!(npd_verdict(&Ok(s), ahead).0, 0);
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.json");
     std::fs::write(&p, "{\"schema\": 2}").unwrap();
@@ -282,7 +296,7 @@ fn read_at(
     t: &mut Tracker,
     fresh: Vec<SourceId>,
     errors: Vec<crate::provider::SourceError>,
-    at: SystemTime,
+    at: Moment,
 ) {
     t.observation(
         &Observation {
@@ -311,33 +325,37 @@ fn a_daemon_that_cannot_read_the_metadata_service_is_unknown_not_all_clear() {
     let (mut t, path) = tracker(dir.path());
     t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
     let p = planner_with(&[]);
-    let t0 = SystemTime::now();
+    let t0 = Moment::now();
     read_at(&mut t, vec![SRC], vec![], t0);
     t.update(&facts(&p), true, t0);
-    assert_eq!(npd_verdict(&read(&path), t0).0, 0, "it sees: all clear");
+    assert_eq!(
+        npd_verdict(&read(&path), t0.wall).0,
+        0,
+        "it sees: all clear"
+    );
     // 20 s of failures: a hiccup, still within the bound.
-    let t1 = t0 + Duration::from_secs(20);
+    let t1 = t0.after(Duration::from_secs(20));
     read_at(&mut t, vec![], vec![unreachable(SRC)], t1);
     let mut f = facts(&p);
     f.metadata_error = Some("http://169.254.169.254/: Network unreachable");
     t.update(&f, false, t1);
-    assert_eq!(npd_verdict(&read(&path), t1).0, 0);
+    assert_eq!(npd_verdict(&read(&path), t1.wall).0, 0);
     // Past 30 s without a successful read: blind, and the file says so at once.
-    let t2 = t0 + Duration::from_secs(31);
+    let t2 = t0.after(Duration::from_secs(31));
     t.update(&f, false, t2);
     let st = read(&path).unwrap();
     let b = st.blind.as_ref().expect("blind is in the file");
     assert!(b.reason.contains("Network unreachable"), "{}", b.reason);
-    let (code, line) = npd_verdict(&Ok(st.clone()), t2);
+    let (code, line) = npd_verdict(&Ok(st.clone()), t2.wall);
     assert_eq!(code, 2, "{line}");
     assert!(line.starts_with("unknown: nthd is blind"), "{line}");
     assert!(line.len() <= NPD_MAX_LINE);
-    assert!(render(&st, t2).contains("BLIND:"));
+    assert!(render(&st, t2.wall).contains("BLIND:"));
     // A read succeeds again: all clear again.
-    let t3 = t2 + Duration::from_secs(1);
+    let t3 = t2.after(Duration::from_secs(1));
     read_at(&mut t, vec![SRC], vec![], t3);
     t.update(&facts(&p), false, t3);
-    assert_eq!(npd_verdict(&read(&path), t3).0, 0);
+    assert_eq!(npd_verdict(&read(&path), t3.wall).0, 0);
 }
 
 #[test]
@@ -347,7 +365,7 @@ fn one_source_that_keeps_failing_is_blindness_too() {
     t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
     let slow = SourceId::new("aws/events/maintenance/scheduled");
     let p = planner_with(&[]);
-    let t0 = SystemTime::now();
+    let t0 = Moment::now();
     read_at(&mut t, vec![SRC, slow], vec![], t0);
     t.update(&facts(&p), true, t0);
     // The fast source keeps answering, the slow one fails for 61 s.
@@ -356,10 +374,10 @@ fn one_source_that_keeps_failing_is_blindness_too() {
             &mut t,
             vec![SRC],
             vec![unreachable(slow)],
-            t0 + Duration::from_secs(i),
+            t0.after(Duration::from_secs(i)),
         );
     }
-    let at = t0 + Duration::from_secs(61);
+    let at = t0.after(Duration::from_secs(61));
     t.update(&facts(&p), false, at);
     let st = read(&path).unwrap();
     let b = st.blind.expect("blind to one source");
@@ -376,13 +394,49 @@ fn no_read_at_all_since_start_is_blindness() {
     let dir = tempfile::tempdir().unwrap();
     let (mut t, path) = tracker(dir.path());
     let p = planner_with(&[]);
-    let start = SystemTime::now();
+    let start = Moment::now();
     t.update(&facts(&p), true, start);
-    assert_eq!(npd_verdict(&read(&path), start).0, 0);
-    let later = start + BLIND_AFTER_MIN + Duration::from_secs(2);
-    t.update(&facts(&p), false, later);
-    let (code, line) = npd_verdict(&read(&path), later);
+    // Before the first read, nthd cannot vouch for anything: unknown, not "all clear".
+    let (code, line) = npd_verdict(&read(&path), start.wall);
     assert_eq!(code, 2, "{line}");
+    assert_eq!(line, "unknown: nothing read yet since nthd started");
+    let later = start.after(BLIND_AFTER_MIN + Duration::from_secs(2));
+    t.update(&facts(&p), false, later);
+    let (code, line) = npd_verdict(&read(&path), later.wall);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.starts_with("unknown: nthd is blind"), "{line}");
+}
+
+/// Blindness is measured on the monotonic clock: an NTP step backwards while nthd cannot read
+/// the metadata service (here an hour) keeps it blind, and the metrics' age keeps growing.
+#[test]
+fn a_clock_step_backwards_keeps_nthd_blind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
+    let p = planner_with(&[]);
+    let t0 = Moment::now();
+    read_at(&mut t, vec![SRC], vec![], t0);
+    t.update(&facts(&p), true, t0);
+    let mut f = facts(&p);
+    f.metadata_error = Some("http://169.254.169.254/: Network unreachable");
+    let blind_at = t0.after(Duration::from_secs(31));
+    read_at(&mut t, vec![], vec![unreachable(SRC)], blind_at);
+    t.update(&f, false, blind_at);
+    assert!(read(&path).unwrap().blind.is_some());
+    // The wall clock steps back an hour; 10 s pass on the monotonic clock, still no read.
+    let stepped = Moment {
+        wall: t0.wall - Duration::from_secs(3600),
+        mono: blind_at.mono + Duration::from_secs(10),
+    };
+    read_at(&mut t, vec![], vec![unreachable(SRC)], stepped);
+    t.update(&f, false, stepped);
+    let (blind, age) = t.health(stepped);
+    assert_eq!(blind, Some(None), "the step cleared blindness");
+    assert_eq!(age, Some(Duration::from_secs(41)));
+    let st = read(&path).unwrap();
+    assert!(st.blind.is_some(), "the file lost blind after the step");
+    assert_eq!(npd_verdict(&Ok(st), stepped.wall).0, 2);
 }
 
 #[test]
@@ -390,7 +444,7 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     let dir = tempfile::tempdir().unwrap();
     let (mut t, path) = tracker(dir.path());
     let p = planner_with(&[]);
-    let now = SystemTime::now();
+    let now = Moment::now();
     read_at(&mut t, vec![SRC], vec![], now);
     let mut f = facts(&p);
     f.extras[0].1 = Some("the webhook headers file /etc/nthd/h is readable by others (mode 0644)");
@@ -398,16 +452,16 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     let st = read(&path).unwrap();
     assert_eq!(st.extras_disabled.len(), 1);
     assert_eq!(st.extras_disabled[0].name, "webhooks");
-    let (code, line) = npd_verdict(&Ok(st.clone()), now);
+    let (code, line) = npd_verdict(&Ok(st.clone()), now.wall);
     assert_eq!(code, 2);
     assert!(line.starts_with("unknown: webhooks disabled: "), "{line}");
-    assert!(render(&st, now).contains("DISABLED:   webhooks"));
+    assert!(render(&st, now.wall).contains("DISABLED:   webhooks"));
     // A notice nthd will act on still says 1: the condition that matters most wins.
     let p2 = planner_with(&[notice(NoticeKind::SpotTerminate, "n1", 120)]);
     let mut f2 = facts(&p2);
     f2.extras[0].1 = f.extras[0].1;
     t.update(&f2, true, now);
-    assert_eq!(npd_verdict(&read(&path), now).0, 1);
+    assert_eq!(npd_verdict(&read(&path), now.wall).0, 1);
     // Fixed: the file no longer lists it.
     t.update(&facts(&p), true, now);
     assert!(read(&path).unwrap().extras_disabled.is_empty());
@@ -436,7 +490,7 @@ fn a_drill_is_listed_and_the_daemon_keeps_it() {
     assert!(!path.exists(), "a drill created the status file");
 
     let p = planner_with(&[]);
-    t.update(&facts(&p), true, SystemTime::now());
+    t.update(&facts(&p), true, Moment::now());
     assert_eq!(shared::add_drill_action(&path, view.clone()), Ok(true));
     let read_actions = || read(&path).unwrap().actions;
     assert_eq!(read_actions(), vec![view.clone()]);
@@ -451,7 +505,7 @@ fn a_drill_is_listed_and_the_daemon_keeps_it() {
     let mut real = drill_view("aws/spot/terminate");
     real.drill = false;
     t.action(real.clone());
-    t.update(&facts(&p), true, SystemTime::now());
+    t.update(&facts(&p), true, Moment::now());
     assert_eq!(read_actions(), vec![real, view]);
     let body = std::fs::read_to_string(&path).unwrap();
     assert!(
@@ -468,9 +522,9 @@ fn the_daemon_does_not_write_over_a_drill_under_way() {
     let (mut t, path) = tracker(dir.path());
     let lock = shared::DirLock::take(&path, false).unwrap().expect("free");
     let p = planner_with(&[]);
-    t.update(&facts(&p), true, SystemTime::now());
+    t.update(&facts(&p), true, Moment::now());
     assert!(!path.exists(), "written under the drill's lock");
     drop(lock);
-    t.update(&facts(&p), false, SystemTime::now());
+    t.update(&facts(&p), false, Moment::now());
     assert!(path.exists(), "not written once the lock was released");
 }
