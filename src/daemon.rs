@@ -822,7 +822,9 @@ impl Daemon {
     /// observe → plan → execute → record, for one observation.
     async fn on_observation(&mut self, obs: Observation) {
         self.out.metrics.observation(&obs);
-        self.out.status.observation(&obs, crate::status::Moment::now());
+        self.out
+            .status
+            .observation(&obs, crate::status::Moment::now());
         let log = error_log(self.last_error.as_ref(), &obs);
         for (sources, error) in &log.warn {
             tracing::warn!(

@@ -26,6 +26,7 @@ use crate::policy::{Planner, PowerAction};
 use crate::provider::Observation;
 
 mod server;
+mod textfile;
 
 /// Where the metrics go: a textfile for node_exporter, a `/metrics` listener, both or neither.
 #[derive(Debug, Clone, Default)]
@@ -179,6 +180,8 @@ pub(crate) struct Metrics {
     series: Series,
     shared: Option<Arc<Mutex<String>>>,
     write_error: Option<String>,
+    /// The thread that writes the textfile, when there is one.
+    textfile: Option<textfile::Textfile>,
     /// Why the `/metrics` server is not running, when it was asked for.
     listen_error: Option<String>,
     /// What the textfile holds now: when it was written and what, for deciding the next write.
@@ -284,9 +287,11 @@ impl Metrics {
             series: Series::new(),
             shared: None,
             write_error: None,
+            textfile: None,
             listen_error: None,
             written: None,
         };
+        m.textfile = m.opts.textfile.clone().map(textfile::Textfile::new);
         m.set_series_for_provider();
         if let Some(raw) = m.opts.listen.clone() {
             match parse_listen(&raw).and_then(server::bind) {
@@ -468,32 +473,19 @@ impl Metrics {
             return;
         }
         let text = self.render();
-        if let Some(path) = self.opts.textfile.clone() {
+        if let Some(tf) = self.textfile.as_mut() {
             if textfile_due(self.written.as_ref(), &text) {
-                self.write_textfile(&path, &text);
+                // Handed to the writer thread: a stalled disk never holds up the loop.
+                tf.submit(text.clone());
+                self.written = Some((Instant::now(), text.clone()));
+            }
+            self.write_error = tf.problem(Instant::now());
+            if self.write_error.is_some() {
+                // Written again at the next flush, once the cause is gone.
+                self.written = None;
             }
         }
         self.publish(text);
-    }
-
-    fn write_textfile(&mut self, path: &std::path::Path, text: &str) {
-        // 0644: node_exporter runs as another user. No fsync: a crash losing one write
-        // of metrics is harmless, and this runs on the daemon's only thread.
-        match crate::state::write_replace(path, text.as_bytes(), 0o644, false) {
-            Ok(()) => {
-                self.write_error = None;
-                self.written = Some((Instant::now(), text.to_string()));
-            }
-            Err(e) => {
-                let msg = format!(
-                    "cannot write the metrics file {}: {e}; check the directory exists and \
-                     is writable by user nthd (add it to ReadWritePaths= in a drop-in)",
-                    path.display()
-                );
-                // Logged by the daemon, once, as a disabled extra (see `problems`).
-                self.write_error = Some(msg);
-            }
-        }
     }
 
     /// Hands the text to the `/metrics` server, if there is one.
@@ -505,13 +497,22 @@ impl Metrics {
         }
     }
 
-    /// Writes the textfile now if it is behind (at a clean stop).
+    /// Writes the textfile now if it is behind, and waits a moment for it to land (at a clean
+    /// stop).
     pub(crate) fn flush_now(&mut self) {
         self.written = self
             .written
             .take()
             .map(|(_, t)| (Instant::now() - TEXTFILE_REFRESH, t));
         self.flush();
+        self.settle(Duration::from_secs(2));
+    }
+
+    /// Waits at most `limit` for the textfile writer to finish what it was handed.
+    fn settle(&self, limit: Duration) {
+        if let Some(tf) = &self.textfile {
+            tf.settle(limit);
+        }
     }
 }
 
@@ -591,6 +592,14 @@ mod tests {
         );
     }
 
+    /// The textfile once the writer thread has written what it was handed.
+    fn settled(m: &Metrics, file: &std::path::Path) -> (u64, String) {
+        use std::os::unix::fs::MetadataExt;
+        m.settle(Duration::from_secs(5));
+        let ino = std::fs::metadata(file).unwrap().ino();
+        (ino, std::fs::read_to_string(file).unwrap())
+    }
+
     #[test]
     fn the_textfile_is_0644_and_rewritten_only_when_it_matters() {
         use std::os::unix::fs::MetadataExt;
@@ -604,6 +613,7 @@ mod tests {
             listen: None,
         });
         m.set_provider(Cloud::Aws);
+        m.settle(Duration::from_secs(5));
         // SAFETY: as above.
         unsafe { libc::umask(old_umask) };
         let meta = std::fs::metadata(&file).unwrap();
@@ -623,20 +633,19 @@ mod tests {
         m.observation(&obs(true));
         let planner = Planner::new(crate::policy::PolicyConfig::default());
         m.notices(&planner, SystemTime::now());
-        let inode2 = std::fs::metadata(&file).unwrap().ino();
+        let (inode2, _) = settled(&m, &file);
         assert_ne!(inode, inode2, "new series are written at once");
         for _ in 0..20 {
             m.observation(&obs(true));
             m.notices(&planner, SystemTime::now());
         }
-        assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode2);
-        assert!(std::fs::read_to_string(&file)
-            .unwrap()
-            .contains("{outcome=\"ok\",source=\"aws/spot/instance-action\"} 1\n"));
+        let (inode3, text) = settled(&m, &file);
+        assert_eq!(inode3, inode2);
+        assert!(text.contains("{outcome=\"ok\",source=\"aws/spot/instance-action\"} 1\n"));
 
         // An action is written at once, with the counters as they are then.
         m.action(NoticeKind::SpotTerminate, PowerAction::PowerOff, "ok");
-        let text = std::fs::read_to_string(&file).unwrap();
+        let (_, text) = settled(&m, &file);
         assert!(text.contains("result=\"ok\"} 1"), "{text}");
         assert!(
             text.contains("source=\"aws/spot/instance-action\"} 21\n"),
@@ -646,7 +655,7 @@ mod tests {
         // At a clean stop whatever is behind is written.
         m.observation(&obs(true));
         m.notices(&planner, SystemTime::now());
-        assert!(!std::fs::read_to_string(&file).unwrap().contains("} 22\n"));
+        assert!(!settled(&m, &file).1.contains("} 22\n"));
         m.flush_now();
         assert!(std::fs::read_to_string(&file)
             .unwrap()
