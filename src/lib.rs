@@ -11,6 +11,7 @@ pub(crate) mod config;
 pub(crate) mod daemon;
 pub(crate) mod executor;
 pub(crate) mod extras;
+pub(crate) mod files;
 pub(crate) mod imds;
 pub(crate) mod logging;
 pub(crate) mod logind;

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::files;
 use crate::notice::NoticeId;
 use crate::policy::PowerAction;
 
@@ -174,35 +175,14 @@ fn unix_now(now: SystemTime) -> u64 {
     now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// Reads the state file without following a symbolic link in its place: root (a drill) would
-/// otherwise read whatever file the owner of the state directory points it at.
-pub(crate) fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// The state file's content: `None` when there is none; when it cannot be used, why, with the
-/// tag of the name it is set aside under.
+/// tag of the name it is set aside under. It is read as [`files::read_untrusted`] reads: a
+/// drill reads it as root from a directory user nthd owns.
 fn read_file(path: &Path) -> Result<Option<File>, (&'static str, String)> {
-    let bytes = match read_no_follow(path) {
+    let bytes = match files::read_untrusted(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            let why = format!(
-                "{} is a symbolic link, which nthd does not follow (it would read or replace \
-                 whatever the link points to)",
-                path.display()
-            );
-            return Err(("unreadable", why));
-        }
-        Err(e) => return Err(("unreadable", format!("cannot read {}: {e}", path.display()))),
+        Err(e) if e.is_missing() => return Ok(None),
+        Err(e) => return Err(("unreadable", e.to_string())),
     };
     match serde_json::from_slice::<File>(&bytes) {
         Ok(f) if f.version == VERSION => Ok(Some(f)),
@@ -668,7 +648,10 @@ pub(crate) mod tests {
         // "not found".
         fs::create_dir(dir.path().join("state.json")).unwrap();
         let (mut s, r) = State::load(dir.path(), "b".into(), t(NOW));
-        assert!(r.error.as_deref().unwrap().contains("cannot read"), "{r:?}");
+        assert!(
+            r.error.as_deref().unwrap().contains("is a directory"),
+            "{r:?}"
+        );
         let aside = r.moved_aside.unwrap();
         assert!(
             aside.ends_with(format!("state.json.unreadable-{NOW}")),
@@ -962,6 +945,42 @@ pub(crate) mod tests {
             "its target is untouched"
         );
         assert!(fs::symlink_metadata(dir.path().join("state.json")).is_err());
+    }
+
+    /// User nthd owns the state directory and root's drill reads the file in it: whatever is
+    /// planted there instead of a state file (a FIFO, a link to a valid file, a directory, a
+    /// valid file over 1 MiB, a socket) is refused at once, not read, set aside with a message
+    /// naming it, and a fresh file is written in its place.
+    #[test]
+    fn a_trap_at_the_state_path_is_set_aside_at_once() {
+        use crate::files::tests::{within_5s, TRAPS};
+        let valid = format!(
+            r#"{{"version":1,"records":[{{"id":"x","action":"reboot","phase":"done","boot_id":"b","at_unix":{NOW}}}]}}"#
+        );
+        for trap in TRAPS {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            let (want, _listener) = trap.plant(&path, valid.as_bytes());
+            let d = dir.path().to_path_buf();
+            let (mut s, r) = within_5s(&format!("loading a {trap:?}"), move || {
+                State::load(&d, "b".into(), t(NOW))
+            });
+            assert!(s.records().is_empty(), "{trap:?} read: {:?}", s.records());
+            let why = r.error.clone().unwrap_or_default();
+            assert!(
+                why.contains(want) && why.contains(&path.display().to_string()),
+                "{trap:?}: {why}"
+            );
+            let aside = r.moved_aside.expect("set aside");
+            assert!(
+                aside.ends_with(format!("state.json.unreadable-{NOW}")),
+                "{aside:?}"
+            );
+            assert!(fs::symlink_metadata(&aside).is_ok(), "{trap:?} was lost");
+            s.record(&nid("y"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
+                .unwrap();
+            assert!(fs::symlink_metadata(&path).unwrap().is_file(), "{trap:?}");
+        }
     }
 
     /// Set, in the child [`in_read_only_dir`] starts, to the read-only directory.
