@@ -130,7 +130,9 @@ impl Drill {
     /// timeout), the metrics textfile if set, and the daemon's webhooks (`NTHD_WEBHOOK` from
     /// the same settings files), naming the instance as the daemon's status file does.
     fn start(opts: &Options, logind: Logind, now: SystemTime) -> Drill {
-        let state = executor::load_state(&opts.state_dir(), now);
+        // The daemon writes the same file meanwhile (a drill may wait minutes for its moment):
+        // the drill's writes keep what the daemon wrote since this load.
+        let state = executor::load_state(&opts.state_dir(), now).for_drill();
         let status = opts.status_path();
         let webhooks = WebhookSlot::start(opts, drill_context(&status), None);
         if let Some(p) = webhooks.problem() {
