@@ -538,7 +538,8 @@ impl Options {
         if let Some(url) = &self.imds_endpoint {
             crate::imds::normalize_base(url).map_err(|e| BadSetting {
                 setting: "NTHD_IMDS_ENDPOINT".into(),
-                value: url.clone(),
+                // A URL may carry a user name and password: only scheme://host[:port] shows.
+                value: crate::redact::shown(url),
                 reason: match e {
                     crate::imds::ImdsError::BadEndpoint { reason, .. } => {
                         format!("{reason}; give http://HOST[:PORT], e.g. http://169.254.169.254")

@@ -20,6 +20,7 @@ pub(crate) mod notice;
 pub(crate) mod once;
 pub(crate) mod policy;
 pub(crate) mod provider;
+pub(crate) mod redact;
 pub(crate) mod report;
 pub(crate) mod sandbox;
 pub(crate) mod settings;
