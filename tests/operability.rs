@@ -490,3 +490,68 @@ async fn a_fifo_planted_for_a_drill_does_not_hold_it() {
         .collect();
     assert_eq!(aside.len(), 1, "the FIFO is not set aside");
 }
+
+/// A drill waiting for its moment (`--deadline-in`) and the daemon acting meanwhile, as two
+/// real processes on one state directory: the record the daemon writes while the drill waits
+/// is still there after the drill writes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_drill_keeps_what_the_daemon_wrote_meanwhile() {
+    let (bus, logind, dir) = common::logind_world().await;
+    logind.set_inhibit_delay_max(Duration::from_secs(1));
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    // Due at the deadline minus the drain budget (1 s) and the margin (1 s): 4 s from now.
+    let mut drill = common::nthd_command(bus.address())
+        .args(["simulate", "scheduled-stop", "--deadline-in", "6s", "--yes"])
+        .env("NTHD_STATE_DIR", &state_dir)
+        .env("NTHD_SAFETY_MARGIN", "1s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut daemon = common::Nthd::start(bus.address(), &imds.url(), &state_dir, &[]);
+    imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while !drill_records(&state_dir)
+        .iter()
+        .any(|r| r.0 == "aws/spot/terminate" && r.2 == "done")
+    {
+        assert!(Instant::now() < end, "no daemon record:\n{}", daemon.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        drill.try_wait().unwrap().is_none(),
+        "the drill finished before the daemon wrote: nothing was interleaved"
+    );
+    let out = tokio::task::spawn_blocking(move || drill.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("waiting"),
+        "the drill did not wait: {stdout}"
+    );
+    let records = drill_records(&state_dir);
+    assert!(
+        records
+            .iter()
+            .any(|r| r.0 == "aws/spot/terminate" && r.2 == "done"),
+        "the drill's write lost the daemon's record: {records:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r.0.starts_with("simulate/scheduled-stop/") && r.2 == "done"),
+        "{records:?}"
+    );
+    assert!(daemon.stop().await.success(), "{}", daemon.log());
+}
