@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 /// The largest file [`read_untrusted`] reads: 1 MiB. nthd's own files are a few KiB.
 pub(crate) const MAX_READ: u64 = 1 << 20;
 
-/// Why [`read_untrusted`] did not read a file. Each message names the file and, where the
-/// reader can do something about it, what.
+/// Why [`read_untrusted`] did not read a file. Each message names the file and what it found;
+/// [`ReadError::with_fix`] adds what to do, for a reader that does not move the file away itself.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadError {
     /// Nothing is there.
@@ -32,7 +32,7 @@ pub(crate) enum ReadError {
     /// A symbolic link is there: root would read whatever it points to.
     #[error(
         "{path} is a symbolic link, which nthd does not follow (it would read whatever the link \
-         points to); move it away: mv {path} {path}.bad"
+         points to)"
     )]
     Symlink {
         /// The file.
@@ -41,7 +41,7 @@ pub(crate) enum ReadError {
     /// Something other than a regular file is there.
     #[error(
         "{path} is {what}, not a regular file, so nthd does not read it (a FIFO or a device \
-         could hold the reader forever); move it away: mv {path} {path}.bad"
+         could hold the reader forever)"
     )]
     NotRegular {
         /// The file.
@@ -52,7 +52,7 @@ pub(crate) enum ReadError {
     /// The file is larger than [`MAX_READ`].
     #[error(
         "{path} is larger than 1 MiB ({size} bytes or more), far larger than any file nthd \
-         writes, so nthd does not read it; move it away: mv {path} {path}.bad"
+         writes, so nthd does not read it"
     )]
     TooLarge {
         /// The file.
@@ -74,6 +74,18 @@ impl ReadError {
     /// Whether there was no file at all (not an error for most readers).
     pub(crate) fn is_missing(&self) -> bool {
         matches!(self, ReadError::Missing { .. })
+    }
+
+    /// The message with what to do about a file nthd refused: move it away.
+    pub(crate) fn with_fix(&self) -> String {
+        match self {
+            ReadError::Symlink { path }
+            | ReadError::NotRegular { path, .. }
+            | ReadError::TooLarge { path, .. } => {
+                format!("{self}; move it away: mv {path} {path}.bad")
+            }
+            ReadError::Missing { .. } | ReadError::Io { .. } => self.to_string(),
+        }
     }
 }
 
@@ -271,8 +283,8 @@ pub(crate) mod tests {
             let p = path.clone();
             let e = within_5s(&format!("reading a {trap:?}"), move || read_untrusted(&p))
                 .expect_err("a trap was read");
-            let e = e.to_string();
-            let fix = format!("mv {0} {0}.bad", path.display());
+            let e = e.with_fix();
+            let fix = format!("; move it away: mv {0} {0}.bad", path.display());
             assert!(e.contains(want) && e.contains(&fix), "{trap:?}: {e}");
         }
     }

@@ -26,7 +26,7 @@ pub(crate) enum ReadError {
     Missing(String),
     /// It could not be read, or is not a regular file of at most 1 MiB (`nthd status --npd`
     /// runs as root, and user nthd owns the directory: see [`files::read_untrusted`]).
-    #[error(transparent)]
+    #[error("{}", .0.with_fix())]
     Unreadable(files::ReadError),
     /// It is not a status file this nthd understands.
     #[error("{path} is not a valid status file: {reason}")]

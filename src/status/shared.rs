@@ -65,7 +65,7 @@ pub(crate) fn add_drill_action(path: &Path, view: ActionView) -> Result<bool, St
     let mut v = match read_value(path) {
         Ok(v) => v,
         Err(ValueError::Read(e)) if e.is_missing() => return Ok(false),
-        Err(ValueError::Read(e)) => return Err(e.to_string()),
+        Err(ValueError::Read(e)) => return Err(e.with_fix()),
         Err(ValueError::Json(e)) => return Err(format!("{name} is not JSON ({e}); left as it is")),
     };
     if v.get("schema").and_then(serde_json::Value::as_u64) != Some(u64::from(SCHEMA)) {

@@ -431,7 +431,8 @@ fn a_trap_at_the_status_path_is_unknown_at_once() {
             Err(e @ ReadError::Unreadable(_)) => e.to_string(),
             other => panic!("{trap:?}: {other:?}"),
         };
-        assert!(e.contains(want), "{trap:?}: {e}");
+        let fix = format!("; move it away: mv {0} {0}.bad", path.display());
+        assert!(e.contains(want) && e.ends_with(&fix), "{trap:?}: {e}");
         let (code, line) = npd_verdict(&got, SystemTime::now());
         let word = want.split(',').next().unwrap();
         assert!(
