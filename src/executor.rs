@@ -684,4 +684,70 @@ mod tests {
         let done = Some(vec!["done".to_string()]);
         assert_eq!(phases_written(dir.path(), &["done"]).await, done);
     }
+
+    /// The daemon's state write takes the state directory's lock, which a drill may hold: the
+    /// wait happens off the runtime thread (the runtime keeps ticking, here on a single
+    /// thread), and a reboot, whose record must land first, goes through once the lock is
+    /// released, with the drill's record kept.
+    #[tokio::test]
+    async fn a_state_lock_held_by_a_drill_never_blocks_the_runtime() {
+        let bus = PrivateBus::start().unwrap();
+        let fake = FakeLogind::serve(bus.address()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let st = load_state(dir.path(), SystemTime::now());
+        let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
+        // A drill's record, then the drill still holding the lock for 700 ms.
+        let (drill, _) = State::load(dir.path(), state::current_boot_id(), SystemTime::now());
+        let mut drill = drill.for_drill();
+        let drill_id = crate::simulate::synthetic(
+            NoticeKind::SpotTerminate,
+            Duration::ZERO,
+            SystemTime::now(),
+        )
+        .id;
+        drill.note(
+            &drill_id,
+            None,
+            PowerAction::PowerOff,
+            Phase::Done,
+            SystemTime::now(),
+        );
+        drill.snapshot().unwrap().write().unwrap();
+        let lock = crate::files::DirLock::take(&dir.path().join("state.json"), Duration::ZERO)
+            .unwrap()
+            .expect("free");
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            drop(lock);
+        });
+        let ticks = tokio::spawn(async {
+            let mut n = 0u32;
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                n += 1;
+                if n == 20 {
+                    return n;
+                }
+            }
+        });
+        let reboot = notice(NoticeKind::ScheduledReboot);
+        let started = std::time::Instant::now();
+        let out = exec.execute(&reboot, PowerAction::Reboot, &|| {}).await;
+        assert!(
+            ticks.is_finished(),
+            "the runtime stood still while the lock was held"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(600),
+            "the lock was not waited for"
+        );
+        release.join().unwrap();
+        assert_eq!(out.outcome, Outcome::Accepted);
+        assert_eq!(fake.reboot_count(), 1);
+        let body = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        assert!(
+            body.contains(drill_id.as_str()),
+            "the drill's record was lost: {body}"
+        );
+    }
 }

@@ -138,7 +138,7 @@ pub enum ImdsError {
     /// The metadata endpoint is not a plain `http://HOST[:PORT]`.
     #[error("invalid metadata endpoint {url:?}: {reason}; set NTHD_IMDS_ENDPOINT to e.g. http://169.254.169.254")]
     BadEndpoint {
-        /// The endpoint as given.
+        /// The endpoint as shown ([`crate::redact::shown`]: scheme, host and port at most).
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -520,7 +520,7 @@ impl ImdsClient {
 pub(crate) fn normalize_base(base: &str) -> Result<String, ImdsError> {
     let trimmed = base.trim().trim_end_matches('/');
     let bad = |reason: &str| ImdsError::BadEndpoint {
-        url: base.to_string(),
+        url: crate::redact::shown(base),
         reason: reason.to_string(),
     };
     let rest = trimmed
@@ -850,6 +850,27 @@ mod tests {
         ] {
             let e = normalize_base(bad).unwrap_err().to_string();
             assert!(e.contains("NTHD_IMDS_ENDPOINT"), "{bad}: {e}");
+        }
+        // A user name and password, and a path, never show: scheme, host and port at most.
+        for (bad, shown) in [
+            ("http://zq:s3/cr3t@169.254.169.254/x?t=k#f", "\"http://…\""),
+            (
+                "http://zq:yv@169.254.169.254:81",
+                "\"http://169.254.169.254:81\"",
+            ),
+            (
+                "http://169.254.169.254/latest?t=k",
+                "\"http://169.254.169.254\"",
+            ),
+        ] {
+            let e = normalize_base(bad).unwrap_err().to_string();
+            let rest = e
+                .strip_prefix("invalid metadata endpoint ")
+                .unwrap_or_default();
+            assert!(rest.starts_with(&format!("{shown}: ")), "{bad}: {e}");
+            for secret in ["zq", "s3", "cr3t", "yv", "latest", "t=k", "#f"] {
+                assert!(!e.contains(secret), "{secret:?} of {bad} in: {e}");
+            }
         }
     }
 

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::config::Options;
 use crate::executor::{self, ActionRecord, Executor, Outcome};
 use crate::extras::WebhookSlot;
+use crate::files;
 use crate::logind::Logind;
 use crate::metrics::{Metrics, MetricsOptions};
 use crate::notice::{
@@ -129,7 +130,9 @@ impl Drill {
     /// timeout), the metrics textfile if set, and the daemon's webhooks (`NTHD_WEBHOOK` from
     /// the same settings files), naming the instance as the daemon's status file does.
     fn start(opts: &Options, logind: Logind, now: SystemTime) -> Drill {
-        let state = executor::load_state(&opts.state_dir(), now);
+        // The daemon writes the same file meanwhile (a drill may wait minutes for its moment):
+        // the drill's writes keep what the daemon wrote since this load.
+        let state = executor::load_state(&opts.state_dir(), now).for_drill();
         let status = opts.status_path();
         let webhooks = WebhookSlot::start(opts, drill_context(&status), None);
         if let Some(p) = webhooks.problem() {
@@ -181,10 +184,12 @@ impl Drill {
 }
 
 /// Who the drill's events come from: this host, and the cloud and instance the daemon's status
-/// file names (a drill does not ask the metadata service).
+/// file names (a drill does not ask the metadata service). The file is read as
+/// [`files::read_untrusted`] reads (the drill runs as root, user nthd owns the directory); a
+/// file it refuses names nothing.
 fn drill_context(status: &Path) -> Context {
     let mut ctx = Context::for_this_host();
-    let v: serde_json::Value = std::fs::read(status)
+    let v: serde_json::Value = files::read_untrusted(status)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();

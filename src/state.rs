@@ -9,7 +9,12 @@
 //! they were seen in: after a reboot the same action name is a new notice. Notices with an event
 //! id (AWS scheduled events, Azure events) are remembered across boots, so the reboot nthd itself
 //! asked for does not make it reboot again when the event is still listed afterwards.
+//!
+//! A fire drill (`nthd simulate --yes`) writes the same file from its own process. Each write
+//! takes an exclusive lock on the state directory, re-reads the file and keeps what the other
+//! side wrote ([`Snapshot`], [`Writer`]).
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::files::{self, DirLock};
 use crate::notice::NoticeId;
 use crate::policy::PowerAction;
 
@@ -78,6 +84,23 @@ pub(crate) enum StateError {
     InMemoryOnly { path: String, why: String },
 }
 
+/// How long a state write waits for another nthd process (the daemon, a fire drill) to release
+/// the state directory's lock; then it writes without it. Well below the executor's
+/// [`WRITE_WAIT`](crate::executor::WRITE_WAIT), so a held lock never costs a reboot its record.
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Who writes the state file, which decides the records its writes speak for: the others are
+/// taken from the file as it is at the moment of writing, so neither side loses the other's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// The daemon speaks for every record but a fire drill's that it never saw (one a drill
+    /// added while it ran).
+    Daemon,
+    /// A fire drill (`nthd simulate --yes`, its own process) speaks only for what it recorded
+    /// itself; the rest may have changed since it loaded the file.
+    Drill,
+}
+
 /// The state store.
 #[derive(Debug)]
 pub struct State {
@@ -86,6 +109,14 @@ pub struct State {
     in_memory_only: Option<String>,
     boot_id: String,
     records: Vec<Record>,
+    /// Who writes through this store.
+    writer: Writer,
+    /// The ids the file held when loaded, kept or dropped.
+    seen: BTreeSet<NoticeId>,
+    /// The ids this process recorded or forgot.
+    touched: BTreeSet<NoticeId>,
+    /// How long a write waits for the state directory's lock: [`LOCK_WAIT`].
+    lock_wait: Duration,
     /// The number of the last [`Snapshot`] taken.
     taken: u64,
     /// The number of the last [`Snapshot`] written.
@@ -95,12 +126,57 @@ pub struct State {
 /// The state file's content at one moment, to be written off the async runtime (the write
 /// fsyncs, and a stalled disk must not hold up a logind call). Snapshots land in the order they
 /// were taken: one that finds a newer one already written leaves it, as that holds all it holds.
+///
+/// Another process writes the file too (the daemon, or a fire drill beside it). Under an
+/// exclusive lock on the state directory ([`DirLock`], waited for at most [`LOCK_WAIT`]) the
+/// write reads the file as it is now and keeps the records this snapshot does not speak for
+/// (see [`Writer`]).
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     path: PathBuf,
-    body: Vec<u8>,
+    records: Vec<Record>,
+    speaks_for: SpeaksFor,
+    lock_wait: Duration,
     number: u64,
     written: Arc<Mutex<u64>>,
+}
+
+/// The records a snapshot speaks for.
+#[derive(Debug, Clone)]
+struct SpeaksFor {
+    writer: Writer,
+    seen: BTreeSet<NoticeId>,
+    touched: BTreeSet<NoticeId>,
+}
+
+impl SpeaksFor {
+    fn id(&self, id: &NoticeId) -> bool {
+        self.touched.contains(id)
+            || (self.writer == Writer::Daemon && (!id.is_drill() || self.seen.contains(id)))
+    }
+}
+
+/// The records to write: those on disk, in their order, each one `speaks_for` replaced by
+/// `mine`'s (or dropped when `mine` has none), then the rest of `mine` it speaks for. With
+/// nothing usable on disk, `mine` as it is.
+fn merge(mine: &[Record], on_disk: Option<Vec<Record>>, speaks_for: &SpeaksFor) -> Vec<Record> {
+    let Some(on_disk) = on_disk else {
+        return mine.to_vec();
+    };
+    let mut out: Vec<Record> = Vec::with_capacity(on_disk.len() + mine.len());
+    for r in on_disk {
+        if !speaks_for.id(&r.id) {
+            out.push(r);
+        } else if let Some(m) = mine.iter().find(|m| m.id == r.id) {
+            out.push(m.clone());
+        }
+    }
+    for m in mine {
+        if speaks_for.id(&m.id) && !out.iter().any(|o| o.id == m.id) {
+            out.push(m.clone());
+        }
+    }
+    out
 }
 
 impl Snapshot {
@@ -113,12 +189,44 @@ impl Snapshot {
         if *last > self.number {
             return Ok(());
         }
-        write_atomic(&self.path, &self.body).map_err(|e| StateError::Write {
+        let _lock = self.lock();
+        let error = |reason: String| StateError::Write {
             path: self.path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let on_disk = read_file(&self.path).ok().flatten().map(|f| f.records);
+        let file = File {
+            version: VERSION,
+            records: merge(&self.records, on_disk, &self.speaks_for),
+        };
+        let body = serde_json::to_vec_pretty(&file).map_err(|e| error(e.to_string()))?;
+        write_atomic(&self.path, &body).map_err(|e| error(e.to_string()))?;
         *last = self.number;
         Ok(())
+    }
+
+    /// The state directory's lock, when it could be had within the snapshot's wait. Without
+    /// it the write still goes ahead (a lock held by a stuck process must not cost a record);
+    /// a record the other side writes at that very moment may then be lost.
+    fn lock(&self) -> Option<DirLock> {
+        match DirLock::take(&self.path, self.lock_wait) {
+            Ok(Some(lock)) => Some(lock),
+            Ok(None) if !self.lock_wait.is_zero() => {
+                let dir = self.path.parent().unwrap_or(Path::new("."));
+                tracing::warn!(
+                    "the state directory {} stayed locked for {} by another process (a fire \
+                     drill, or the daemon); writing {} without the lock, so a record that \
+                     process writes at the same moment may be lost. Find it with: fuser -v {}",
+                    dir.display(),
+                    crate::timefmt::format_duration(self.lock_wait),
+                    self.path.display(),
+                    dir.display()
+                );
+                None
+            }
+            // Held, and no wait allowed; or no directory to lock (the write says so).
+            Ok(None) | Err(_) => None,
+        }
     }
 }
 
@@ -174,35 +282,14 @@ fn unix_now(now: SystemTime) -> u64 {
     now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// Reads the state file without following a symbolic link in its place: root (a drill) would
-/// otherwise read whatever file the owner of the state directory points it at.
-pub(crate) fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// The state file's content: `None` when there is none; when it cannot be used, why, with the
-/// tag of the name it is set aside under.
+/// tag of the name it is set aside under. It is read as [`files::read_untrusted`] reads: a
+/// drill reads it as root from a directory user nthd owns.
 fn read_file(path: &Path) -> Result<Option<File>, (&'static str, String)> {
-    let bytes = match read_no_follow(path) {
+    let bytes = match files::read_untrusted(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            let why = format!(
-                "{} is a symbolic link, which nthd does not follow (it would read or replace \
-                 whatever the link points to)",
-                path.display()
-            );
-            return Err(("unreadable", why));
-        }
-        Err(e) => return Err(("unreadable", format!("cannot read {}: {e}", path.display()))),
+        Err(e) if e.is_missing() => return Ok(None),
+        Err(e) => return Err(("unreadable", e.to_string())),
     };
     match serde_json::from_slice::<File>(&bytes) {
         Ok(f) if f.version == VERSION => Ok(Some(f)),
@@ -228,11 +315,18 @@ impl State {
             in_memory_only: None,
             boot_id,
             records: Vec::new(),
+            writer: Writer::Daemon,
+            seen: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            lock_wait: LOCK_WAIT,
             taken: 0,
             written: Arc::new(Mutex::new(0)),
         };
         match read_file(&state.path) {
-            Ok(Some(file)) => state.keep(file.records, now, &mut report),
+            Ok(Some(file)) => {
+                state.seen = file.records.iter().map(|r| r.id.clone()).collect();
+                state.keep(file.records, now, &mut report);
+            }
             Ok(None) => {}
             Err((tag, why)) => state.set_aside(&mut report, tag, why, now),
         }
@@ -263,8 +357,12 @@ impl State {
         }
         report.loaded = self.records.len();
         if clamped {
-            // Best effort: if it fails, the next record written saves it.
-            let _ = self.save();
+            // Best effort: if it fails, the next record written saves it. Loading may run on the
+            // daemon's runtime thread: no waiting for the lock.
+            if let Ok(mut snapshot) = self.snapshot() {
+                snapshot.lock_wait = Duration::ZERO;
+                let _ = snapshot.write();
+            }
         }
     }
 
@@ -291,6 +389,19 @@ impl State {
                 self.in_memory_only = Some(why);
             }
         }
+    }
+
+    /// This store as a fire drill's: its writes speak only for the records it makes, and keep
+    /// every other record as the file has it when they land (the daemon may have written since).
+    pub(crate) fn for_drill(mut self) -> State {
+        self.writer = Writer::Drill;
+        self
+    }
+
+    /// Sets how long a write waits for the state directory's lock.
+    #[cfg(test)]
+    pub(crate) fn set_lock_wait(&mut self, wait: Duration) {
+        self.lock_wait = wait;
     }
 
     /// The state file.
@@ -364,6 +475,7 @@ impl State {
         phase: Phase,
         now: SystemTime,
     ) {
+        self.touched.insert(id.clone());
         self.records.retain(|r| r.id != *id);
         self.records.push(Record {
             id: id.clone(),
@@ -377,6 +489,7 @@ impl State {
 
     /// Drops the record of `id` in memory (a reboot refused because its record did not land).
     pub(crate) fn forget(&mut self, id: &NoticeId) {
+        self.touched.insert(id.clone());
         self.records.retain(|r| r.id != *id);
     }
 
@@ -388,23 +501,22 @@ impl State {
             let why = why.clone();
             return Err(StateError::InMemoryOnly { path, why });
         }
-        let file = File {
-            version: VERSION,
-            records: self.records.clone(),
-        };
-        let body = serde_json::to_vec_pretty(&file).map_err(|e| StateError::Write {
-            path,
-            reason: e.to_string(),
-        })?;
         self.taken += 1;
         Ok(Snapshot {
             path: self.path.clone(),
-            body,
+            records: self.records.clone(),
+            speaks_for: SpeaksFor {
+                writer: self.writer,
+                seen: self.seen.clone(),
+                touched: self.touched.clone(),
+            },
+            lock_wait: self.lock_wait,
             number: self.taken,
             written: Arc::clone(&self.written),
         })
     }
 
+    #[cfg(test)]
     fn save(&mut self) -> Result<(), StateError> {
         self.snapshot()?.write()
     }
@@ -668,7 +780,10 @@ pub(crate) mod tests {
         // "not found".
         fs::create_dir(dir.path().join("state.json")).unwrap();
         let (mut s, r) = State::load(dir.path(), "b".into(), t(NOW));
-        assert!(r.error.as_deref().unwrap().contains("cannot read"), "{r:?}");
+        assert!(
+            r.error.as_deref().unwrap().contains("is a directory"),
+            "{r:?}"
+        );
         let aside = r.moved_aside.unwrap();
         assert!(
             aside.ends_with(format!("state.json.unreadable-{NOW}")),
@@ -962,6 +1077,221 @@ pub(crate) mod tests {
             "its target is untouched"
         );
         assert!(fs::symlink_metadata(dir.path().join("state.json")).is_err());
+    }
+
+    /// User nthd owns the state directory and root's drill reads the file in it: whatever is
+    /// planted there instead of a state file (a FIFO, a link to a valid file, a directory, a
+    /// valid file over 1 MiB, a socket) is refused at once, not read, set aside with a message
+    /// naming it, and a fresh file is written in its place.
+    #[test]
+    fn a_trap_at_the_state_path_is_set_aside_at_once() {
+        use crate::files::tests::{within_5s, TRAPS};
+        let valid = format!(
+            r#"{{"version":1,"records":[{{"id":"x","action":"reboot","phase":"done","boot_id":"b","at_unix":{NOW}}}]}}"#
+        );
+        for trap in TRAPS {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            let (want, _listener) = trap.plant(&path, valid.as_bytes());
+            let d = dir.path().to_path_buf();
+            let (mut s, r) = within_5s(&format!("loading a {trap:?}"), move || {
+                State::load(&d, "b".into(), t(NOW))
+            });
+            assert!(s.records().is_empty(), "{trap:?} read: {:?}", s.records());
+            let why = r.error.clone().unwrap_or_default();
+            // nthd moves it away itself: the message does not ask for that.
+            assert!(
+                why.contains(want)
+                    && why.contains(&path.display().to_string())
+                    && !why.contains("mv "),
+                "{trap:?}: {why}"
+            );
+            let aside = r.moved_aside.expect("set aside");
+            assert!(
+                aside.ends_with(format!("state.json.unreadable-{NOW}")),
+                "{aside:?}"
+            );
+            assert!(fs::symlink_metadata(&aside).is_ok(), "{trap:?} was lost");
+            s.record(&nid("y"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
+                .unwrap();
+            assert!(fs::symlink_metadata(&path).unwrap().is_file(), "{trap:?}");
+        }
+    }
+
+    fn drill_id(n: u32) -> NoticeId {
+        NoticeId::drill(
+            crate::notice::NoticeKind::SpotTerminate,
+            &format!("1.2-3-{n}"),
+        )
+    }
+
+    /// The records in `dir`'s state file, as (id, phase).
+    fn on_disk(dir: &Path) -> Vec<(String, Phase)> {
+        let f = read_file(&dir.join("state.json"))
+            .unwrap()
+            .unwrap_or_default();
+        f.records
+            .into_iter()
+            .map(|r| (r.id.to_string(), r.phase))
+            .collect()
+    }
+
+    /// A drill loads the state, waits for its moment (minutes with `--deadline-in`), then
+    /// writes: what the daemon wrote meanwhile (a new record, a record gone from started to
+    /// done) is still there after the drill's write, and the drill's record is added.
+    #[test]
+    fn what_the_daemon_writes_while_a_drill_waits_survives_the_drills_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut daemon, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let spot = nid("aws/spot/terminate");
+        daemon
+            .record(&spot, None, PowerAction::PowerOff, Phase::Started, t(NOW))
+            .unwrap();
+        let (drill, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let mut drill = drill.for_drill();
+        daemon
+            .record(&spot, None, PowerAction::PowerOff, Phase::Done, t(NOW))
+            .unwrap();
+        let e1 = nid("aws/scheduled/e1");
+        daemon
+            .record(&e1, Some("e1"), PowerAction::Reboot, Phase::Done, t(NOW))
+            .unwrap();
+        drill
+            .record(
+                &drill_id(1),
+                None,
+                PowerAction::PowerOff,
+                Phase::Done,
+                t(NOW),
+            )
+            .unwrap();
+        assert_eq!(
+            on_disk(dir.path()),
+            vec![
+                (spot.to_string(), Phase::Done),
+                (e1.to_string(), Phase::Done),
+                (drill_id(1).to_string(), Phase::Done),
+            ]
+        );
+    }
+
+    /// The other way round: a drill's record written after the daemon loaded the state is kept
+    /// in the daemon's every later write, the daemon's own changes included (a record forgotten
+    /// stays gone). At the next boot the daemon drops it, as any record without an event id.
+    #[test]
+    fn a_record_a_drill_wrote_survives_the_daemons_next_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut daemon, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let spot = nid("aws/spot/terminate");
+        daemon
+            .record(&spot, None, PowerAction::Reboot, Phase::Started, t(NOW))
+            .unwrap();
+        let (drill, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let mut drill = drill.for_drill();
+        drill
+            .record(
+                &drill_id(1),
+                None,
+                PowerAction::PowerOff,
+                Phase::Done,
+                t(NOW),
+            )
+            .unwrap();
+        let e1 = nid("aws/scheduled/e1");
+        daemon
+            .record(&e1, Some("e1"), PowerAction::Reboot, Phase::Done, t(NOW))
+            .unwrap();
+        daemon.forget(&spot);
+        daemon.save().unwrap();
+        let want = vec![
+            (drill_id(1).to_string(), Phase::Done),
+            (e1.to_string(), Phase::Done),
+        ];
+        assert_eq!(on_disk(dir.path()), want);
+
+        let (mut next_boot, r) = State::load(dir.path(), "c".into(), t(NOW + 60));
+        assert_eq!(r.dropped_other_boot, 1);
+        next_boot
+            .record(
+                &nid("x"),
+                None,
+                PowerAction::PowerOff,
+                Phase::Done,
+                t(NOW + 60),
+            )
+            .unwrap();
+        let want = vec![
+            (e1.to_string(), Phase::Done),
+            ("x".to_string(), Phase::Done),
+        ];
+        assert_eq!(on_disk(dir.path()), want, "the old drill record is dropped");
+    }
+
+    /// The two sides take turns on the state directory's lock: a daemon write that comes while
+    /// a drill is between its read and its rename waits for it, then keeps the drill's record.
+    #[test]
+    fn a_daemon_write_waits_for_a_drill_write_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let (daemon, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let (drill, _) = State::load(dir.path(), "b".into(), t(NOW));
+        let mut drill = drill.for_drill();
+        let daemon = Arc::new(Mutex::new(Some(daemon)));
+        let blocked = Arc::new(Mutex::new(None));
+        let (d, b) = (daemon.clone(), blocked.clone());
+        set_hook(Some(Box::new(move |step, _, _| {
+            if step != Step::Written {
+                return;
+            }
+            let Some(mut daemon) = d.lock().unwrap().take() else {
+                return;
+            };
+            let write = std::thread::spawn(move || {
+                let spot = nid("aws/spot/terminate");
+                daemon.record(&spot, None, PowerAction::PowerOff, Phase::Done, t(NOW))
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            *b.lock().unwrap() = Some((!write.is_finished(), write));
+        })));
+        let drilled = drill.record(
+            &drill_id(1),
+            None,
+            PowerAction::PowerOff,
+            Phase::Done,
+            t(NOW),
+        );
+        set_hook(None);
+        drilled.unwrap();
+        let (waited, write) = blocked.lock().unwrap().take().expect("the hook ran");
+        write.join().unwrap().unwrap();
+        assert!(waited, "the daemon wrote while the drill held the lock");
+        assert_eq!(
+            on_disk(dir.path()),
+            vec![
+                (drill_id(1).to_string(), Phase::Done),
+                ("aws/spot/terminate".to_string(), Phase::Done),
+            ]
+        );
+    }
+
+    /// A lock held past the wait (a stuck drill, or user nthd holding it on purpose against a
+    /// root drill) costs a wait, never the record.
+    #[test]
+    fn a_lock_held_past_the_wait_does_not_stop_a_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = State::load(dir.path(), "b".into(), t(NOW));
+        s.set_lock_wait(Duration::from_millis(200));
+        let held = DirLock::take(&dir.path().join("state.json"), Duration::ZERO)
+            .unwrap()
+            .expect("free");
+        let started = std::time::Instant::now();
+        s.record(&nid("x"), None, PowerAction::PowerOff, Phase::Done, t(NOW))
+            .unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(200),
+            "did not wait"
+        );
+        assert_eq!(on_disk(dir.path()), vec![("x".to_string(), Phase::Done)]);
+        drop(held);
     }
 
     /// Set, in the child [`in_read_only_dir`] starts, to the read-only directory.

@@ -675,7 +675,7 @@ impl Tracker {
     /// Writes the file, keeping the fire drills' actions a drill added to it since the last
     /// write (see [`shared`]). While a drill holds the lock, it is left for the next update.
     fn write(&mut self, path: &Path, mut status: Status) {
-        let _lock = match shared::DirLock::take(path, false) {
+        let _lock = match crate::files::DirLock::take(path, Duration::ZERO) {
             Ok(Some(lock)) => Some(lock),
             Ok(None) => {
                 self.dirty = true;

@@ -48,6 +48,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::redact;
+
 pub use event::{ActionResult, Context, Event};
 pub use headers::SecretHeaders;
 pub(crate) use probe::ProbeResult;
@@ -122,8 +124,8 @@ impl Default for WebhookOptions {
     }
 }
 
-/// A checked webhook URL. Its `Display` and `Debug` show only `scheme://host[:port]`: the path
-/// and query of a webhook URL often hold a secret (Slack's do).
+/// A checked webhook URL. Its `Display` and `Debug` show only `scheme://host[:port]`
+/// ([`redact::shown`]): the path and query of a webhook URL often hold a secret (Slack's do).
 #[derive(Clone, PartialEq, Eq)]
 pub struct WebhookUrl {
     uri: http::Uri,
@@ -168,8 +170,10 @@ impl fmt::Debug for WebhookUrl {
 const MAX_URL: usize = 2048;
 
 /// Parses a `--webhook` URL; usable as a clap `value_parser`. Only `http` and `https` with a
-/// host; user names and passwords in the URL are refused (they would end up wherever the URL
-/// is shown), the headers file is the place for credentials.
+/// host; an `@` anywhere is refused: a user name and password in the URL would end up wherever
+/// the URL is shown (the headers file is the place for credentials), and after the host an `@`
+/// may end a password that holds a `/`, `?` or `#`. An error shows the URL only as
+/// [`redact::shown`] does: `scheme://host[:port]`, or less.
 pub fn parse_url(s: &str) -> Result<WebhookUrl, String> {
     let s = s.trim();
     if s.is_empty() {
@@ -181,35 +185,28 @@ pub fn parse_url(s: &str) -> Result<WebhookUrl, String> {
              spaces (percent-encode anything else)"
         ));
     }
-    let uri: http::Uri = s
-        .parse()
-        .map_err(|e| format!("`{}` is not a URL ({e})", redact(s)))?;
-    let scheme = match uri.scheme_str() {
-        Some(sc) if sc.eq_ignore_ascii_case("http") || sc.eq_ignore_ascii_case("https") => {
-            sc.to_ascii_lowercase()
-        }
-        _ => {
-            return Err(format!(
-                "`{}`: a webhook URL must start with http:// or https://",
-                redact(s)
-            ))
-        }
-    };
-    let Some(auth) = uri.authority() else {
-        return Err(format!("`{}`: the webhook URL has no host", redact(s)));
-    };
-    if auth.as_str().contains('@') {
+    let shown = redact::shown(s);
+    if s.contains('@') {
         return Err(format!(
-            "`{scheme}://…@{}`: credentials in a webhook URL would be shown in logs and status; \
-             put them in a header in --webhook-headers-file (e.g. `Authorization: Basic …`)",
-            auth.host()
+            "`{shown}`: the webhook URL holds an `@`, so it may carry credentials (a user name \
+             or password), which would be shown in logs and status; nthd refuses it. Put \
+             credentials in a header in --webhook-headers-file (e.g. `Authorization: Basic …`), \
+             and write an `@` in the path or query as %40"
         ));
     }
-    if auth.host().is_empty() {
-        return Err(format!("`{}`: the webhook URL has no host", redact(s)));
+    let uri: http::Uri = s
+        .parse()
+        .map_err(|e| format!("`{shown}` is not a URL ({e})"))?;
+    let scheme = uri.scheme_str().unwrap_or_default();
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(format!(
+            "`{shown}`: a webhook URL must start with http:// or https://"
+        ));
     }
-    let origin = format!("{scheme}://{}", auth.as_str().to_ascii_lowercase());
-    Ok(WebhookUrl { uri, origin })
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("`{shown}`: the webhook URL has no host"));
+    }
+    Ok(WebhookUrl { uri, origin: shown })
 }
 
 /// The warning for secret headers that would travel unencrypted: `None` unless there are
@@ -245,17 +242,6 @@ pub fn plain_http_warning(opts: &WebhookOptions, headers: &SecretHeaders) -> Opt
         plain.join(", "),
         headers.names().join(", ")
     ))
-}
-
-/// A URL for an error message: everything up to the host, never its path or query.
-fn redact(s: &str) -> String {
-    let start = s.find("://").map_or(0, |i| i + 3);
-    let rest = &s[start..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let host = &rest[..end];
-    let host = host.rsplit('@').next().unwrap_or(host);
-    let tail = if end < rest.len() { "/…" } else { "" };
-    format!("{}{host}{tail}", &s[..start])
 }
 
 /// Why webhooks cannot be set up. Every message names the file or URL and the fix.
@@ -438,5 +424,64 @@ mod tests {
         );
         let e = parse_url("ftp://x/SECRET").unwrap_err();
         assert!(!e.contains("SECRET"), "{e}");
+    }
+
+    /// Every URL that parse_url refuses is shown as `scheme://host[:port]` or less, whatever
+    /// `/`, `?`, `#` and `@` its user name, password, path and query hold; accepted ones too.
+    #[test]
+    fn a_url_shows_only_its_scheme_host_and_port() {
+        let refused: &[(&str, &str, &[&str])] = &[
+            (
+                "https://bot:s3/cr3t@host:8443/x?token=a#frag",
+                "`https://…`",
+                &["bot:s3", "s3/cr3t", "cr3t", "token=a", "frag"],
+            ),
+            (
+                "https://u@ser:p?ss#w@host/",
+                "`https://…`",
+                &["u@ser", "p?ss#w", "ser:p"],
+            ),
+            (
+                "http://a:b@[::1]:9/p",
+                "`http://[::1]:9`",
+                &["a:", ":b", "/p"],
+            ),
+            (
+                "https://zq:yv@hooks.example/T0?tok=k",
+                "`https://hooks.example`",
+                &["zq", "yv", "T0", "tok"],
+            ),
+            (
+                "https://hooks.example/T0/q@r",
+                "`https://…`",
+                &["hooks", "T0", "q@r"],
+            ),
+            (
+                "ftp://hooks.example/SECRET",
+                "`ftp://hooks.example`",
+                &["SECRET"],
+            ),
+            ("https://[::1/SECRET", "`https://…`", &["SECRET", "::1"]),
+            (
+                "nonsense/SECRET",
+                "`<unparseable URL>`",
+                &["nonsense", "SECRET"],
+            ),
+        ];
+        for (url, shown, secrets) in refused {
+            let e = parse_url(url).unwrap_err();
+            assert!(e.starts_with(shown), "{url}: {e}");
+            for secret in *secrets {
+                assert!(!e.contains(secret), "{secret:?} of {url} in: {e}");
+            }
+        }
+        let u = parse_url("https://Hooks.Example:8443/services/T0?token=QQ#WW").unwrap();
+        assert_eq!(
+            (u.to_string(), format!("{u:?}")),
+            (
+                "https://hooks.example:8443".to_string(),
+                "WebhookUrl(https://hooks.example:8443/…)".to_string()
+            )
+        );
     }
 }

@@ -401,3 +401,157 @@ async fn simulate_yes_goes_through_the_executor() {
         "{prom}"
     );
 }
+
+/// Makes a FIFO at `path`, as user nthd can in the directories it owns.
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the whole call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// Runs `cmd` to its end, or kills it and fails after `limit`: a test that would otherwise
+/// hang on a blocked child fails instead, saying so.
+fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: it blocks\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// User nthd owns the state and status directories, and a drill runs as root: a FIFO planted
+/// at `state.json` and at `status.json` must not hold the drill. It finishes promptly, says
+/// what it found, sets the state FIFO aside and records the drill in a fresh state file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_planted_for_a_drill_does_not_hold_it() {
+    let (bus, logind, dir) = common::logind_world().await;
+    let (state_dir, run_dir) = (dir.path().join("state"), dir.path().join("run"));
+    std::fs::create_dir(&state_dir).unwrap();
+    std::fs::create_dir(&run_dir).unwrap();
+    mkfifo(&state_dir.join("state.json"));
+    let status = run_dir.join("status.json");
+    mkfifo(&status);
+    let mut cmd = common::nthd_command(bus.address());
+    cmd.args(["simulate", "spot-terminate", "--yes"])
+        .env("NTHD_STATE_DIR", &state_dir)
+        .env("NTHD_STATUS_FILE", &status);
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || output_within(cmd, Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        stdout.contains("done: logind accepted PowerOff"),
+        "{stdout}"
+    );
+    assert_eq!(logind.power_off_count(), 1);
+    let state = state_dir.join("state.json").display().to_string();
+    for want in [
+        format!("{state} is a FIFO (named pipe), not a regular file"),
+        "moved it to".to_string(),
+        format!("{} is a FIFO (named pipe)", status.display()),
+    ] {
+        assert!(stderr.contains(&want), "{want:?} not in:\n{stderr}");
+    }
+    let records = drill_records(&state_dir);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(records[0].0.starts_with("simulate/"), "{records:?}");
+    let aside: Vec<_> = std::fs::read_dir(&state_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("state.json.unreadable-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "the FIFO is not set aside");
+}
+
+/// A drill waiting for its moment (`--deadline-in`) and the daemon acting meanwhile, as two
+/// real processes on one state directory: the record the daemon writes while the drill waits
+/// is still there after the drill writes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_drill_keeps_what_the_daemon_wrote_meanwhile() {
+    let (bus, logind, dir) = common::logind_world().await;
+    logind.set_inhibit_delay_max(Duration::from_secs(1));
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    // Due at the deadline minus the drain budget (1 s) and the margin (1 s): 4 s from now.
+    let mut drill = common::nthd_command(bus.address())
+        .args(["simulate", "scheduled-stop", "--deadline-in", "6s", "--yes"])
+        .env("NTHD_STATE_DIR", &state_dir)
+        .env("NTHD_SAFETY_MARGIN", "1s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let mut daemon = common::Nthd::start(bus.address(), &imds.url(), &state_dir, &[]);
+    imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
+        ),
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while !drill_records(&state_dir)
+        .iter()
+        .any(|r| r.0 == "aws/spot/terminate" && r.2 == "done")
+    {
+        assert!(Instant::now() < end, "no daemon record:\n{}", daemon.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        drill.try_wait().unwrap().is_none(),
+        "the drill finished before the daemon wrote: nothing was interleaved"
+    );
+    let out = tokio::task::spawn_blocking(move || drill.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("waiting"),
+        "the drill did not wait: {stdout}"
+    );
+    let records = drill_records(&state_dir);
+    assert!(
+        records
+            .iter()
+            .any(|r| r.0 == "aws/spot/terminate" && r.2 == "done"),
+        "the drill's write lost the daemon's record: {records:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r.0.starts_with("simulate/scheduled-stop/") && r.2 == "done"),
+        "{records:?}"
+    );
+    assert!(daemon.stop().await.success(), "{}", daemon.log());
+}

@@ -169,6 +169,24 @@ fn no_error_path_echoes_a_webhook_secret() {
             "credentials",
         ),
         (
+            "a password with a slash",
+            vec![(
+                "NTHD_WEBHOOK",
+                format!("https://bot:s3/{PLANTED}@x:8443/y?token={PLANTED}#f"),
+            )],
+            "`https://…`: the webhook URL holds an `@`",
+        ),
+        (
+            "a user and password with ? and #",
+            vec![("NTHD_WEBHOOK", format!("https://u@{PLANTED}:p?s#w@x/"))],
+            "`https://…`: the webhook URL holds an `@`",
+        ),
+        (
+            "unparseable",
+            vec![("NTHD_WEBHOOK", format!("https://[::1/{PLANTED}"))],
+            "`https://…` is not a URL",
+        ),
+        (
             "bad format",
             vec![
                 ("NTHD_WEBHOOK", ok_url.clone()),
@@ -264,4 +282,74 @@ fn status_ignores_a_bad_unrelated_setting() {
     );
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("NTHD_DEADLINE_KINDS=\"bogus\""), "{out}");
+}
+
+/// A webhook URL whose password holds a `/` (a cut at the first `/` would show part of it): the
+/// daemon disables webhooks, and its log line, the status file (0644) and the NPD line show the
+/// URL as `https://…` and nothing of its user name, password, path or query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_webhook_url_shows_only_its_scheme_in_the_log_the_status_and_npd() {
+    let bus = PrivateBus::start().unwrap();
+    let _logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("status.json");
+    let url = format!("https://bot:s3/{PLANTED}@hooks.example:8443/x?token={PLANTED}#frag");
+    let mut n = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        dir.path(),
+        &[
+            ("NTHD_WEBHOOK", url.as_str()),
+            ("NTHD_STATUS_FILE", status.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        n.wait_log("extra webhooks disabled", Duration::from_secs(10))
+            .await,
+        "{}",
+        n.log()
+    );
+    wait_for(
+        "the status file to list webhooks",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(&status)
+                .is_ok_and(|s| s.contains("\"extras_disabled\": [\n    {"))
+        },
+    )
+    .await;
+    let body = std::fs::read_to_string(&status).unwrap();
+    let st: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let want = "NTHD_WEBHOOK (URL 1): `https://…`: the webhook URL holds an `@`";
+    let reason = st["extras_disabled"][0]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.starts_with(want), "{reason}");
+    let log = n.log();
+    assert!(
+        log.contains(&format!("extra webhooks disabled: {want}")),
+        "{log}"
+    );
+    let npd = common::nthd_command("unix:path=/nonexistent")
+        .args(["status", "--npd"])
+        .env("NTHD_STATUS_FILE", &status)
+        .output()
+        .unwrap();
+    let npd = String::from_utf8_lossy(&npd.stdout).to_string();
+    assert!(
+        npd.starts_with("unknown: webhooks disabled: NTHD_WEBHOOK"),
+        "{npd}"
+    );
+    for (what, text) in [
+        ("the log", &log),
+        ("the status file", &body),
+        ("the NPD line", &npd),
+    ] {
+        assert_clean(what, text);
+        for part in ["bot:s3", "s3/", "token", "frag", "hooks.example"] {
+            assert!(!text.contains(part), "{part:?} shows in {what}:\n{text}");
+        }
+    }
+    assert!(n.stop().await.success());
 }

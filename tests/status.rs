@@ -264,3 +264,39 @@ fn the_shipped_monitor_config_uses_only_npd_fields() {
     }
     assert_eq!(cfg["pluginConfig"]["max_output_length"], 80);
 }
+
+/// NPD runs the plugin as root with a 5 s timeout, and user nthd owns the status directory: a
+/// FIFO planted at the status file must not make the plugin time out. It says "unknown" and
+/// why, at once; so does `nthd status`.
+#[test]
+fn a_fifo_at_the_status_file_is_unknown_not_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("status.json");
+    let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the whole call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    let started = Instant::now();
+    let got = run_like_npd(&file);
+    assert!(
+        matches!(&got, Npd::Unknown(m) if m.starts_with("unknown: ") && m.contains("is a FIFO")),
+        "{got:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_nthd"))
+        .arg("status")
+        .env_clear()
+        .env("NTHD_STATUS_FILE", &file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let want = format!(
+        "nthd status: unknown: {} is a FIFO (named pipe), not a regular file",
+        file.display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+}

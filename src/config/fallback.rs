@@ -115,10 +115,10 @@ fn from_env(e: &clap::Error, args: &[String]) -> Option<Bad> {
     ) {
         return None;
     }
-    let Some(ContextValue::String(shown)) = e.get(ContextKind::InvalidArg) else {
+    let Some(ContextValue::String(arg_shown)) = e.get(ContextKind::InvalidArg) else {
         return None;
     };
-    let flag = shown.split([' ', '=']).next()?;
+    let flag = arg_shown.split([' ', '=']).next()?;
     let cmd = Cli::command();
     let arg = find_arg(&cmd, flag)?;
     let var = arg.get_env()?.to_str()?.to_string();
@@ -129,7 +129,7 @@ fn from_env(e: &clap::Error, args: &[String]) -> Option<Bad> {
     let fb = Fallback {
         reason: reason(e),
         instead: instead(arg, &var),
-        value: crate::logging::clean(&value.to_string_lossy(), 80),
+        value: shown(&value.to_string_lossy()),
         setting: var,
     };
     Some(match is_fatal(&fb.setting) {
@@ -154,6 +154,16 @@ fn fatal_error(fb: &Fallback) -> clap::Error {
             fb.setting, fb.value, fb.reason
         ),
     )
+}
+
+/// A bad value as a log line may show it: a URL (which may carry a user name and password) as
+/// its scheme, host and port only, anything else cleaned and cut.
+fn shown(value: &str) -> String {
+    if value.contains("://") {
+        crate::redact::shown(value)
+    } else {
+        crate::logging::clean(value, 80)
+    }
 }
 
 /// The argument shown as `--name` (global arguments live on the top-level command).

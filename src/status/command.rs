@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use super::{will_act, NoticeView, Status, SCHEMA, STALE_AFTER};
+use crate::files;
 use crate::timefmt::{format_duration, parse_rfc3339, relative};
-
-/// The largest status file `nthd status` reads; the daemon's is a few KiB.
-const MAX_FILE: u64 = 1 << 20;
 
 /// node-problem-detector's default `max_output_length` (bytes): the plugin line never exceeds it.
 pub(crate) const NPD_MAX_LINE: usize = 80;
@@ -26,14 +24,10 @@ pub(crate) enum ReadError {
          systemctl status nthd"
     )]
     Missing(String),
-    /// It could not be read.
-    #[error("cannot read {path}: {reason}")]
-    Unreadable {
-        /// The file.
-        path: String,
-        /// Why.
-        reason: String,
-    },
+    /// It could not be read, or is not a regular file of at most 1 MiB (`nthd status --npd`
+    /// runs as root, and user nthd owns the directory: see [`files::read_untrusted`]).
+    #[error("{}", .0.with_fix())]
+    Unreadable(files::ReadError),
     /// It is not a status file this nthd understands.
     #[error("{path} is not a valid status file: {reason}")]
     Invalid {
@@ -46,32 +40,16 @@ pub(crate) enum ReadError {
 
 /// Reads and checks the file.
 pub(crate) fn read(path: &Path) -> Result<Status, ReadError> {
-    use std::io::Read;
     let p = path.display().to_string();
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing(p)),
-        Err(e) => {
-            return Err(ReadError::Unreadable {
-                path: p,
-                reason: e.to_string(),
-            })
-        }
+    let body = match files::read_untrusted(path) {
+        Ok(b) => b,
+        Err(e) if e.is_missing() => return Err(ReadError::Missing(p)),
+        Err(e) => return Err(ReadError::Unreadable(e)),
     };
-    let mut body = Vec::new();
-    file.take(MAX_FILE + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| ReadError::Unreadable {
-            path: p.clone(),
-            reason: e.to_string(),
-        })?;
     let invalid = |reason: String| ReadError::Invalid {
         path: p.clone(),
         reason,
     };
-    if body.len() as u64 > MAX_FILE {
-        return Err(invalid(format!("larger than {MAX_FILE} bytes")));
-    }
     let s: Status = serde_json::from_slice(&body).map_err(|e| invalid(e.to_string()))?;
     if s.schema != SCHEMA {
         return Err(invalid(format!(

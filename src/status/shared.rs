@@ -7,57 +7,33 @@
 //! finds there in every later write, so neither loses the other's. The daemon never waits for
 //! the lock (it writes at its next update instead); a drill waits at most [`DRILL_WAIT`].
 //!
-//! The drill may run as root in a directory user nthd owns: it reads without following a
-//! symbolic link and writes through [`crate::state::write_replace`] (O_EXCL|O_NOFOLLOW
-//! temporary file, handed to the directory's owner, renamed into place).
+//! The drill may run as root in a directory user nthd owns: it reads with
+//! [`files::read_untrusted`] (no symbolic link, FIFO, directory or file over 1 MiB) and writes
+//! through [`crate::state::write_replace`] (O_EXCL|O_NOFOLLOW temporary file, handed to the
+//! directory's owner, renamed into place).
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{ActionView, SCHEMA};
+use crate::files::{self, DirLock};
 
 /// How long a drill waits for the daemon to release the lock.
 pub(crate) const DRILL_WAIT: Duration = Duration::from_secs(2);
 
-/// An exclusive lock on the directory of a status file, released when dropped.
-pub(crate) struct DirLock {
-    _dir: File,
-}
-
-impl DirLock {
-    /// Locks the directory of `file`: `None` when another process holds the lock and `wait` is
-    /// false (or still holds it after [`DRILL_WAIT`]).
-    pub(crate) fn take(file: &Path, wait: bool) -> std::io::Result<Option<DirLock>> {
-        let dir = match file.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let f = File::open(dir)?;
-        let until = Instant::now() + DRILL_WAIT;
-        loop {
-            // SAFETY: `f` is an open descriptor for the whole call.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(Some(DirLock { _dir: f }));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(e);
-            }
-            if !wait || Instant::now() >= until {
-                return Ok(None);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+/// Why the file could not be used.
+#[derive(Debug)]
+enum ValueError {
+    /// It could not be read, or was refused (see [`files::read_untrusted`]).
+    Read(files::ReadError),
+    /// It is not JSON.
+    Json(serde_json::Error),
 }
 
 /// The file's JSON as it is, unknown fields and all (a newer nthd may have written it).
-fn read_value(path: &Path) -> std::io::Result<serde_json::Value> {
-    let bytes = crate::state::read_no_follow(path)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+fn read_value(path: &Path) -> Result<serde_json::Value, ValueError> {
+    let bytes = files::read_untrusted(path).map_err(ValueError::Read)?;
+    serde_json::from_slice(&bytes).map_err(ValueError::Json)
 }
 
 /// The drills' actions the file at `path` lists (none when it cannot be read).
@@ -79,7 +55,7 @@ pub(crate) fn drill_actions(path: &Path) -> Vec<ActionView> {
 /// such file (no daemon keeps one here), an error naming the file when it cannot be updated.
 pub(crate) fn add_drill_action(path: &Path, view: ActionView) -> Result<bool, String> {
     let name = path.display();
-    let lock = DirLock::take(path, true);
+    let lock = DirLock::take(path, DRILL_WAIT);
     let _lock = match lock {
         Ok(Some(l)) => l,
         Ok(None) => return Err(format!("{name} stayed locked by the daemon")),
@@ -88,8 +64,9 @@ pub(crate) fn add_drill_action(path: &Path, view: ActionView) -> Result<bool, St
     };
     let mut v = match read_value(path) {
         Ok(v) => v,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(format!("cannot read {name}: {e}")),
+        Err(ValueError::Read(e)) if e.is_missing() => return Ok(false),
+        Err(ValueError::Read(e)) => return Err(e.with_fix()),
+        Err(ValueError::Json(e)) => return Err(format!("{name} is not JSON ({e}); left as it is")),
     };
     if v.get("schema").and_then(serde_json::Value::as_u64) != Some(u64::from(SCHEMA)) {
         return Err(format!("{name} is not schema {SCHEMA}; left as it is"));

@@ -467,6 +467,35 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     assert!(read(&path).unwrap().extras_disabled.is_empty());
 }
 
+/// `nthd status --npd` runs as root (NPD's), with a 5 s timeout, and user nthd owns the status
+/// directory: whatever is planted there instead of a status file (a FIFO, a link to a valid
+/// file, a directory, a valid file over 1 MiB, a socket) makes it say "unknown" and why, at
+/// once.
+#[test]
+fn a_trap_at_the_status_path_is_unknown_at_once() {
+    use crate::files::tests::{within_5s, TRAPS};
+    let valid = serde_json::to_vec(&status_with(vec![])).unwrap();
+    for trap in TRAPS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status.json");
+        let (want, _listener) = trap.plant(&path, &valid);
+        let p = path.clone();
+        let got = within_5s(&format!("reading a {trap:?}"), move || read(&p));
+        let e = match &got {
+            Err(e @ ReadError::Unreadable(_)) => e.to_string(),
+            other => panic!("{trap:?}: {other:?}"),
+        };
+        let fix = format!("; move it away: mv {0} {0}.bad", path.display());
+        assert!(e.contains(want) && e.ends_with(&fix), "{trap:?}: {e}");
+        let (code, line) = npd_verdict(&got, SystemTime::now());
+        let word = want.split(',').next().unwrap();
+        assert!(
+            code == 2 && line.starts_with("unknown: ") && line.contains(word.trim()),
+            "{trap:?}: {code} {line}"
+        );
+    }
+}
+
 fn drill_view(id: &str) -> ActionView {
     ActionView {
         notice_id: id.to_string(),
@@ -520,7 +549,9 @@ fn a_drill_is_listed_and_the_daemon_keeps_it() {
 fn the_daemon_does_not_write_over_a_drill_under_way() {
     let dir = tempfile::tempdir().unwrap();
     let (mut t, path) = tracker(dir.path());
-    let lock = shared::DirLock::take(&path, false).unwrap().expect("free");
+    let lock = crate::files::DirLock::take(&path, Duration::ZERO)
+        .unwrap()
+        .expect("free");
     let p = planner_with(&[]);
     t.update(&facts(&p), true, Moment::now());
     assert!(!path.exists(), "written under the drill's lock");
