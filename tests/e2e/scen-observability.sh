@@ -315,10 +315,15 @@ obs_check_in_sandbox() {
 # A status file older than the staleness window (180 s) is unknown (2), whatever it lists.
 # nthd is stopped here and its RuntimeDirectory went with it, so the file taken during the
 # scheduled stop (it lists a notice nthd would act on: 1 if it were fresh) is put back as a
-# stuck daemon would have left it: written_at 200 s ago, the file's mtime too.
+# stuck daemon would have left it: written 200 s ago on the boot's clock (written_boottime_ms,
+# what readers measure the age with: /proc/uptime is CLOCK_BOOTTIME) and on the wall clock
+# (written_at), the file's mtime too.
 obs_stale_status() {
   ct_sh 'install -d -m 0755 -o nthd -g nthd /run/nthd &&
-         jq ".written_at = (now - 200 | floor | todate)" /e2e/status-file.json >/run/nthd/status.json &&
+         up="$(cut -d" " -f1 /proc/uptime)" &&
+         jq --argjson up "$up" ".written_at = (now - 200 | floor | todate)
+             | .written_boottime_ms = ((\$up - 200) * 1000 | floor)" \
+           /e2e/status-file.json >/run/nthd/status.json &&
          chmod 0644 /run/nthd/status.json && touch -d "-200 seconds" /run/nthd/status.json' \
     || fail "could not put a stale status file in place"
   expect_npd stale 2
