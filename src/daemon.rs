@@ -240,29 +240,70 @@ impl MetadataError {
 /// What one observation's errors call for in the log, given the error kept from before.
 #[derive(Debug, PartialEq)]
 struct ErrorLog<'a> {
-    /// The errors to log, equal ones merged with their sources; the one kept from before is
-    /// left out, so a repeat is logged once.
+    /// The errors to log, equal ones merged with their sources; the one kept from before and
+    /// those already logged while the metadata service kept failing are left out, so a repeat
+    /// is logged once.
     warn: Vec<(Vec<SourceId>, &'a ImdsError)>,
-    /// Whether to log that the metadata service answers again.
-    recovered: bool,
+    /// Whether to log that the metadata service answers again, and how many distinct errors
+    /// were not logged meanwhile.
+    recovered: Option<u64>,
     /// The error to keep for the next observation: the first failing source's.
     last: Option<MetadataError>,
 }
 
-fn error_log<'a>(last: Option<&MetadataError>, obs: &'a Observation) -> ErrorLog<'a> {
-    let warn = obs
-        .grouped_errors()
-        .into_iter()
-        .filter(|(_, e)| last.is_none_or(|l| !l.is_read(e)))
-        .collect();
-    let kept = obs
-        .errors
-        .first()
-        .map(|e| MetadataError::Read(e.error.clone()));
-    ErrorLog {
-        warn,
-        recovered: kept.is_none() && last.is_some() && !obs.fresh.is_empty(),
-        last: kept,
+/// The most distinct read errors logged while the metadata service keeps failing; the rest
+/// are counted, and the count is logged with the recovery.
+const MAX_TOLD: usize = 16;
+
+/// The read errors logged since every source that failed last answered again. Sources with a
+/// short lead time are read again every interval while they fail, so a service that fails in
+/// changing ways (a 500, a garbage body, a stall, a 500 again) would otherwise cost a line per
+/// read; this way it costs one per distinct error, however fast nthd retries.
+#[derive(Debug, Default)]
+struct ReadErrors {
+    /// The sources whose last read failed.
+    failing: Vec<SourceId>,
+    /// The distinct errors logged since `failing` was last empty.
+    told: Vec<ImdsError>,
+    /// Distinct errors past [`MAX_TOLD`], not logged.
+    untold: u64,
+}
+
+impl ReadErrors {
+    /// What to log for `obs`, given the error kept from before (`last`).
+    fn log<'a>(&mut self, last: Option<&MetadataError>, obs: &'a Observation) -> ErrorLog<'a> {
+        let was_failing = !self.failing.is_empty();
+        self.failing.retain(|s| !obs.fresh.contains(s));
+        for e in &obs.errors {
+            if !self.failing.contains(&e.source) {
+                self.failing.push(e.source);
+            }
+        }
+        let mut warn = Vec::new();
+        for (sources, e) in obs.grouped_errors() {
+            if last.is_some_and(|l| l.is_read(e)) || self.told.contains(e) {
+                continue;
+            }
+            if self.told.len() < MAX_TOLD {
+                self.told.push(e.clone());
+                warn.push((sources, e));
+            } else {
+                self.untold += 1;
+            }
+        }
+        let answers = self.failing.is_empty() && !obs.fresh.is_empty();
+        let recovered = (answers && (was_failing || last.is_some())).then(|| {
+            self.told.clear();
+            std::mem::take(&mut self.untold)
+        });
+        ErrorLog {
+            warn,
+            recovered,
+            last: obs
+                .errors
+                .first()
+                .map(|e| MetadataError::Read(e.error.clone())),
+        }
     }
 }
 
@@ -278,6 +319,8 @@ struct Daemon {
     cloud: Option<Cloud>,
     describe: String,
     last_error: Option<MetadataError>,
+    /// The read errors logged while the metadata service keeps failing.
+    read_errors: ReadErrors,
     logind_error: Option<ActionError>,
     grant_checked: bool,
     /// When logind accepted the power action nthd asked for (to watch for its cancellation).
@@ -706,6 +749,7 @@ impl Daemon {
             cloud: None,
             describe: String::new(),
             last_error: None,
+            read_errors: ReadErrors::default(),
             logind_error: None,
             grant_checked: false,
             accepted_at: None,
@@ -825,15 +869,20 @@ impl Daemon {
         self.out
             .status
             .observation(&obs, crate::status::Moment::now());
-        let log = error_log(self.last_error.as_ref(), &obs);
+        let log = self.read_errors.log(self.last_error.as_ref(), &obs);
         for (sources, error) in &log.warn {
             tracing::warn!(
                 nthd_source = SourceId::join(sources, ",").as_str(),
                 "{error}"
             );
         }
-        if log.recovered {
-            tracing::info!("the metadata service answers again");
+        match log.recovered {
+            Some(0) => tracing::info!("the metadata service answers again"),
+            Some(n) => tracing::info!(
+                "the metadata service answers again ({n} further distinct errors while it \
+                 failed were not logged)"
+            ),
+            None => {}
         }
         self.last_error = log.last;
         self.refresh_budget().await;
@@ -975,11 +1024,11 @@ mod tests {
     /// Feeds the observations in turn, as the daemon does: how many warnings each logs, and
     /// whether it logs the recovery.
     fn run(observations: &[Observation]) -> Vec<(usize, bool)> {
-        let mut last = None;
+        let (mut last, mut errors) = (None, ReadErrors::default());
         let mut out = Vec::new();
         for obs in observations {
-            let log = error_log(last.as_ref(), obs);
-            out.push((log.warn.len(), log.recovered));
+            let log = errors.log(last.as_ref(), obs);
+            out.push((log.warn.len(), log.recovered.is_some()));
             last = log.last;
         }
         out
@@ -997,6 +1046,7 @@ mod tests {
             other,
             ok,
             observation(&[], &[A]),
+            observation(&[(A, status(500))], &[]),
         ]);
         assert_eq!(
             seen,
@@ -1006,22 +1056,58 @@ mod tests {
                 (0, false),
                 (1, false),
                 (0, true),
-                (0, false)
+                (0, false),
+                (1, false)
             ]
         );
     }
 
     #[test]
+    fn alternating_errors_are_logged_once_each_until_the_service_answers_again() {
+        // Read every interval while it fails: a 500, a garbage body, a stall, over and over.
+        let malformed = ImdsError::Malformed {
+            url: "u".into(),
+            reason: "invalid spot instance-action JSON".into(),
+            bytes: 14,
+        };
+        let cycle = [status(500), malformed, status(504)];
+        let mut obs: Vec<Observation> = (0..600)
+            .map(|n| observation(&[(A, cycle[n % 3].clone())], &[]))
+            .collect();
+        // B answers meanwhile: that is no recovery while A still fails.
+        obs.insert(10, observation(&[], &[B]));
+        obs.push(observation(&[], &[A]));
+        let seen = run(&obs);
+        assert_eq!(seen.iter().map(|s| s.0).sum::<usize>(), 3, "{seen:?}");
+        assert_eq!(seen.iter().filter(|s| s.1).count(), 1);
+        assert!(seen.last().unwrap().1);
+    }
+
+    #[test]
+    fn distinct_errors_past_the_cap_are_counted_and_told_with_the_recovery() {
+        let mut errors = ReadErrors::default();
+        let mut warned = 0;
+        for n in 0..100 {
+            let obs = observation(&[(A, status(500 + n))], &[]);
+            warned += errors.log(None, &obs).warn.len();
+        }
+        assert_eq!(warned, MAX_TOLD);
+        let back = observation(&[], &[A]);
+        let log = errors.log(None, &back);
+        assert_eq!(log.recovered, Some(100 - MAX_TOLD as u64));
+    }
+
+    #[test]
     fn equal_errors_of_several_sources_are_one_warning() {
         let obs = observation(&[(A, status(500)), (B, status(500)), (B, status(404))], &[]);
-        let log = error_log(None, &obs);
+        let log = ReadErrors::default().log(None, &obs);
         assert_eq!(
             log.warn,
             [(vec![A, B], &status(500)), (vec![B], &status(404))]
         );
         assert_eq!(log.last, Some(MetadataError::Read(status(500))));
         // Only the error kept from before is left out.
-        let again = error_log(log.last.as_ref(), &obs);
+        let again = ReadErrors::default().log(log.last.as_ref(), &obs);
         assert_eq!(again.warn, [(vec![B], &status(404))]);
     }
 
@@ -1029,9 +1115,10 @@ mod tests {
     fn a_detection_error_is_not_a_read_error() {
         let detect = MetadataError::Detect(DetectError::default());
         let obs = observation(&[(A, status(500))], &[]);
-        assert_eq!(error_log(Some(&detect), &obs).warn.len(), 1);
+        let log = |o: &Observation| ReadErrors::default().log(Some(&detect), o).recovered;
+        assert_eq!(ReadErrors::default().log(Some(&detect), &obs).warn.len(), 1);
         // Recovery is said only when a source was read.
-        assert!(!error_log(Some(&detect), &observation(&[], &[])).recovered);
-        assert!(error_log(Some(&detect), &observation(&[], &[A])).recovered);
+        assert!(log(&observation(&[], &[])).is_none());
+        assert!(log(&observation(&[], &[A])).is_some());
     }
 }

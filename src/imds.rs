@@ -171,6 +171,12 @@ impl ImdsError {
         }
     }
 
+    /// Whether the service said it is throttling this client (HTTP 429): the one failure
+    /// after which even an urgent source backs off (`provider::Pace`).
+    pub(crate) fn is_throttled(&self) -> bool {
+        matches!(self, ImdsError::Status { status: 429, .. })
+    }
+
     pub(crate) fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
         let mut end = body.len().min(2048);
         while !body.is_char_boundary(end) {
@@ -766,8 +772,8 @@ impl TokenCache {
 }
 
 /// Exponential backoff with jitter between failed reads of one source. The first retry comes
-/// after the source's normal interval; the delay doubles up to `max`, which stays short so a
-/// notice that appears while the service is flaky is still seen promptly.
+/// after the source's normal interval; the delay doubles up to `max`. Sources with a short lead
+/// time use it only when the service throttles (`provider::Pace`).
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
     base: Duration,

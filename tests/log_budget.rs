@@ -3,8 +3,12 @@
 //! fixed budget of lines and bytes, and no metadata text may forge a line or reach the terminal
 //! raw.
 //!
+//! A third nthd reads Tencent's spot path, which fails on every read, in turn three ways (HTTP
+//! 500, a body that is no time, HTTP 503): a spot path is read again every interval while it
+//! fails, and that must cost a line per kind of failure, not one per read.
+//!
 //! `hostile_metadata_for_ten_minutes` is the full run the issue asks for (10 minutes at 1 poll/s,
-//! AWS and Azure side by side); `tests/run-all.sh` runs it (`--ignored`). The short test runs the
+//! AWS, Azure and Tencent side by side); `tests/run-all.sh` runs it (`--ignored`). The short test runs the
 //! same checks at 10 polls/s for 20 s in every `cargo test`.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
@@ -14,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::Nthd;
 
-use nthd::testing::provider::{aws, azure};
-use nthd_testkit::imds::{MockImds, Response};
+use nthd::testing::provider::{aws, azure, tencent};
+use nthd_testkit::imds::{MockImds, Response, TokenMode};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
 /// Escape sequences, a forged log line, a bidi override, and lots of text.
@@ -60,6 +64,16 @@ fn aws_scheduled() -> Response {
     )
 }
 
+/// Fails every read, in turn with a 500, a body that is no time, a 503 (the last one sticks).
+fn failing_in_turn() -> Response {
+    let kinds = [
+        Response::status(500),
+        Response::text(200, "soon"),
+        Response::status(503),
+    ];
+    Response::sequence(kinds.iter().cycle().take(3000).cloned().collect())
+}
+
 struct Budget {
     lines: usize,
     bytes: usize,
@@ -73,8 +87,12 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
     imds.set(azure::EVENTS_PATH, azure_doc(0));
     imds.set(aws::SPOT_PATH, aws_spot(0));
     imds.set(aws::SCHEDULED_PATH, aws_scheduled());
+    // Tencent's reads carry no AWS token: the mock must not require one under /latest/.
+    imds.config(|c| c.aws_token = TokenMode::Optional);
+    imds.set(tencent::SPOT_PATH, failing_in_turn());
     let state_aws = tempfile::tempdir().unwrap();
     let state_azure = tempfile::tempdir().unwrap();
+    let state_tencent = tempfile::tempdir().unwrap();
     let env = |provider| {
         [
             ("NTHD_PROVIDER", provider),
@@ -89,6 +107,12 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
         state_azure.path(),
         &env("azure"),
     );
+    let t = Nthd::start(
+        bus.address(),
+        &imds.url(),
+        state_tencent.path(),
+        &env("tencent"),
+    );
 
     // Ten variants over the run: each is a distinct oddity, warned about once.
     let start = Instant::now();
@@ -100,11 +124,13 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
         imds.set(aws::SPOT_PATH, aws_spot(variant));
     }
     let polls = imds.count(azure::EVENTS_PATH);
-    for (name, n) in [("aws", &a), ("azure", &z)] {
+    let failed = imds.count(tencent::SPOT_PATH);
+    for (name, n) in [("aws", &a), ("azure", &z), ("tencent", &t)] {
         let log = n.log();
         let lines = log.lines().count();
         eprintln!(
-            "{name}: {lines} lines, {} bytes over {:?} ({polls} Azure polls)",
+            "{name}: {lines} lines, {} bytes over {:?} ({polls} Azure polls, {failed} failed \
+             Tencent reads)",
             log.len(),
             duration
         );
@@ -129,10 +155,12 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
             "{name}: a line over 4 KiB"
         );
     }
-    assert!(
-        polls as f64 >= duration.as_secs_f64() / parse_secs(poll) * 0.8,
-        "only {polls} polls"
-    );
+    for (what, n) in [("Azure polls", polls), ("failed Tencent reads", failed)] {
+        assert!(
+            n as f64 >= duration.as_secs_f64() / parse_secs(poll) * 0.8,
+            "only {n} {what}"
+        );
+    }
 }
 
 fn parse_secs(poll: &str) -> f64 {

@@ -344,6 +344,34 @@ async fn long_poll_rearms_after_a_503() {
     assert!(long_polls(&m, PREEMPTED_PATH).len() >= 3);
 }
 
+/// Issue 29, item 8: after a burst of failures the long-poll is re-armed within the retry
+/// interval, however long the burst was, so a preemption flagged as the burst ends is seen
+/// within about one interval (before: after a backoff that had grown to 1.6 s here, 5 s at most).
+#[tokio::test]
+async fn a_long_fault_burst_does_not_delay_the_re_arm() {
+    let m = quiet_mock().await;
+    let mut p = provider(&m, Duration::from_secs(10));
+    p.observe().await;
+    m.set(PREEMPTED_PATH, Response::text(503, "unavailable"));
+    let (t, mut failures) = (Instant::now(), 0);
+    while t.elapsed() < Duration::from_secs(2) {
+        failures += p.observe().await.errors.len();
+    }
+    // The burst ends right after a failed read; one retry interval (100 ms) later it is read.
+    let (o, latency) = observe_with_change(&mut p, Duration::ZERO, || {
+        m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+    })
+    .await;
+    assert!(o.ok(), "{:?}", o.errors);
+    assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
+    assert!(
+        latency < Duration::from_secs(1),
+        "{latency:?} after {failures} failures"
+    );
+    // Not a busy loop either: about one request per retry interval.
+    assert!((8..=25).contains(&failures), "{failures} failures in 2 s");
+}
+
 #[tokio::test]
 async fn failures_keep_the_last_known_notice() {
     let m = MockImds::start("127.0.0.1:0").await.unwrap();

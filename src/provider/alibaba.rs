@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::identity::Reads;
 use super::{
-    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState,
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
+    SourceState,
 };
 use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
@@ -74,7 +75,7 @@ impl Alibaba {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: AlibabaOptions) -> Alibaba {
         Alibaba {
-            source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
+            source: SourceState::new(SRC_SPOT, opts.poll_interval, Pace::Urgent, Instant::now()),
             client,
             opts,
             token: TokenCache::new(TOKEN_PATH, TTL_HEADER, TOKEN_TTL),

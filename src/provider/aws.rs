@@ -9,6 +9,9 @@
 //!   shorter);
 //! - `events/maintenance/scheduled` (days ahead): every slow poll interval.
 //!
+//! After a failed read, spot is read again at its next interval (only a 429 backs it off); the
+//! other three back off exponentially ([`super::Pace`]).
+//!
 //! Sources due at the same instant (they share one grid) are read together, each on its own
 //! kept connection, so their answers share a wakeup. The session token is cached and refreshed
 //! before it expires; a 401 drops it and the read is retried once with a new one. nthd never
@@ -21,7 +24,7 @@ use serde::Deserialize;
 use super::identity::Reads;
 use super::{
     cap_raw, earliest, gather, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation,
-    Provider, SourceState,
+    Pace, Provider, SourceState,
 };
 use crate::imds::{
     get_all_with_token, get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer,
@@ -166,10 +169,10 @@ impl Aws {
     pub fn new(client: ImdsClient, opts: AwsOptions) -> Aws {
         let now = Instant::now();
         let sources = vec![
-            SourceState::new(SRC_SPOT, opts.poll_interval, now),
-            SourceState::new(SRC_ASG, opts.poll_interval * 3, now),
-            SourceState::new(SRC_REBALANCE, opts.rebalance_interval(), now),
-            SourceState::new(SRC_SCHEDULED, opts.slow_poll_interval, now),
+            SourceState::new(SRC_SPOT, opts.poll_interval, Pace::Urgent, now),
+            SourceState::new(SRC_ASG, opts.poll_interval * 3, Pace::Slow, now),
+            SourceState::new(SRC_REBALANCE, opts.rebalance_interval(), Pace::Slow, now),
+            SourceState::new(SRC_SCHEDULED, opts.slow_poll_interval, Pace::Slow, now),
         ];
         Aws {
             token: TokenCache::new(
@@ -287,14 +290,16 @@ impl Aws {
 
     /// No token: the first source due carries the error. A refused token fails every source
     /// the same way, so the others are only put back, to be reported once; any other failure
-    /// (a timeout, a broken answer) is recorded for each of them without asking again.
+    /// (a timeout, a broken answer) is recorded for each of them without asking again. Each
+    /// source is retried at its own [`Pace`]: spot at its next interval, so the token PUT is
+    /// never asked more often than spot is read; the slower sources back off.
     fn token_failed(&mut self, due: &[usize], e: &ImdsError, obs: &mut Observation) {
         let now = Instant::now();
         let refused = matches!(e, ImdsError::TokenRefused { .. });
         for (n, &i) in due.iter().enumerate() {
             let source = &mut self.sources[i];
             if n > 0 && refused {
-                source.next = now + source.backoff.next_delay();
+                source.retry_after(now, e);
             } else {
                 source.record(now, Err(e.clone()), obs);
             }
@@ -794,6 +799,65 @@ mod tests {
             secs(2),
             "a shorter slow poll wins"
         );
+    }
+
+    /// What each source has left before its next read, after `token_failed` at `now`.
+    fn waits(aws: &Aws, now: Instant) -> Vec<Duration> {
+        aws.sources
+            .iter()
+            .map(|s| s.next.saturating_duration_since(now))
+            .collect()
+    }
+
+    #[test]
+    fn without_a_token_spot_is_read_again_at_its_interval_and_the_slow_sources_back_off() {
+        let client = ImdsClient::new("http://127.0.0.1:9", Default::default()).unwrap();
+        let url = client.url(TOKEN_PATH);
+        let i = Duration::from_secs(1);
+        for e in [
+            ImdsError::TokenRefused {
+                url: url.clone(),
+                status: 403,
+            },
+            status_error(url.clone(), 500),
+            ImdsError::Timeout {
+                url: url.clone(),
+                timeout: Duration::from_secs(2),
+            },
+        ] {
+            let mut aws = Aws::new(client.clone(), AwsOptions::default());
+            let all = [0, 1, 2, 3];
+            let mut obs = Observation::default();
+            for _ in 0..6 {
+                aws.token_failed(&all, &e, &mut obs);
+            }
+            let now = Instant::now();
+            let w = waits(&aws, now);
+            // Spot: the token PUT is asked again at the next interval, not sooner.
+            assert!(w[0] <= i, "{e}: {w:?}");
+            // ASG (3 s), rebalance (4 s), scheduled (20 s) back off to 15, 20 and 60 s.
+            let floor = [0, 12, 16, 48].map(Duration::from_secs);
+            assert!(
+                w[1..].iter().zip(&floor[1..]).all(|(w, f)| w >= f),
+                "{e}: {w:?}"
+            );
+            // A refused token is reported once per read, by the first source due.
+            let refused = matches!(e, ImdsError::TokenRefused { .. });
+            assert_eq!(obs.errors.len(), if refused { 6 } else { 24 }, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_throttled_token_request_backs_spot_off() {
+        let client = ImdsClient::new("http://127.0.0.1:9", Default::default()).unwrap();
+        let e = status_error(client.url(TOKEN_PATH), 429);
+        let mut aws = Aws::new(client, AwsOptions::default());
+        let mut obs = Observation::default();
+        for _ in 0..4 {
+            aws.token_failed(&[0], &e, &mut obs);
+        }
+        let w = waits(&aws, Instant::now());
+        assert!(w[0] >= Duration::from_secs(3), "{w:?}");
     }
 
     #[test]

@@ -44,8 +44,8 @@ use serde_json::{Map, Value};
 
 use super::identity::{clean_value, Reads};
 use super::{
-    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
-    SourceState,
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
+    SourceError, SourceState,
 };
 use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
@@ -477,7 +477,7 @@ impl Azure {
     pub fn new(client: ImdsClient, opts: AzureOptions) -> Azure {
         let now = Instant::now();
         Azure {
-            events: SourceState::new(SRC_EVENTS, opts.poll_interval, now),
+            events: SourceState::new(SRC_EVENTS, opts.poll_interval, Pace::Urgent, now),
             name_backoff: Backoff::new(opts.poll_interval),
             name_next: now,
             client,

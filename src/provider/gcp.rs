@@ -26,9 +26,11 @@
 //! 2. Then long-polls with the ETag of the last answer. The per-request timeout is the wait
 //!    plus a few seconds (the client's request timeout plus one second, at least two).
 //! 3. Failures (timeouts, connection resets, 5xx, malformed bodies) re-arm the long-poll with the
-//!    last good ETag after an exponential backoff starting at `retry_interval`. The ETag is not
-//!    advanced on a malformed answer, so the same answer is read again (and reported) after the
-//!    backoff instead of being waited past.
+//!    last good ETag after `retry_interval`, however many came before: a preemption that is
+//!    flagged as a burst of faults ends is seen within one `retry_interval` of it. Only a 429
+//!    (the server throttles) re-arms after an exponential backoff starting at `retry_interval`.
+//!    The ETag is not advanced on a malformed answer, so the same answer is read again (and
+//!    reported) after the delay instead of being waited past.
 //! 4. An answer whose ETag equals the one sent (the server's timeout, or an ETag reset) is
 //!    followed by a plain re-read to pick up a fresh ETag. If that answer came back early (well
 //!    before `timeout_sec`), the server is not honouring `wait_for_change`: the re-read waits
@@ -108,8 +110,9 @@ const MAX_ETAG: usize = 256;
 pub struct GcpOptions {
     /// `timeout_sec` of one long-poll (whole seconds, at least 1).
     pub wait: Duration,
-    /// The first delay before a failed or misbehaving request is retried (it grows on repeated
-    /// failures), and the poll interval when the server sends no ETags.
+    /// The delay before a failed request is retried. Also the first delay before a throttled
+    /// (429) or misbehaving request is retried (that delay grows while it repeats), and the
+    /// poll interval when the server sends no ETags.
     pub retry_interval: Duration,
     /// How often `instance/upcoming-maintenance` is re-read while a TERMINATE_ON_HOST_MAINTENANCE
     /// notice is listed (the slow poll interval), so a moved window moves the deferred action.
@@ -378,7 +381,7 @@ impl Gcp {
         let elapsed = now.saturating_duration_since(attempt.issued);
         let (notices, etag) = match attempt.result.and_then(|reply| k.interpret(&url, reply)) {
             Ok(x) => x,
-            Err(error) => return k.failed(&url, error, now, obs),
+            Err(error) => return k.failed(&url, error, now, retry, obs),
         };
         k.last = notices;
         obs.fresh.push(k.source);
@@ -405,9 +408,20 @@ impl Gcp {
 }
 
 impl Key {
-    /// A failed read is re-armed (as a long-poll when an ETag is known) after the backoff.
-    fn failed(&mut self, url: &str, error: ImdsError, now: Instant, obs: &mut Observation) {
-        let delay = self.backoff.next_delay();
+    /// A failed read is re-armed (as a long-poll when an ETag is known) `retry` after it; a
+    /// throttled one (429) after the backoff.
+    fn failed(
+        &mut self,
+        url: &str,
+        error: ImdsError,
+        now: Instant,
+        retry: Duration,
+        obs: &mut Observation,
+    ) {
+        let delay = match error.is_throttled() {
+            true => self.backoff.next_delay(),
+            false => retry,
+        };
         tracing::debug!(
             "{url}: {error}; retrying in {}",
             timefmt::format_duration(delay)
@@ -786,6 +800,65 @@ mod tests {
     use super::*;
 
     const U: &str = "http://metadata/x";
+
+    /// How long `key` waits before its next request, after each of `n` failures with `error`.
+    fn delays_after_failures(key: &mut Key, error: &ImdsError, n: usize) -> Vec<Duration> {
+        let retry = GcpOptions::default().retry_interval;
+        let mut obs = Observation::default();
+        (0..n)
+            .map(|_| {
+                let now = Instant::now();
+                key.failed(U, error.clone(), now, retry, &mut obs);
+                key.not_before.saturating_duration_since(now)
+            })
+            .collect()
+    }
+
+    fn preempted_key() -> Key {
+        Key::new(
+            SRC_PREEMPTED,
+            PREEMPTED_PATH,
+            parse_preempted,
+            &GcpOptions::default(),
+        )
+    }
+
+    #[test]
+    fn a_failed_long_poll_is_re_armed_within_the_retry_interval_however_many_failed() {
+        let retry = GcpOptions::default().retry_interval;
+        for error in [
+            status_error(U.into(), 503),
+            ImdsError::malformed(U, "expected TRUE or FALSE", "MAYBE"),
+            ImdsError::Timeout {
+                url: U.into(),
+                timeout: Duration::from_secs(63),
+            },
+        ] {
+            let mut k = preempted_key();
+            let d = delays_after_failures(&mut k, &error, 12);
+            assert!(d.iter().all(|d| *d == retry), "{error}: {d:?}");
+        }
+        // Throttled: backs off (1, 2, 4, 5 s less jitter).
+        let mut k = preempted_key();
+        let d = delays_after_failures(&mut k, &status_error(U.into(), 429), 4);
+        assert!(d[3] >= Duration::from_secs(4), "{d:?}");
+    }
+
+    #[test]
+    fn same_etag_answered_at_once_still_backs_off_between_failures() {
+        // A server that ignores wait_for_change, with failures in between: the failures are
+        // retried at the retry interval, and the early answers keep growing the delay.
+        let mut k = preempted_key();
+        let mut early = Vec::new();
+        for _ in 0..5 {
+            let now = Instant::now();
+            k.after_long_poll(U, true, true, now);
+            early.push(k.not_before.saturating_duration_since(now));
+            delays_after_failures(&mut k, &status_error(U.into(), 503), 2);
+        }
+        assert!(early[0] <= Duration::from_secs(1), "{early:?}");
+        assert!(early[3] >= Duration::from_secs(4), "{early:?}");
+    }
 
     #[test]
     fn lifecycles() {

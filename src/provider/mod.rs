@@ -266,11 +266,26 @@ impl Provider for AnyProvider {
     }
 }
 
+/// How a source is read again after a failed read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// A notice with a short lead time (a spot notice, Azure's Scheduled Events): after an
+    /// error or a timeout the next read is at the next grid point, never more than one interval
+    /// after the failure, so a notice that appears as a burst of faults ends is read within an
+    /// interval. A request timeout already spaces reads of a stalled service. Only HTTP 429
+    /// (the service throttles) backs off.
+    Urgent,
+    /// A notice with minutes or days of lead time: a failed read backs off exponentially from
+    /// the interval (to 5 intervals, between 5 s and 60 s).
+    Slow,
+}
+
 /// Per-source poll bookkeeping shared by the interval-polling providers.
 #[derive(Debug)]
 pub(crate) struct SourceState {
     pub name: SourceId,
     pub interval: std::time::Duration,
+    pace: Pace,
     /// Successful reads are scheduled on a grid of `interval` from here. Sources built with the
     /// same anchor fall due together, so a slow source shares the fast source's wakeup instead
     /// of drifting off it by the time each read takes.
@@ -281,10 +296,16 @@ pub(crate) struct SourceState {
 }
 
 impl SourceState {
-    pub(crate) fn new(name: SourceId, interval: std::time::Duration, start: Instant) -> Self {
+    pub(crate) fn new(
+        name: SourceId,
+        interval: std::time::Duration,
+        pace: Pace,
+        start: Instant,
+    ) -> Self {
         SourceState {
             name,
             interval,
+            pace,
             anchor: start,
             next: start,
             backoff: crate::imds::Backoff::new(interval),
@@ -344,13 +365,23 @@ impl SourceState {
                 obs.fresh.push(self.name);
             }
             Err(error) => {
-                self.next = now + self.backoff.next_delay();
+                self.retry_after(now, &error);
                 obs.errors.push(SourceError {
                     source: self.name,
                     error,
                 });
             }
         }
+    }
+
+    /// Schedules the read after one that failed with `error` at `now`, as the source's
+    /// [`Pace`] says: an urgent source at the next grid point unless throttled, anything else
+    /// after the backoff.
+    pub(crate) fn retry_after(&mut self, now: Instant, error: &ImdsError) {
+        self.next = match self.pace {
+            Pace::Urgent if !error.is_throttled() => self.next_on_grid(now),
+            _ => now + self.backoff.next_delay(),
+        };
     }
 }
 
@@ -374,13 +405,23 @@ pub(crate) fn earliest(sources: &[SourceState]) -> Instant {
 mod tests {
     use super::*;
     use crate::notice::RAW_CAP;
+    use std::time::Duration;
 
     #[test]
     fn sources_with_one_anchor_fall_due_together() {
-        use std::time::Duration;
         let t0 = Instant::now();
-        let mut fast = SourceState::new(SourceId::new("fast"), Duration::from_secs(1), t0);
-        let mut slow = SourceState::new(SourceId::new("slow"), Duration::from_secs(3), t0);
+        let mut fast = SourceState::new(
+            SourceId::new("fast"),
+            Duration::from_secs(1),
+            Pace::Urgent,
+            t0,
+        );
+        let mut slow = SourceState::new(
+            SourceId::new("slow"),
+            Duration::from_secs(3),
+            Pace::Slow,
+            t0,
+        );
         let mut obs = Observation::default();
         // Reads finish a little after they were due; the schedule does not drift.
         for tick in 0..9u64 {
@@ -396,6 +437,110 @@ mod tests {
         fast.record(t0 + Duration::from_millis(12_500), Ok(vec![]), &mut obs);
         assert_eq!(fast.next, t0 + Duration::from_secs(13));
     }
+
+    const URL: &str = "http://169.254.169.254/latest/meta-data/spot/instance-action";
+
+    fn status(status: u16) -> ImdsError {
+        crate::imds::status_error(URL.into(), status)
+    }
+
+    /// One of each fault a metadata service shows: 5xx, a garbage body, a stall (timeout), a
+    /// broken connection, a refused token, a forbidden read.
+    fn faults() -> Vec<ImdsError> {
+        vec![
+            status(500),
+            status(503),
+            ImdsError::malformed(URL, "invalid spot instance-action JSON", "{\"action\": ter"),
+            ImdsError::Timeout {
+                url: URL.into(),
+                timeout: Duration::from_secs(2),
+            },
+            ImdsError::Connect {
+                url: URL.into(),
+                reason: "connection reset by peer".into(),
+                advice: "",
+            },
+            ImdsError::TokenRefused {
+                url: URL.into(),
+                status: 403,
+            },
+            status(403),
+        ]
+    }
+
+    /// Feeds `n` failed reads with `error`, each finishing `late` after the read was due, and
+    /// returns the delay each one left before the next read.
+    fn delays(s: &mut SourceState, error: &ImdsError, n: usize, late: Duration) -> Vec<Duration> {
+        let mut obs = Observation::default();
+        (0..n)
+            .map(|_| {
+                let now = s.next + late;
+                s.record(now, Err(error.clone()), &mut obs);
+                s.next.saturating_duration_since(now)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_urgent_source_is_read_again_within_one_interval_after_any_fault_but_429() {
+        let i = Duration::from_secs(1);
+        for fault in faults() {
+            for late in [Duration::ZERO, Duration::from_millis(500), i * 2 + i / 3] {
+                let mut s = SourceState::new(SRC, i, Pace::Urgent, Instant::now());
+                let d = delays(&mut s, &fault, 20, late);
+                assert!(
+                    d.iter().all(|d| !d.is_zero() && *d <= i),
+                    "{fault}: reads finishing {late:?} late, next read in {d:?}"
+                );
+                // Still on the grid, so never faster than once an interval: a fault that
+                // answers at once is read once an interval.
+                if late.is_zero() {
+                    assert!(d.iter().all(|d| *d == i), "{fault}: {d:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_urgent_source_backs_off_when_throttled_and_not_after_other_faults() {
+        let i = Duration::from_secs(1);
+        let mut s = SourceState::new(SRC, i, Pace::Urgent, Instant::now());
+        let d = delays(&mut s, &status(429), 5, Duration::ZERO);
+        // 1, 2, 4, 5, 5 s, less up to 20% jitter.
+        for (d, want) in d.iter().zip([1, 2, 4, 5, 5]) {
+            let want = Duration::from_secs(want);
+            assert!(*d >= want.mul_f64(0.79) && *d <= want, "{d:?}");
+        }
+        // A 500 between the 429s is retried at the next grid point, within an interval.
+        let d = delays(&mut s, &status(500), 1, Duration::ZERO)[0];
+        assert!(!d.is_zero() && d <= i, "{d:?}");
+        // A good read, and the throttling starts again from one interval.
+        let mut obs = Observation::default();
+        let now = s.next;
+        s.record(now, Ok(Vec::new()), &mut obs);
+        assert!(delays(&mut s, &status(429), 1, Duration::ZERO)[0] <= i);
+    }
+
+    #[test]
+    fn a_slow_source_still_backs_off() {
+        let i = Duration::from_secs(20);
+        for fault in faults().iter().chain([&status(429)]) {
+            let mut s = SourceState::new(SRC, i, Pace::Slow, Instant::now());
+            let d = delays(&mut s, fault, 5, Duration::ZERO);
+            // 20, 40, 60, 60, 60 s, less up to 20% jitter.
+            assert!(d[1] >= i * 2 * 79 / 100, "{fault}: {d:?}");
+            assert!(
+                d[2..].iter().all(|d| *d >= i * 3 * 79 / 100),
+                "{fault}: {d:?}"
+            );
+            assert!(
+                d.iter().all(|d| *d <= Duration::from_secs(60)),
+                "{fault}: {d:?}"
+            );
+        }
+    }
+
+    const SRC: SourceId = SourceId::new("aws/spot/instance-action");
 
     #[test]
     fn raw_cap_respects_char_boundaries() {

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::identity::Reads;
 use super::{
-    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceState,
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
+    SourceState,
 };
 use crate::imds::{status_error, ImdsClient, ImdsError};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
@@ -68,7 +69,7 @@ impl Tencent {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: TencentOptions) -> Tencent {
         Tencent {
-            source: SourceState::new(SRC_SPOT, opts.poll_interval, Instant::now()),
+            source: SourceState::new(SRC_SPOT, opts.poll_interval, Pace::Urgent, Instant::now()),
             client,
             opts,
         }
