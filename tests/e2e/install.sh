@@ -34,8 +34,9 @@
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
-# Inputs: target/dist/ (packaging/build.sh --all-arches) when present: the x86_64
-# tarball, .rpm and amd64 .deb, apt/ and the public key (repo-*, cloud-init-*: required);
+# Inputs: target/dist/ (packaging/build.sh --all-arches --test-key) when present: the x86_64
+# tarball, .rpm and amd64 .deb, apt/ and the public key (nthd-TEST-key.asc, or the release's
+# nthd-archive-key.asc; repo-*, cloud-init-*: required);
 # otherwise built here from the same files
 # (target/x86_64-unknown-linux-musl/release/nthd, cargo deb / cargo generate-rpm into
 # target/e2e/install-artefacts/). The testkit binaries as for run.sh.
@@ -128,13 +129,29 @@ pkg_version() {
 # The artifacts under test are the release's own, from target/dist (packaging/build.sh
 # --all-arches), never a copy assembled here: what users download is what is tested.
 dist_artifact() {
-  [[ -r "$DIST/$1" ]] || { log "no $DIST/$1: run packaging/build.sh --all-arches first"; return 1; }
+  [[ -r "$DIST/$1" ]] || { log "no $DIST/$1: run packaging/build.sh --all-arches --test-key first"; return 1; }
   echo "$DIST/$1"
 }
 tarball_for() { dist_artifact "nthd-$(pkg_version)-$1.tar.gz"; }
 rpm_path() { dist_artifact "nthd-$(pkg_version)-1.$ARCH_RPM.rpm"; }
 
 # An rpm that tells Debian's (empty) rpm database what dpkg already installed, so
+# The public key target/dist's signatures verify with, $1 = asc (armoured) or gpg (binary
+# keyring): the release key (nthd-archive-key.asc, nthd-archive-keyring.gpg) or a TEST key
+# (nthd-TEST-key.asc, nthd-TEST-keyring.gpg), whichever the build exported; build.sh removes
+# the other pair, so both present means target/dist was put together by hand.
+dist_key() {
+  local rel test
+  case "$1" in
+    asc) rel=nthd-archive-key.asc test=nthd-TEST-key.asc ;;
+    gpg) rel=nthd-archive-keyring.gpg test=nthd-TEST-keyring.gpg ;;
+  esac
+  if [[ -r "$DIST/$rel" && -r "$DIST/$test" ]]; then
+    log "both $DIST/$rel and $DIST/$test exist: build again (packaging/build.sh --all-arches --test-key) so that one key signs target/dist"; return 1
+  fi
+  [[ -r "$DIST/$test" ]] && { echo "$DIST/$test"; return 0; }
+  dist_artifact "$rel"
+}
 # `rpm -i nthd` needs no --nodeps: it provides exactly the names nthd's .rpm
 # requires that Fedora/RHEL packages provide and Debian's dpkg database holds
 # instead (systemd, dbus, polkit, and /bin/sh for the scriptlets).
