@@ -389,6 +389,7 @@ check_deb() {
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
 /usr/lib/sysusers.d/nthd.conf
+/usr/libexec/nthd/nthd
 /usr/share/bash-completion/completions/nthd
 /usr/share/doc/nthd/README.md
 /usr/share/doc/nthd/README.packaging.md
@@ -432,6 +433,7 @@ check_rpm() {
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
 /usr/lib/sysusers.d/nthd.conf
+/usr/libexec/nthd/nthd
 /usr/share/bash-completion/completions/nthd
 /usr/share/doc/nthd/README.md
 /usr/share/doc/nthd/README.packaging.md
@@ -503,6 +505,7 @@ check_raw() {
     unsquashfs -lc "$raw" | sed 's|^squashfs-root||' | sort >"$tmp/raw.files"
     ! grep -v '^/usr/' "$tmp/raw.files" || die "$raw has files outside /usr"
     grep -qx /usr/bin/nthd "$tmp/raw.files" || die "$raw has no /usr/bin/nthd"
+    grep -qx /usr/libexec/nthd/nthd "$tmp/raw.files" || die "$raw has no /usr/libexec/nthd/nthd (the NPD DaemonSet's)"
     rm -rf "$tmp/raw"
     unsquashfs -q -d "$tmp/raw" "$raw" usr/lib/extension-release.d usr/bin/nthd >/dev/null
     want=$(case "$a" in x86_64) echo x86-64 ;; aarch64) echo arm64 ;; esac)
