@@ -30,16 +30,20 @@ fi
 # %config(noreplace), and its erase later in this transaction takes the file away (or renames it
 # to .rpmsave): only then must %post stop nthd until %posttrans has put the settings back.
 # Every other upgrade keeps nthd running (%post restarts it once, on the new binary), so a long
-# transaction never leaves the node unprotected. Asked here, before this
-# package is in the rpm database, and remembered for %post under /var/lib/rpm-state/nthd. When
-# rpm cannot say, take the safe side for the settings: stop, as for 0.1.0.
+# transaction never leaves the node unprotected. Asked here, before this package is in the rpm
+# database, and remembered for %post under /var/lib/rpm-state/nthd (timeout: a query from
+# inside a transaction must never hold it up). When rpm cannot say, 0.1.0 is told by its
+# files: it is the only release without /usr/share/nthd/default.
 state=/var/lib/rpm-state/nthd
 rm -f "$state/stop-until-posttrans" "$state/restarted"
 if [ "$1" -ge 2 ]; then
-    old=$(rpm -q --qf '%{VERSION}\n' nthd 2>/dev/null) || old=""
-    if [ -z "$old" ] || printf '%s\n' "$old" | grep -qx '0\.1\.0'; then
-        [ -n "$old" ] || echo "nthd: rpm -q nthd did not name the installed version; nthd stops until the end of this transaction" >&2
-        mkdir -p "$state" && echo "${old:-unknown}" >"$state/stop-until-posttrans" ||
+    old=$(timeout 30 rpm -q --qf '%{VERSION}\n' nthd 2>/dev/null) || old=""
+    if [ -z "$old" ] && [ ! -e /usr/share/nthd/default ]; then
+        old=0.1.0
+        echo "nthd: rpm -q nthd did not name the installed version; without /usr/share/nthd/default it is 0.1.0" >&2
+    fi
+    if printf '%s\n' "$old" | grep -qx '0\.1\.0'; then
+        mkdir -p "$state" && echo "$old" >"$state/stop-until-posttrans" ||
             echo "nthd: could not write $state/stop-until-posttrans (is /var/lib writable?): nthd keeps running through the upgrade; afterwards check /etc/sysconfig/nthd (0.1.0's erase may leave it as .rpmsave) and run: systemctl restart nthd" >&2
     fi
 fi
