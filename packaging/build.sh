@@ -2,16 +2,21 @@
 # Build, check and lint every nthd artifact: a static (musl) binary, the .deb, the .rpm and a
 # tarball, into target/dist/; sign them and make signed apt and dnf repositories of them.
 #
-#   packaging/build.sh [--all-arches | --deb-only]
+#   packaging/build.sh [--all-arches [--test-key] | --test-key | --deb-only]
 #
 # (no flag)     the host architecture: .deb, .rpm, tarball, sysext image, lints, SHA256SUMS,
-#               the signatures and the repositories (below).
+#               the signatures and the repositories (below); without NTHD_SIGNING_KEY signed
+#               with a TEST key, as with --test-key.
 # --all-arches  x86_64 and aarch64: nthd_<ver>-1_{amd64,arm64}.deb,
 #               nthd-<ver>-1.{x86_64,aarch64}.rpm (signed), nthd-<ver>-{x86_64,aarch64}.tar.gz,
 #               nthd-<ver>-{x86_64,aarch64}.raw (systemd-sysext images), SHA256SUMS and
 #               SHA256SUMS.asc, nthd-archive-key.asc and nthd-archive-keyring.gpg (the public
 #               key), apt/ (a signed apt repository: pool/, dists/stable/) and rpm/ (a dnf/yum
-#               repository: repodata/ with repomd.xml.asc). This is the release command.
+#               repository: repodata/ with repomd.xml.asc). This is the release command: it
+#               refuses to run without NTHD_SIGNING_KEY (the release key) unless --test-key.
+# --test-key    sign with a TEST key made for this run (expires within a day; its secret lives
+#               in a mktemp -d directory outside target/, removed when build.sh ends, killed or
+#               not), exported as nthd-TEST-key.asc and nthd-TEST-keyring.gpg. For tests only.
 # --deb-only    only what the README demo needs: the host .deb with its file list and
 #               maintainer-script checks. No .rpm, tarball, lintian, rpmlint, signing or
 #               repository.
@@ -51,8 +56,8 @@
 #   SOURCE_DATE_EPOCH        timestamps inside the packages (default: the
 #                            last git commit).
 #   NTHD_SIGNING_KEY         fingerprint of the secret key that signs (in GNUPGHOME,
-#                            default ~/.gnupg); unset: a throwaway key made for
-#                            this run and deleted after it (packaging/repo.sh).
+#                            default ~/.gnupg); unset: --all-arches refuses, --test-key
+#                            (or no flag) makes a TEST key for this run (packaging/repo.sh).
 #   NTHD_SIGNING_PASSPHRASE_FILE  that key's passphrase, for gpg's loopback pinentry.
 set -euo pipefail
 
@@ -74,15 +79,31 @@ dist=target/dist
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 
-deb_only=0
+deb_only=0 all_arches=0 test_key=0
 host_arch=$(uname -m)
 arches=("$host_arch")
-case "${1:-}" in
-    "") ;;
-    --deb-only) deb_only=1 ;;
-    --all-arches) arches=(x86_64 aarch64) ;;
-    *) die "unknown argument '$1' (usage: packaging/build.sh [--all-arches | --deb-only])" ;;
-esac
+usage="usage: packaging/build.sh [--all-arches [--test-key] | --test-key | --deb-only]"
+for arg in "$@"; do
+    case "$arg" in
+        --deb-only) deb_only=1 ;;
+        --all-arches) all_arches=1 arches=(x86_64 aarch64) ;;
+        --test-key) test_key=1 ;;
+        *) die "unknown argument '$arg' ($usage)" ;;
+    esac
+done
+[ $deb_only = 0 ] || [ $((all_arches + test_key)) = 0 ] ||
+    die "--deb-only builds one unsigned .deb: it takes neither --all-arches nor --test-key ($usage)"
+# The release command signs with the release key or says, in the key's own name, that it did
+# not: never a key that looks like the one clients pin. Checked before any slow work.
+if [ $all_arches = 1 ] && [ $test_key = 0 ] && [ -z "${NTHD_SIGNING_KEY:-}" ]; then
+    die "--all-arches is the release build and NTHD_SIGNING_KEY is not set. Either sign with the release key:
+  NTHD_SIGNING_KEY=<fingerprint> GNUPGHOME=<its keyring> packaging/build.sh --all-arches
+(packaging/README.md, \"The release key\", says how to make and keep it), or sign with a TEST key
+made for this run, exported as nthd-TEST-key.asc, which expires within a day:
+  packaging/build.sh --all-arches --test-key"
+fi
+[ $test_key = 0 ] || [ -z "${NTHD_SIGNING_KEY:-}" ] ||
+    die "--test-key and NTHD_SIGNING_KEY=$NTHD_SIGNING_KEY both given: drop one (the release key or a TEST key)"
 for a in "${arches[@]}"; do
     case "$a" in
         x86_64 | aarch64) ;;
@@ -153,7 +174,18 @@ grep -qxF "$sysusers_line" packaging/rpm/pre_install.sh ||
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; signing_key_cleanup' EXIT
+# A killed build runs the EXIT trap too: the TEST key's secret never outlives build.sh.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 mkdir -p "$dist" target/packaging
+# Builds before the TEST key moved out of target/ kept their throwaway GNUPGHOME here; one
+# that was killed left its secret key behind.
+rm -rf target/packaging/gnupg.*
+if [ $deb_only = 0 ]; then
+    say "signing key (packaging/repo.sh)"
+    signing_key_init test
+fi
 
 # The Debian changelog: the released entries, and one for this version on top if missing.
 # Cargo.toml is the only place a version is written.
@@ -327,10 +359,9 @@ for a in "${arches[@]}"; do
     [ -s "${raws[-1]}" ] || die "packaging/sysext/build.sh made no image for $a"
 done
 if [ $deb_only = 0 ]; then
-    say "signing key (packaging/repo.sh)"
-    signing_key_init
-    echo "public key: $(export_public_key)"
-    echo "  in $dist/nthd-archive-key.asc and $dist/nthd-archive-keyring.gpg"
+    say "public key"
+    export_public_key
+    echo "  in $dist/$KEY_ASC and $dist/$KEY_GPG"
     # Every .rpm of this version here, another architecture's from an earlier run too: that
     # one was signed with that run's key, and the repository must verify with this one.
     say "rpmsign"
@@ -358,6 +389,7 @@ check_deb() {
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
 /usr/lib/sysusers.d/nthd.conf
+/usr/libexec/nthd/nthd
 /usr/share/bash-completion/completions/nthd
 /usr/share/doc/nthd/README.md
 /usr/share/doc/nthd/README.packaging.md
@@ -401,6 +433,7 @@ check_rpm() {
 /usr/bin/nthd
 /usr/lib/systemd/system/nthd.service
 /usr/lib/sysusers.d/nthd.conf
+/usr/libexec/nthd/nthd
 /usr/share/bash-completion/completions/nthd
 /usr/share/doc/nthd/README.md
 /usr/share/doc/nthd/README.packaging.md
@@ -472,6 +505,7 @@ check_raw() {
     unsquashfs -lc "$raw" | sed 's|^squashfs-root||' | sort >"$tmp/raw.files"
     ! grep -v '^/usr/' "$tmp/raw.files" || die "$raw has files outside /usr"
     grep -qx /usr/bin/nthd "$tmp/raw.files" || die "$raw has no /usr/bin/nthd"
+    grep -qx /usr/libexec/nthd/nthd "$tmp/raw.files" || die "$raw has no /usr/libexec/nthd/nthd (the NPD DaemonSet's)"
     rm -rf "$tmp/raw"
     unsquashfs -q -d "$tmp/raw" "$raw" usr/lib/extension-release.d usr/bin/nthd >/dev/null
     want=$(case "$a" in x86_64) echo x86-64 ;; aarch64) echo arm64 ;; esac)
@@ -545,10 +579,10 @@ say "rpm repository $dist/rpm"
 make_rpm_repo
 
 say "artifacts in $dist"
-for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc nthd-archive-key.asc nthd-archive-keyring.gpg; do
+for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc "$KEY_ASC" "$KEY_GPG"; do
     printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
 done
 printf '%-40s %9s files\n' apt/ "$(find "$dist/apt" -type f | wc -l)" rpm/ "$(find "$dist/rpm" -type f | wc -l)"
 check_sizes_quoted
-echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (throwaway key, deleted now)}"
+echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (a TEST key, $KEY_ASC: its secret goes with $SIGN_HOME_TMP now)}"
 echo "systemd-analyze security exposure: $exposure"

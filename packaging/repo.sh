@@ -4,18 +4,23 @@
 # is not run on its own) and calls it on its full and --all-arches paths only: --deb-only
 # signs nothing. It uses build.sh's die, $root, $dist, $tmp, $version and SOURCE_DATE_EPOCH.
 #
-# The key. With NTHD_SIGNING_KEY unset, every run makes a throwaway key (RSA 3072, signing
-# only, valid one year) in a private GNUPGHOME under target/packaging/ and deletes it when
-# build.sh exits: that run's artifacts verify against that run's nthd-archive-key.asc and
-# against nothing else. A release is signed with the project's own key:
+# The key. A release is signed with the project's own key (packaging/README.md, "The release
+# key": how to make it and keep it):
 #   NTHD_SIGNING_KEY=<fingerprint>   a secret key that can sign, in
 #   GNUPGHOME=<dir>                  its keyring (default ~/.gnupg), and if it has a passphrase
 #   NTHD_SIGNING_PASSPHRASE_FILE=<file>   (a path without spaces: rpmsign splits it) for gpg's
 #                                    loopback pinentry; else gpg-agent must have it cached.
+# Without it (build.sh --test-key; build.sh without --all-arches), a TEST key: made for this
+# run (RSA 3072, signing only, no passphrase), expiring one day later, in a GNUPGHOME made by
+# mktemp -d under ${TMPDIR:-/tmp}, never under target/, removed by build.sh's trap on EXIT,
+# INT, TERM and HUP. Its public half is exported under names that say so, nthd-TEST-key.asc
+# and nthd-TEST-keyring.gpg, never under the names clients pin.
 #
 # What it writes into target/dist/ (besides signing the .rpm files in place):
 #   nthd-archive-key.asc       the public key, ASCII-armoured: rpm --import, dnf's gpgkey=
 #   nthd-archive-keyring.gpg   the same key as a binary keyring: apt's signed-by=
+#     (nthd-TEST-key.asc and nthd-TEST-keyring.gpg instead for a TEST key; the other pair is
+#     removed, so target/dist/ holds the key its signatures verify with, and no other)
 #   apt/                       pool/main/n/nthd/*.deb; dists/stable/{Release,InRelease,
 #                              Release.gpg}; dists/stable/main/binary-{amd64,arm64}/Packages{,.gz}
 #   rpm/                       the signed .rpm files; repodata/ (createrepo_c) and
@@ -31,6 +36,12 @@ REPO_DEB_ARCHES=(amd64 arm64)
 SIGN_FPR=""
 SIGN_HOME_TMP=""
 SIGN_GPG_ARGS=()
+# The exported public key's file names in target/dist/: the release's, or the TEST key's.
+RELEASE_KEY_ASC=nthd-archive-key.asc RELEASE_KEY_GPG=nthd-archive-keyring.gpg
+TEST_KEY_ASC=nthd-TEST-key.asc TEST_KEY_GPG=nthd-TEST-keyring.gpg
+KEY_ASC=$RELEASE_KEY_ASC KEY_GPG=$RELEASE_KEY_GPG
+# How long a TEST key is valid (gpg's expire syntax): it must not outlive the day.
+TEST_KEY_EXPIRY=1d
 
 # The Debian packages of the tools below that this host lacks, one a line.
 repo_missing_tools() {
@@ -43,12 +54,13 @@ repo_missing_tools() {
     return 0
 }
 
-# Sets SIGN_FPR and GNUPGHOME: the user's key (NTHD_SIGNING_KEY) or a new throwaway one.
+# Sets SIGN_FPR, GNUPGHOME, KEY_ASC and KEY_GPG: the user's key (NTHD_SIGNING_KEY) or, with
+# $1 = test, a new TEST key. Called before any slow work, so a missing key fails at once.
 signing_key_init() {
     local uid
     if [ -n "${NTHD_SIGNING_PASSPHRASE_FILE:-}" ]; then
         [ -r "$NTHD_SIGNING_PASSPHRASE_FILE" ] ||
-            die "NTHD_SIGNING_PASSPHRASE_FILE=$NTHD_SIGNING_PASSPHRASE_FILE is not readable"
+            die "NTHD_SIGNING_PASSPHRASE_FILE=$NTHD_SIGNING_PASSPHRASE_FILE is not readable: name the file that holds the key's passphrase"
         SIGN_GPG_ARGS=(--pinentry-mode loopback --passphrase-file "$NTHD_SIGNING_PASSPHRASE_FILE")
     fi
     if [ -n "${NTHD_SIGNING_KEY:-}" ]; then
@@ -56,22 +68,28 @@ signing_key_init() {
         # gpg fails for an unknown key: not fatal here (set -e, pipefail), the message below says it.
         SIGN_FPR=$(gpg --batch --no-auto-check-trustdb --with-colons --list-secret-keys -- "$NTHD_SIGNING_KEY" \
             2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }') || true
-        [ -n "$SIGN_FPR" ] || die "NTHD_SIGNING_KEY=$NTHD_SIGNING_KEY: no such secret key in $GNUPGHOME"
+        [ -n "$SIGN_FPR" ] || die "NTHD_SIGNING_KEY=$NTHD_SIGNING_KEY: no such secret key in $GNUPGHOME (gpg --list-secret-keys; set GNUPGHOME to the keyring that holds it, or import it: gpg --import)"
         echo "signing key: $SIGN_FPR from $GNUPGHOME (NTHD_SIGNING_KEY)"
         return 0
     fi
-    mkdir -p "$root/target/packaging"
-    SIGN_HOME_TMP=$(mktemp -d "$root/target/packaging/gnupg.XXXXXX")
+    [ "${1:-}" = test ] || die "no signing key (set NTHD_SIGNING_KEY, or pass --test-key)"
+    KEY_ASC=$TEST_KEY_ASC KEY_GPG=$TEST_KEY_GPG
+    SIGN_HOME_TMP=$(mktemp -d "${TMPDIR:-/tmp}/nthd-TEST-gnupg.XXXXXX") ||
+        die "mktemp -d in ${TMPDIR:-/tmp} failed: set TMPDIR to a writable directory"
+    case "$SIGN_HOME_TMP" in
+        "$root"/target/*) die "TMPDIR=$TMPDIR is under target/: the TEST key's secret must never be there; set TMPDIR elsewhere (e.g. /tmp)" ;;
+    esac
     export GNUPGHOME="$SIGN_HOME_TMP"
-    uid="nthd throwaway key $(date -u +%Y%m%dT%H%M%SZ) (packaging/build.sh, not a release key) <nthd@example.invalid>"
-    gpg --batch --quiet --passphrase '' --quick-gen-key "$uid" rsa3072 sign 1y 2>/dev/null ||
-        die "gpg could not make a key in $GNUPGHOME"
+    uid="nthd TEST key $(date -u +%Y%m%dT%H%M%SZ) (packaging/build.sh --test-key, NOT a release key) <nthd@example.invalid>"
+    gpg --batch --quiet --passphrase '' --quick-gen-key "$uid" rsa3072 sign "$TEST_KEY_EXPIRY" 2>"$tmp/keygen.txt" ||
+        die "gpg --quick-gen-key could not make the TEST key in $GNUPGHOME: $(cat "$tmp/keygen.txt")"
     SIGN_FPR=$(gpg --batch --no-auto-check-trustdb --with-colons --list-secret-keys 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')
     [ -n "$SIGN_FPR" ] || die "no key in $GNUPGHOME after gpg --quick-gen-key"
-    echo "signing key: $SIGN_FPR, a throwaway made for this run (set NTHD_SIGNING_KEY for a release)"
+    echo "signing key: $SIGN_FPR, a TEST key made for this run in $GNUPGHOME, expires in $TEST_KEY_EXPIRY; exported as $KEY_ASC (set NTHD_SIGNING_KEY for a release)"
 }
 
-# build.sh's EXIT trap: the throwaway key and its agent go; a user's key is left alone.
+# build.sh's trap (EXIT, and INT, TERM, HUP through exit): the TEST key and its agent go; a
+# user's key is left alone.
 signing_key_cleanup() {
     [ -n "$SIGN_HOME_TMP" ] || return 0
     gpgconf --homedir "$SIGN_HOME_TMP" --kill gpg-agent >/dev/null 2>&1 || true
@@ -85,17 +103,23 @@ gpg_sign() {
 }
 # gpgv against the exported keyring only: what a client that trusts that key alone sees.
 gpg_check() {
-    gpgv --quiet --keyring "$root/$dist/nthd-archive-keyring.gpg" "$@" 2>"$tmp/gpgv.txt" ||
+    gpgv --quiet --keyring "$root/$dist/$KEY_GPG" "$@" 2>"$tmp/gpgv.txt" ||
         die "gpgv $*: $(cat "$tmp/gpgv.txt")"
 }
 
-# The public key, armoured and as a binary keyring; prints its fingerprint and user id.
+# The public key, armoured and as a binary keyring, under KEY_ASC and KEY_GPG (the other
+# names' files go: target/dist/ holds only the key that verifies it); prints its
+# fingerprint, user id and expiry.
 export_public_key() {
-    gpg --batch --armor --export-options export-minimal --export "$SIGN_FPR" >"$dist/nthd-archive-key.asc"
-    gpg --batch --export-options export-minimal --export "$SIGN_FPR" >"$dist/nthd-archive-keyring.gpg"
-    [ -s "$dist/nthd-archive-keyring.gpg" ] || die "gpg exported nothing for $SIGN_FPR"
-    gpg --batch --with-colons --show-keys "$dist/nthd-archive-keyring.gpg" 2>/dev/null |
+    rm -f "$dist/$RELEASE_KEY_ASC" "$dist/$RELEASE_KEY_GPG" "$dist/$TEST_KEY_ASC" "$dist/$TEST_KEY_GPG"
+    gpg --batch --armor --export-options export-minimal --export "$SIGN_FPR" >"$dist/$KEY_ASC"
+    gpg --batch --export-options export-minimal --export "$SIGN_FPR" >"$dist/$KEY_GPG"
+    [ -s "$dist/$KEY_GPG" ] || die "gpg exported nothing for $SIGN_FPR"
+    local expires
+    expires=$(gpg --batch --with-colons --show-keys "$dist/$KEY_GPG" 2>/dev/null | awk -F: '$1 == "pub" { print $7; exit }')
+    gpg --batch --with-colons --show-keys "$dist/$KEY_GPG" 2>/dev/null |
         awk -F: '$1 == "fpr" && !f { f = $10 } $1 == "uid" && !u { u = $10 } END { print f "  " u }'
+    echo "expires: $([ -n "$expires" ] && date -u -d "@$expires" +%Y-%m-%dT%H:%M:%SZ || echo never)"
 }
 
 # rpmsign --addsign (replacing any older signature), then rpmkeys -K of each file in an
@@ -107,7 +131,7 @@ sign_rpms() {
     rpmsign --addsign "${args[@]}" "$@" </dev/null >/dev/null 2>"$tmp/rpmsign.txt" ||
         die "rpmsign: $(cat "$tmp/rpmsign.txt")"
     rm -rf "$db" && mkdir -p "$db"
-    rpmkeys --dbpath "$db" --import "$dist/nthd-archive-key.asc"
+    rpmkeys --dbpath "$db" --import "$dist/$KEY_ASC"
     for f in "$@"; do
         out=$(rpmkeys --dbpath "$db" -K "$f" 2>&1) || die "rpmkeys -K: $out"
         [ "$out" = "$f: digests signatures OK" ] || die "rpmkeys -K: $out"

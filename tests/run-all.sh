@@ -4,8 +4,9 @@
 # under target/, and runs:
 #   1. cargo fmt --check, shellcheck over every script, clippy -D warnings, cargo test (unit,
 #      mock IMDS, fake logind)
-#   2. every artifact for both architectures (packaging/build.sh --all-arches: static musl
-#      binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS), and the Packer
+#   2. every artifact for both architectures (packaging/build.sh --all-arches --test-key: static
+#      musl binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS, signed with
+#      a TEST key; tests/signing-key.sh), and the Packer
 #      example through Debian's Packer; the metrics through Debian's promtool and node_exporter
 #   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
 #      with real systemd, dbus, polkit and logind, on cgroup v2 with the unit's IP firewall
@@ -133,8 +134,15 @@ log_budget_wait() {
 if [ $quick = 0 ]; then
     log_budget_pid=""
     log_budget_start
-    stage "artifacts, x86_64 and aarch64 (deb, rpm, tarball, sysext, lint)" \
-        bash packaging/build.sh --all-arches
+    # Signed with a TEST key (nthd-TEST-key.asc, expires within a day): the suite is no release.
+    # tests/signing-key.sh holds build.sh to that: the refusal without a key, a killed build
+    # leaving no secret, the TEST key's name and expiry after the build.
+    artifacts_all() {
+        bash tests/signing-key.sh --refusal && bash tests/signing-key.sh --killed &&
+            bash packaging/build.sh --all-arches --test-key && bash tests/signing-key.sh --artifacts
+    }
+    stage "artifacts, x86_64 and aarch64 (deb, rpm, tarball, sysext, lint), signed with a TEST key" \
+        artifacts_all
     stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
     # The upgrade scenarios start from the previous release, built once from its own commit.

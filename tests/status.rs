@@ -41,7 +41,10 @@ fn run_like_npd(status_file: &Path) -> Npd {
     let timeout =
         nthd::testing::timefmt::parse_duration(rule["timeout"].as_str().unwrap()).unwrap();
     let max = cfg["pluginConfig"]["max_output_length"].as_u64().unwrap() as usize;
-    assert_eq!(rule["path"], "/usr/bin/nthd", "the packaged binary's path");
+    assert_eq!(
+        rule["path"], "/usr/libexec/nthd/nthd",
+        "the packaged binary's path in the directory the NPD DaemonSet mounts"
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_nthd"))
         .args(&args)
         .env_clear()

@@ -24,13 +24,23 @@ elif mkdir -p /etc/sysconfig && cp /usr/share/nthd/default "$settings.rpm-tmp"; 
     chmod 0644 "$settings.rpm-tmp"
     mv -f "$settings.rpm-tmp" "$settings"
 fi
-# Upgrade: stop the running daemon now and start it again in %posttrans, once the settings are
-# back. In between, the erase of the older package can take the settings file away (0.1.0
-# owned it as %config) and its %postun would restart nthd without it: with the default actions
-# and safety margin, which could power off early or for a notice the admin set to log.
-if [ "$1" -ge 2 ] && [ "$running" = 1 ] && systemctl is-active --quiet nthd.service &&
-    mkdir -p /var/lib/rpm-state/nthd && : >/var/lib/rpm-state/nthd/was-active; then
-    systemctl stop nthd.service >/dev/null 2>&1 || :
+state=/var/lib/rpm-state/nthd
+if [ "$1" -ge 2 ] && [ -e "$state/stop-until-posttrans" ]; then
+    # Upgrade from 0.1.0 (%pre left stop-until-posttrans): stop the running daemon now and start
+    # it again in %posttrans, once the settings are back. In between, the erase of 0.1.0 takes
+    # the settings file away (it owned it as %config) and its %postun would restart nthd without
+    # it: with the default actions and safety margin, which could power off early or for a
+    # notice the admin set to log.
+    if [ "$running" = 1 ] && systemctl is-active --quiet nthd.service && : >"$state/was-active"; then
+        systemctl stop nthd.service >/dev/null 2>&1 || :
+    fi
+elif [ "$1" -ge 2 ] && [ "$running" = 1 ]; then
+    # Any other upgrade: restart now, onto the binary just installed, so nthd is down for one
+    # restart only. Not left to the old package's %postun: rpm may erase the old package (and
+    # run its %postun) only after every other package of the transaction, minutes later. The
+    # mark tells that %postun (0.2.0 on) not to restart it a second time; %posttrans removes it.
+    systemctl try-restart nthd.service >/dev/null 2>&1 || :
+    if mkdir -p "$state"; then : >"$state/restarted"; fi
 fi
 if [ "$1" -eq 1 ]; then
     # First install: enable (works offline too), then start if we can.

@@ -3,7 +3,7 @@
 # 0.1.0 owned /etc/sysconfig/nthd as %config(noreplace), and this package does not: the
 # erase of 0.1.0 (after our %post) removed the file, or renamed it to .rpmsave when it was
 # edited. Put back the copy %post kept and drop the .rpmsave that is that same file. Then
-# start the daemon %post stopped, now with its settings.
+# start the daemon %post stopped (on an upgrade from 0.1.0 only), now with its settings.
 settings=/etc/sysconfig/nthd
 state=/var/lib/rpm-state/nthd
 kept=$state/sysconfig

@@ -26,4 +26,25 @@ if [ -n "$nthd_uid" ] && [ "$nthd_uid" -gt "${sys_uid_max:-999}" ]; then
     echo "nthd: WARNING: yet the polkit rule grants it power-off. If the account is not nthd's own," >&2
     echo "nthd: WARNING: remove or rename it, then run: systemd-sysusers nthd.conf" >&2
 fi
+# Upgrade: is the nthd being replaced 0.1.0? It owned /etc/sysconfig/nthd as
+# %config(noreplace), and its erase later in this transaction takes the file away (or renames it
+# to .rpmsave): only then must %post stop nthd until %posttrans has put the settings back.
+# Every other upgrade keeps nthd running (%post restarts it once, on the new binary), so a long
+# transaction never leaves the node unprotected. Asked here, before this package is in the rpm
+# database, and remembered for %post under /var/lib/rpm-state/nthd (timeout: a query from
+# inside a transaction must never hold it up). When rpm cannot say, 0.1.0 is told by its
+# files: it is the only release without /usr/share/nthd/default.
+state=/var/lib/rpm-state/nthd
+rm -f "$state/stop-until-posttrans" "$state/restarted"
+if [ "$1" -ge 2 ]; then
+    old=$(timeout 30 rpm -q --qf '%{VERSION}\n' nthd 2>/dev/null) || old=""
+    if [ -z "$old" ] && [ ! -e /usr/share/nthd/default ]; then
+        old=0.1.0
+        echo "nthd: rpm -q nthd did not name the installed version; without /usr/share/nthd/default it is 0.1.0" >&2
+    fi
+    if printf '%s\n' "$old" | grep -qx '0\.1\.0'; then
+        mkdir -p "$state" && echo "$old" >"$state/stop-until-posttrans" ||
+            echo "nthd: could not write $state/stop-until-posttrans (is /var/lib writable?): nthd keeps running through the upgrade; afterwards check /etc/sysconfig/nthd (0.1.0's erase may leave it as .rpmsave) and run: systemctl restart nthd" >&2
+    fi
+fi
 exit 0

@@ -42,6 +42,7 @@ rm -rf "$tree" "$outdir/$name.raw"
 
 i() { install -D -m "$1" "$2" "$tree/$3"; }
 i 755 "$bin" usr/bin/nthd
+i 755 "$bin" usr/libexec/nthd/nthd
 i 644 "$root/systemd/nthd.service" usr/lib/systemd/system/nthd.service
 i 644 "$root/systemd/nthd.sysusers" usr/lib/sysusers.d/nthd.conf
 i 644 "$root/polkit/50-nthd.rules" usr/share/polkit-1/rules.d/50-nthd.rules

@@ -14,7 +14,8 @@
 #                  /etc (for hosts whose /usr is read-only)
 #
 # Files (prefix /usr, the packages' paths):
-#   /usr/bin/nthd, /usr/lib/systemd/system/nthd.service, /usr/lib/sysusers.d/nthd.conf,
+#   /usr/bin/nthd (and /usr/libexec/nthd/nthd, for node-problem-detector's DaemonSet),
+#   /usr/lib/systemd/system/nthd.service, /usr/lib/sysusers.d/nthd.conf,
 #   /usr/share/polkit-1/rules.d/50-nthd.rules (polkit >= 0.106),
 #   /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla (only where polkit is 0.105,
 #   which reads nothing else), /etc/default/nthd (an existing one is kept), the man page,
@@ -193,6 +194,8 @@ was_active=0
 if systemd_running && systemctl is-active --quiet "$UNIT"; then was_active=1; fi
 
 put 755 "$here/nthd" "$bin"
+# node-problem-detector's DaemonSet mounts this directory (docs/observability.md).
+put 755 "$here/nthd" "$prefix/libexec/nthd/nthd"
 if [ "$bin" = /usr/bin/nthd ]; then
     put 644 "$here/nthd.service" "$unitdir/$UNIT"
 else

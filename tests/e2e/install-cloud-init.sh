@@ -9,12 +9,13 @@
 # cloud-final.service).
 CI_PORT=8080
 # The shipped user-data as the user makes it, on stdout: the repo= URL replaced by $1, and
-# the key's lines (target/dist/nthd-archive-key.asc) in place of the placeholder between
+# the key's lines (install.sh's dist_key: target/dist/nthd-TEST-key.asc) in place of the placeholder between
 # BEGIN and END; nothing else changed (checked against $SDIR/user-data.diff).
 ci_user_data() {
-  local ud="$REPO/packaging/cloud-init/user-data.yaml"
+  local ud="$REPO/packaging/cloud-init/user-data.yaml" key
+  key="$(dist_key asc)" || fail "no public key in $DIST"
   sed "s|^\\([[:space:]]*\\)repo=https://example.invalid/nthd\$|\\1repo=$1|" "$ud" |
-    awk -v key="$DIST/nthd-archive-key.asc" '
+    awk -v key="$key" '
       /^ *-----BEGIN PGP PUBLIC KEY BLOCK-----$/ { ind = substr($0, 1, index($0, "-") - 1)
         while ((getline l < key) > 0) print (l == "" ? "" : ind l); skip = 1; next }
       skip { if ($0 ~ /^ *-----END PGP PUBLIC KEY BLOCK-----$/) skip = 0; next }
@@ -29,15 +30,16 @@ ci_user_data() {
 # What the user-data did with apt: fetched InRelease and the .deb from the repository
 # (the server's log), Signed-By: the key file, which is the release's key byte for byte.
 ci_expect_repo_install() {
-  local base="$1" v="$2" http
+  local base="$1" v="$2" http key
+  key="$(dist_key asc)" || fail "no public key in $DIST"
   http="$(ct_journal -u e2e-http)"
   grep -q 'GET /nthd/apt/dists/stable/InRelease' <<<"$http" || fail "the user-data's apt-get update never fetched $base/apt/dists/stable/InRelease"
   grep -q "GET /nthd/apt/pool/main/n/nthd/nthd_${v}-1_amd64.deb" <<<"$http" || fail "the user-data never downloaded the .deb from $base/apt"
   ct_exec grep -qx "Signed-By: /usr/share/keyrings/nthd-archive-keyring.asc" /etc/apt/sources.list.d/nthd.sources ||
     fail "no Signed-By in /etc/apt/sources.list.d/nthd.sources: $(ct_exec cat /etc/apt/sources.list.d/nthd.sources 2>&1)"
-  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
-  ct_exec cmp /usr/share/keyrings/nthd-archive-keyring.asc /e2e/bin/nthd-archive-key.asc ||
-    fail "the user-data's /usr/share/keyrings/nthd-archive-keyring.asc is not $DIST/nthd-archive-key.asc"
+  ct_put "$key" release-key.asc >/dev/null
+  ct_exec cmp /usr/share/keyrings/nthd-archive-keyring.asc /e2e/bin/release-key.asc ||
+    fail "the user-data's /usr/share/keyrings/nthd-archive-keyring.asc is not $key"
   log "apt: $(ct_exec apt-cache policy nthd | tr -s ' ' | tr '\n' ' ')"
 }
 
@@ -67,8 +69,8 @@ scen_cloud_init() {
   local v base ci seed st rc long
   v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
   ci="$SDIR/ci"; seed="$ci/seed"; mkdir -p "$seed" "$ci/www/nthd" "$ci/final.d"
-  [[ -r "$DIST/apt/dists/stable/InRelease" && -r "$DIST/nthd-archive-key.asc" ]] ||
-    fail "no signed apt repository in $DIST: run packaging/build.sh --all-arches first"
+  [[ -r "$DIST/apt/dists/stable/InRelease" ]] && dist_key asc >/dev/null ||
+    fail "no signed apt repository or key in $DIST: run packaging/build.sh --all-arches --test-key first"
   cp -al "$DIST/apt" "$ci/www/nthd/apt"
   ci_user_data "$base" >"$seed/user-data"
   # The container has no route to Debian's mirror, which the tree's sources.list names, and

@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016,SC2015  # single-quoted scripts run inside the container; A && B || fail is meant
 # The signed repositories of packaging/build.sh (packaging/repo.sh: target/dist/apt,
-# target/dist/rpm, nthd-archive-key.asc, nthd-archive-keyring.gpg), used the way a node uses
+# target/dist/rpm and the public key: nthd-TEST-key.asc and nthd-TEST-keyring.gpg from a
+# --test-key build, nthd-archive-key.asc and nthd-archive-keyring.gpg from a release; install.sh's
+# dist_key picks the one there), used the way a node uses
 # them. Sourced by tests/e2e/install.sh, whose helpers (boot, spot_terminate, dist_artifact,
 # pkg_version) and driver run these scenarios:
 #
@@ -17,7 +19,7 @@
 #       example writes it) lets apt-get update through, and with the binary keyring apt-get
 #       update, apt-get install nthd: installed from the repository, active, spot-terminate.
 #       12 and 13 (their trees carry rpm 4.18 and 4.20): rpm -K of the signed .rpm says NOKEY
-#       before rpm --import of nthd-archive-key.asc and OK after; a copy altered in its header
+#       before rpm --import of the key and OK after; a copy altered in its header
 #       and one altered in its payload are NOT OK.
 #   repo-dnf   Debian's dnf 4.14 on the host (no tree booted; --installroot, scriptlets off)
 #       with packaging/README.md's .repo file (gpgcheck=1, repo_gpgcheck=1, gpgkey=): refuses
@@ -67,7 +69,7 @@ open(sys.argv[2], "wb").write(b)' "$f" "$new";;
 # The trees served, under $SDIR/www: good, and one altered copy per refusal.
 repo_trees() {
   local www="$SDIR/www" rel=dists/stable t bp
-  [[ -r "$DIST/apt/$rel/InRelease" ]] || fail "no $DIST/apt/$rel/InRelease: run packaging/build.sh --all-arches first"
+  [[ -r "$DIST/apt/$rel/InRelease" ]] || fail "no $DIST/apt/$rel/InRelease: run packaging/build.sh --all-arches --test-key first"
   mkdir -p "$www"
   cp -al "$DIST/apt" "$www/good"
   for t in bad-inrelease bad-packages bad-deb; do cp -al "$www/good" "$www/$t"; done
@@ -119,11 +121,11 @@ expect_no_nthd() {
 }
 
 scen_repo() {
-  local v fpr apt_ver
+  local v fpr apt_ver keyring key_asc
   v="$(pkg_version)"
-  dist_artifact nthd-archive-keyring.gpg >/dev/null || fail "no target/dist/nthd-archive-keyring.gpg (packaging/build.sh)"
-  fpr="$(gpg --batch --with-colons --show-keys "$DIST/nthd-archive-keyring.gpg" 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')"
-  [[ -n "$fpr" ]] || fail "no key in $DIST/nthd-archive-keyring.gpg"
+  keyring="$(dist_key gpg)" && key_asc="$(dist_key asc)" || fail "no public key in $DIST (packaging/build.sh --all-arches --test-key)"
+  fpr="$(gpg --batch --with-colons --show-keys "$keyring" 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')"
+  [[ -n "$fpr" ]] || fail "no key in $keyring"
   repo_trees
   boot
   apt_ver="$(ct_exec dpkg-query -W -f '${Version}' apt)"
@@ -132,7 +134,9 @@ scen_repo() {
   # The container has no route to Debian's mirror, which the tree's sources.list names: only
   # nthd's repository is configured (nthd's dependencies are installed already).
   ct_sh 'for f in /etc/apt/sources.list /etc/apt/sources.list.d/*; do [ -e "$f" ] && mv "$f" "$f.e2e-off"; done; true'
-  ct_put "$DIST/nthd-archive-keyring.gpg" >/dev/null
+  # On the node the key goes where the docs put it, under the name clients pin, whichever
+  # key (the release's or a TEST key) signed target/dist.
+  ct_put "$keyring" nthd-archive-keyring.gpg >/dev/null
   ct_put "$SDIR/bin-other-keyring.gpg" other-keyring.gpg >/dev/null
   ct_exec install -m 644 /e2e/bin/nthd-archive-keyring.gpg "$REPO_KEYRING"
   ct_exec install -m 644 /e2e/bin/other-keyring.gpg /usr/share/keyrings/other-keyring.gpg
@@ -140,7 +144,7 @@ scen_repo() {
   repo_refusals "$fpr"
 
   step "signed-by= the armoured key (.asc, as the cloud-init example writes it): apt-get update works"
-  ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  ct_put "$key_asc" nthd-archive-key.asc >/dev/null
   ct_exec install -m 644 /e2e/bin/nthd-archive-key.asc /usr/share/keyrings/nthd-archive-keyring.asc
   repo_sources good /usr/share/keyrings/nthd-archive-keyring.asc
   apt_run update-asc apt-get update
@@ -209,8 +213,9 @@ repo_refusals() {
 # rpm -K: NOKEY without the key, OK with it, NOT OK for a copy altered in its header and one
 # altered in its payload.
 repo_rpm_checks() {
-  local rpm out
+  local rpm out key_asc
   rpm="$(dist_artifact "nthd-$(pkg_version)-1.$ARCH_RPM.rpm")" || fail "no .rpm"
+  key_asc="$(dist_key asc)" || fail "no public key in $DIST"
   step "rpm -K of $(basename "$rpm") with $(ct_exec rpm --version)"
   mkdir -p "$SDIR/bin"
   cp "$rpm" "$SDIR/bin/header.rpm"; cp "$rpm" "$SDIR/bin/payload.rpm"
@@ -218,7 +223,7 @@ repo_rpm_checks() {
   python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read())
 i = b.index(b"Node termination handler"); b[i] = ord("M"); open(p, "wb").write(b)' "$SDIR/bin/header.rpm"
   tamper "$SDIR/bin/payload.rpm" flip
-  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$DIST/nthd-archive-key.asc" >/dev/null
+  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$key_asc" nthd-archive-key.asc >/dev/null
   out="$(ct_exec rpm -K /e2e/bin/nthd.rpm 2>&1)" && fail "rpm -K passed without the key: $out"
   [[ "$out" == *"/e2e/bin/nthd.rpm: digests SIGNATURES NOT OK"* ]] || fail "rpm -K without the key: $out"
   log "before rpm --import: $out"
@@ -259,11 +264,12 @@ dnf_try() {
 }
 scen_repo_dnf() {
   local www="$SDIR/www" key gh="$SDIR/other-gnupg" url="http://127.0.0.1:$REPO_DNF_PORT"
-  [[ -r "$DIST/rpm/repodata/repomd.xml.asc" ]] || fail "no $DIST/rpm: run packaging/build.sh --all-arches first"
+  [[ -r "$DIST/rpm/repodata/repomd.xml.asc" ]] || fail "no $DIST/rpm: run packaging/build.sh --all-arches --test-key first"
   command -v dnf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnf >/dev/null; } ||
     fail "no dnf on the host (apt-get install dnf)"
   REPO_DNF_PROVIDES="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
-  mkdir -p "$www"; cp -r "$DIST/rpm" "$www/good"; cp "$DIST/nthd-archive-key.asc" "$www/"
+  mkdir -p "$www"; cp -r "$DIST/rpm" "$www/good"
+  cp "$(dist_key asc)" "$www/nthd-archive-key.asc" || fail "no public key in $DIST"
   # repomd.xml altered after signing; and a repository whose metadata is signed (by a second
   # key, also listed in gpgkey=) around a package with its signature removed.
   cp -r "$www/good" "$www/bad-repomd"

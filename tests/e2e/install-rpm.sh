@@ -3,7 +3,8 @@
 # The .rpm on Debian's rpm, sourced by tests/e2e/install.sh, whose helpers (boot,
 # spot_terminate, rpm_path, debian_provides_rpm) and driver run these scenarios: rpm-12 and
 # rpm-13 (rpm -i, -U to a bumped version and from the previous release and back, -e) and
-# rpm-deferred (rpm -U from the previous release while a deferred action waits).
+# rpm-deferred (rpm -U from the previous release while a deferred action waits), and
+# rpm-long-transaction (rpm -U in one long transaction, a spot notice during it).
 
 # The same package at version <ver>+1 (patch bumped): cargo generate-rpm with
 # --set-metadata, Cargo.toml untouched.  Same files; the version is what rpm -U sees.
@@ -136,12 +137,15 @@ scen_rpm() {
   ct_put "$prev" nthd-previous.rpm >/dev/null
   _rpm_first_install "$v"
 
-  step "rpm -U to $nv"
+  step "rpm -U to $nv: nthd restarted once (by %post; the old package's %postun leaves it)"
   pid0="$(nthd_main_pid)"
+  local stops0; stops0="$(ct_journal -u nthd | grep -c 'Stopping nthd.service' || true)"
   ct_exec rpm -U /e2e/bin/nthd-bumped.rpm >"$SDIR/rpm-U.log" 2>&1 || fail "rpm -U failed: $(cat "$SDIR/rpm-U.log")"
   [[ "$(ct_exec rpm -q nthd)" == "nthd-$nv.$ARCH_RPM" ]] || fail "after rpm -U: $(ct_exec rpm -q nthd 2>&1)"
   wait_until 10 nthd_active || fail "nthd not active after rpm -U"
-  [[ "$(nthd_main_pid)" != "$pid0" ]] || fail "%postun did not restart nthd on upgrade (MainPID still $pid0)"
+  [[ "$(nthd_main_pid)" != "$pid0" ]] || fail "rpm -U did not restart nthd on upgrade (MainPID still $pid0)"
+  local stops; stops=$(( $(ct_journal -u nthd | grep -c 'Stopping nthd.service' || true) - stops0 ))
+  ((stops == 1)) || fail "rpm -U stopped nthd $stops times, not once (%post restarts it; the old %postun must not again)"
   [[ "$(ct_exec systemctl is-enabled nthd)" == enabled ]] || fail "nthd not enabled after rpm -U"
 
   step "rpm -e: files, unit and process gone; user and /var/lib/nthd kept (as %postun says)"
@@ -210,6 +214,98 @@ scen_rpm_deferred() {
   n="$(journal_json "$MSG_ACTION" | grep -c . || true)"
   ((n == 1)) || fail "expected exactly one action entry from nthd, the journal has $n"
   timing "fired $(fmt_ms "$late") after its time, once"
+}
+# rpm -U in one transaction with a package whose %post is slow (RPM_SLOW_SECS), ordered after
+# nthd's own scriptlets (Requires(post): nthd), and a spot notice while that %post runs: nthd
+# acts on it before the transaction ends, and was never inactive for more than a restart
+# (RPM_MAX_GAP_MS), sampled every 0.1 s by a watcher unit. Before issue 29 nthd's %post stopped
+# it on every upgrade and %posttrans started it at the end: the notice found nobody.
+RPM_SLOW_SECS=40 RPM_MAX_GAP_MS=3000
+# A noarch rpm whose %post writes its start time and nthd's inode, sleeps RPM_SLOW_SECS, then
+# writes its end time, all under /e2e.
+slow_post_rpm() {
+  local top="$ART/slow"
+  rm -rf "$top"; mkdir -p "$top/SPECS"
+  cat >"$top/SPECS/s.spec" <<SPEC
+Name: nthd-e2e-slow-post
+Version: 1
+Release: 1
+Summary: A package whose post-install script takes ${RPM_SLOW_SECS} s, installed after nthd
+License: Apache-2.0
+BuildArch: noarch
+Requires(post): nthd
+%description
+Test helper for tests/e2e/install-rpm.sh (rpm-long-transaction).
+%post
+{ date +%s%3N; stat -c %i /usr/bin/nthd; } >/e2e/slow-post.start
+sleep ${RPM_SLOW_SECS}
+date +%s%3N >/e2e/slow-post.end
+%files
+SPEC
+  rpmbuild --quiet -bb --define "_topdir $top" "$top/SPECS/s.spec" >&2 || return 1
+  echo "$top/RPMS/noarch/nthd-e2e-slow-post-1-1.noarch.rpm"
+}
+# Every 0.1 s: "<ms> <ActiveState> <MainPID> <the main process's executable>" to
+# /e2e/nthd-watch.log; an executable "(deleted)" is the binary the upgrade replaced.
+_rpm_watch_start() {
+  ct_exec systemd-run --quiet --unit=e2e-nthd-watch /bin/sh -c \
+    'while :; do s=$(systemctl show -p ActiveState --value nthd); p=$(systemctl show -p MainPID --value nthd)
+       echo "$(date +%s%3N) $s $p $(readlink /proc/"$p"/exe 2>/dev/null | tr " " _)" >>/e2e/nthd-watch.log; sleep 0.1; done'
+}
+# The longest time nthd was not active in the watcher's log from $1 to $2 (ms): "<ms> <from>".
+_rpm_longest_gap() {
+  awk -v t0="$1" -v t1="$2" '$1 < t0 { next } $1 > t1 { exit } $2 != "active" { if (!from) from = $1; next }
+    from { if ($1 - from > gap) { gap = $1 - from; at = from }; from = 0 }
+    END { if (from && t1 - from > gap) { gap = t1 - from; at = from }; printf "%.0f %.0f\n", gap, (at ? at : t0) }' "$SDIR/nthd-watch.log"
+}
+scen_rpm_long_transaction() {
+  local rpm bumped prov slow v nv t0 ino0 start gap at
+  rpm="$(rpm_path)" || fail "no .rpm"
+  bumped="$(bumped_rpm)" || fail "could not build the bumped .rpm"
+  prov="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
+  slow="$(slow_post_rpm)" || fail "could not build the slow-%post .rpm"
+  v="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$rpm")"; nv="$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$bumped")"
+  boot
+  ct_put "$rpm" nthd.rpm >/dev/null; ct_put "$bumped" nthd-bumped.rpm >/dev/null
+  ct_put "$prov" provides.rpm >/dev/null; ct_put "$slow" slow.rpm >/dev/null
+  step "rpm -i $v, the kubelet stand-in, the mock IMDS, nthd configured"
+  ct_exec rpm -i /e2e/bin/provides.rpm /e2e/bin/nthd.rpm >"$SDIR/rpm-i.log" 2>&1 || fail "rpm -i failed: $(cat "$SDIR/rpm-i.log")"
+  kubelet_start || fail "kubelet stand-in did not take its delay lock"
+  mock_start || fail "mock IMDS did not start"
+  nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
+  _rpm_watch_start || fail "could not start the watcher"
+  ino0="$(ct_exec stat -c %i /usr/bin/nthd)"
+  step "rpm -U $v -> $nv in one transaction with a package whose %post takes ${RPM_SLOW_SECS} s"
+  t0="$(now_ms)"
+  # A unit, so that the shutdown nthd starts stops it (rpm holds SIGTERM off in a transaction).
+  ct_exec systemd-run --quiet --unit=e2e-rpm-upgrade -p TimeoutStopSec=2 /bin/sh -c \
+    'rpm -U /e2e/bin/nthd-bumped.rpm /e2e/bin/slow.rpm >/e2e/rpm-U.log 2>&1; echo $? >/e2e/rpm-U.rc' || fail "could not start rpm -U"
+  wait_until 60 test -s "$SDIR/slow-post.start" || fail "the slow %post did not start within 60 s: $(cat "$SDIR/rpm-U.log" 2>/dev/null)"
+  start="$(head -n 1 "$SDIR/slow-post.start")"
+  [[ "$(sed -n 2p "$SDIR/slow-post.start")" != "$ino0" ]] || fail "the slow %post ran before nthd's files were replaced: this would prove nothing"
+  timing "slow %post began $(fmt_ms $((start - t0))) into rpm -U"
+  sleep 2
+  [[ ! -e "$SDIR/rpm-U.rc" ]] || fail "rpm -U ended before the notice: $(cat "$SDIR/rpm-U.log")"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  read -r gap at < <(_rpm_longest_gap "$t0" "$NOTICE_MS")
+  wait_for_prepare 10 >/dev/null || fail "no PrepareForShutdown within 10 s of a spot notice during rpm -U: nthd was not active for $(fmt_ms "$gap") from $(fmt_ms $((at - t0))) into the transaction, until the notice (nthd-watch.log)"
+  expect_poweroff_through_lock 10 2000
+  [[ ! -e "$SDIR/slow-post.end" && ! -e "$SDIR/rpm-U.rc" ]] || fail "the transaction ended before the power-off: $(cat "$SDIR/rpm-U.log")"
+  (( $(kubelet_event_ms prepare) < start + RPM_SLOW_SECS * 1000 )) || fail "PrepareForShutdown came after the slow %post would have ended"
+  _rpm_expect_one_restart "$t0"
+}
+# From rpm -U ($1) to the notice: nthd never inactive longer than RPM_MAX_GAP_MS, at most one
+# new main process, and the process that took the notice runs the upgraded binary.
+_rpm_expect_one_restart() {
+  local gap at pids exe
+  read -r gap at < <(_rpm_longest_gap "$1" "$NOTICE_MS")
+  ((gap <= RPM_MAX_GAP_MS)) || fail "nthd was not active for $(fmt_ms "$gap") from $(fmt_ms $((at - $1))) into rpm -U (limit $(fmt_ms "$RPM_MAX_GAP_MS"), one restart)"
+  pids="$(awk -v t0="$1" -v n="$NOTICE_MS" '$1 >= t0 && $1 <= n && $3 != 0 { print $3 }' "$SDIR/nthd-watch.log" | uniq | tr '\n' ' ')"
+  (($(wc -w <<<"$pids") <= 2)) || fail "nthd's main process changed more than once during rpm -U: $pids"
+  exe="$(awk -v n="$NOTICE_MS" '$1 <= n { e = $4 } END { print e }' "$SDIR/nthd-watch.log")"
+  [[ -n "$exe" && "$exe" != *deleted* ]] || fail "at the notice nthd still ran the replaced binary ('$exe'): the upgrade did not restart it promptly"
+  timing "longest inactive $(fmt_ms "$gap"), main processes: $pids"
+  log "the notice was taken by $exe; main processes during rpm -U: $pids"
 }
 scen_rpm_12() { scen_rpm; }
 scen_rpm_13() { scen_rpm; }

@@ -35,14 +35,18 @@ expect_refusal() {
   REFUSALS+=("$phrase")
 }
 
-# The x86_64 tarball checked against SHA256SUMS and unpacked at $TARDIR; the file system before.
+# The x86_64 tarball checked against SHA256SUMS (itself checked with gpgv against the key the
+# build exported, as the README says) and unpacked at $TARDIR; the file system before.
 _tarball_unpack() {
-  local tb name before
+  local tb name before keyring
   tb="$(tarball_for x86_64)" || fail "no x86_64 tarball"
   name="$(basename "$tb" .tar.gz)"
-  step "unpack $name (sha256sum -c)"
+  step "unpack $name (gpgv SHA256SUMS.asc, sha256sum -c)"
   ct_put "$tb" >/dev/null
   [[ -r "$DIST/SHA256SUMS" ]] || fail "no $DIST/SHA256SUMS"
+  keyring="$(dist_key gpg)" || fail "no public key in $DIST"
+  gpgv --keyring "$keyring" "$DIST/SHA256SUMS.asc" "$DIST/SHA256SUMS" >"$SDIR/gpgv.txt" 2>&1 ||
+    fail "gpgv --keyring $keyring SHA256SUMS.asc SHA256SUMS: $(cat "$SDIR/gpgv.txt")"
   ct_put "$DIST/SHA256SUMS" >/dev/null
   ct_sh 'cd /e2e/bin && sha256sum -c --ignore-missing SHA256SUMS' >&2 || fail "sha256sum -c SHA256SUMS failed"
   ct_sh 'mkdir -p /opt/dl && tar -xzf "/e2e/bin/$1.tar.gz" -C /opt/dl' "$name" || fail "tar -x failed"

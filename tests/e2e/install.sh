@@ -22,6 +22,10 @@
 #   rpm-12, rpm-13      Debian 12 (rpm 4.18) / 13 (rpm 4.20) + rpm: rpm -i (no --nodeps:
 #                       a provides-rpm names what dpkg installed), rpm -U to a bumped
 #                       version, rpm -e, rpm -i again, spot-terminate
+#   rpm-deferred        Debian 12: rpm -U from 0.1.0 while a deferred action waits
+#   rpm-long-transaction  Debian 12: rpm -U to a bumped version in one transaction with a
+#                       package whose %post sleeps 40 s; a spot notice during it is acted on
+#                       before the transaction ends, nthd never down longer than a restart
 #   cloud-init-12       Debian 12 + cloud-init: the shipped user-data under real
 #   cloud-init-13       cloud-init (NoCloud seed) installs nthd from the signed apt
 #                       repository (target/dist/apt) with its key, nthd check, spot-terminate
@@ -34,8 +38,9 @@
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
-# Inputs: target/dist/ (packaging/build.sh --all-arches) when present: the x86_64
-# tarball, .rpm and amd64 .deb, apt/ and the public key (repo-*, cloud-init-*: required);
+# Inputs: target/dist/ (packaging/build.sh --all-arches --test-key) when present: the x86_64
+# tarball, .rpm and amd64 .deb, apt/ and the public key (nthd-TEST-key.asc, or the release's
+# nthd-archive-key.asc; repo-*, cloud-init-*: required);
 # otherwise built here from the same files
 # (target/x86_64-unknown-linux-musl/release/nthd, cargo deb / cargo generate-rpm into
 # target/e2e/install-artefacts/). The testkit binaries as for run.sh.
@@ -64,9 +69,9 @@ RUNS_DIR="$E2E_DIR/runs-install"
 ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
-SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 rpm-deferred cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
+SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 rpm-deferred rpm-long-transaction cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
 # Which tree each scenario boots: "suite flavour".
-declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [rpm-deferred]="bookworm install" [cloud-init-12]="bookworm install"
+declare -A TREE=([tarball]="trixie " [tarball-11]="bullseye " [rpm-12]="bookworm install" [rpm-13]="trixie install" [rpm-deferred]="bookworm install" [rpm-long-transaction]="bookworm install" [cloud-init-12]="bookworm install"
                  [cloud-init-13]="trixie install" [sysext]="trixie "
                  [repo-11]="bullseye " [repo-12]="bookworm install" [repo-13]="trixie install"
                  [repo-dnf]="bookworm install")
@@ -128,8 +133,24 @@ pkg_version() {
 # The artifacts under test are the release's own, from target/dist (packaging/build.sh
 # --all-arches), never a copy assembled here: what users download is what is tested.
 dist_artifact() {
-  [[ -r "$DIST/$1" ]] || { log "no $DIST/$1: run packaging/build.sh --all-arches first"; return 1; }
+  [[ -r "$DIST/$1" ]] || { log "no $DIST/$1: run packaging/build.sh --all-arches --test-key first"; return 1; }
   echo "$DIST/$1"
+}
+# The public key target/dist's signatures verify with, $1 = asc (armoured) or gpg (binary
+# keyring): the release key (nthd-archive-key.asc, nthd-archive-keyring.gpg) or a TEST key
+# (nthd-TEST-key.asc, nthd-TEST-keyring.gpg), whichever the build exported; build.sh removes
+# the other pair, so both present means target/dist was put together by hand.
+dist_key() {
+  local rel test
+  case "$1" in
+    asc) rel=nthd-archive-key.asc test=nthd-TEST-key.asc ;;
+    gpg) rel=nthd-archive-keyring.gpg test=nthd-TEST-keyring.gpg ;;
+  esac
+  if [[ -r "$DIST/$rel" && -r "$DIST/$test" ]]; then
+    log "both $DIST/$rel and $DIST/$test exist: build again (packaging/build.sh --all-arches --test-key) so that one key signs target/dist"; return 1
+  fi
+  [[ -r "$DIST/$test" ]] && { echo "$DIST/$test"; return 0; }
+  dist_artifact "$rel"
 }
 tarball_for() { dist_artifact "nthd-$(pkg_version)-$1.tar.gz"; }
 rpm_path() { dist_artifact "nthd-$(pkg_version)-1.$ARCH_RPM.rpm"; }

@@ -305,7 +305,7 @@ _prepare() {
   # Fail fast (and clearly) instead of debootstrapping and booting N containers to find out.
   if missing="$(missing_artefacts)"; then
     NOT_RUN="missing $missing"
-    echo "    build them first: packaging/build.sh --all-arches (or cargo deb --target $(uname -m)-unknown-linux-musl), and cargo build -p nthd-testkit --release --target $E2E_TESTKIT_TARGET --bins  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)" >&2
+    echo "    build them first: packaging/build.sh --all-arches --test-key (or cargo deb --target $(uname -m)-unknown-linux-musl), and cargo build -p nthd-testkit --release --target $E2E_TESTKIT_TARGET --bins  (or set E2E_NTHD_DEB/E2E_MOCK_IMDS/E2E_FAKE_KUBELET)" >&2
     return 1
   fi
   snapshot_deb || { NOT_RUN="$(nthd_deb_path) is not a readable .deb"; return 1; }

@@ -103,21 +103,29 @@ scen_blind_npd() {
   expect_npd seeing-again 0 15
 }
 
-# The DaemonSet's view: a unit with a mount namespace of its own holding a read-only bind of the
-# host's /run/nthd, as a hostPath volume gives the NPD container. A loop there runs the plugin
-# every 0.5 s and logs "<exit code> <pid in the file>" to /e2e/npd-ds.log (the host's
-# $SDIR/npd-ds.log).
+# The DaemonSet's view: a unit with a mount namespace of its own holding read-only binds of the
+# host's /run/nthd and /usr/libexec/nthd (the binary's directory), as hostPath volumes give the
+# NPD container (docs/observability.md). A loop there runs the plugin every 0.5 s from the
+# directory mount and logs "<exit code> <pid in the file> <inode of the binary it ran> <inode
+# behind a single-file mount of the binary>" to /e2e/npd-ds.log (the host's $SDIR/npd-ds.log);
+# the last is what the DaemonSet's old hostPath type File mount would have run.
 _ds_last() { tail -n 1 "$SDIR/npd-ds.log" 2>/dev/null; }
-_ds_says() { [[ "$(_ds_last)" == "$1" ]]; }
+_ds_says() { [[ "$(_ds_last)" == "$1 "* ]]; }
+_ds_field() { _ds_last | cut -d' ' -f"$1"; }
+_ds_start() {
+  ct_exec systemd-run --quiet --unit=npd-ds -p PrivateMounts=yes \
+    -p BindReadOnlyPaths=/run/nthd:/host/run/nthd -p BindReadOnlyPaths=/usr/libexec/nthd:/usr/libexec/nthd \
+    -p BindReadOnlyPaths=/usr/libexec/nthd/nthd:/host/file/nthd /bin/sh -c \
+    'while :; do /usr/libexec/nthd/nthd status --npd --status-file /host/run/nthd/status.json >/dev/null; rc=$?
+       pid=$(jq -r .pid /host/run/nthd/status.json 2>/dev/null || echo none)
+       echo "$rc ${pid:-none} $(stat -L -c %i /usr/libexec/nthd/nthd) $(stat -L -c %i /host/file/nthd)" >>/e2e/npd-ds.log
+       sleep 0.5; done'
+}
 scen_npd_daemonset_restart() {
   setup_node
-  local pid
-  step "the plugin in its own mount namespace, over a bind of the host's /run/nthd"
-  ct_exec systemd-run --quiet --unit=npd-ds -p PrivateMounts=yes \
-    -p BindReadOnlyPaths=/run/nthd:/host/run/nthd /bin/sh -c \
-    'while :; do /usr/bin/nthd status --npd --status-file /host/run/nthd/status.json >/dev/null; rc=$?
-       pid=$(jq -r .pid /host/run/nthd/status.json 2>/dev/null || echo none)
-       echo "$rc ${pid:-none}" >>/e2e/npd-ds.log; sleep 0.5; done' || fail "could not start the plugin loop"
+  local pid ino0 ino1
+  step "the plugin in its own mount namespace, over binds of the host's /run/nthd and /usr/libexec/nthd"
+  _ds_start || fail "could not start the plugin loop"
   pid="$(nthd_main_pid)"
   wait_until 10 _ds_says "0 $pid" || fail "the DaemonSet view does not see nthd $pid: $(_ds_last)"
   step "systemctl stop nthd: unknown (2) in the DaemonSet's view"
@@ -131,5 +139,17 @@ scen_npd_daemonset_restart() {
   pid="$(nthd_main_pid)"
   wait_until 10 _ds_says "0 $pid" || fail "after a restart the DaemonSet view reads $(_ds_last), not nthd $pid"
   log "DaemonSet view after stop, start and restart: $(_ds_last)"
+  step "dpkg -i a newer build: the plugin runs the new binary, the loop untouched"
+  ino0="$(ct_exec stat -c %i /usr/libexec/nthd/nthd)"
+  [[ "$(_ds_field 3)" == "$ino0" && "$(_ds_field 4)" == "$ino0" ]] || fail "the DaemonSet view does not run the installed binary (inode $ino0): $(_ds_last)"
+  repack_bumped_deb "$(nthd_deb_path)" "$SDIR/nthd-bumped.deb" || fail "could not repack the .deb with a bumped version"
+  ct_exec dpkg -i "$(ct_put "$SDIR/nthd-bumped.deb" nthd-bumped.deb)" >"$SDIR/dpkg-upgrade.log" 2>&1 || fail "dpkg -i of the newer build failed: $(cat "$SDIR/dpkg-upgrade.log")"
+  ino1="$(ct_exec stat -c %i /usr/libexec/nthd/nthd)"
+  [[ "$ino1" != "$ino0" ]] || fail "dpkg -i left /usr/libexec/nthd/nthd in place (inode $ino0): the check below would prove nothing"
+  pid="$(nthd_main_pid)"
+  wait_until 10 _ds_says "0 $pid $ino1" || fail "after the upgrade the DaemonSet view reads $(_ds_last), not nthd $pid through the new binary (inode $ino1)"
+  # What the old DaemonSet (a hostPath of type File on the binary) would still run: the replaced one.
+  [[ "$(_ds_field 4)" == "$ino0" ]] || fail "a single-file mount followed the upgrade (inode $(_ds_field 4)), so this scenario does not show why the directory is mounted"
+  log "after dpkg -i: the directory mount runs inode $ino1 (new), a single-file mount would run $ino0 (replaced): $(_ds_last)"
   ct_exec systemctl stop npd-ds || true
 }
