@@ -103,8 +103,16 @@ async fn run_with(
     (outcome, log)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
+/// The fake logind on a private bus, and the mock IMDS listing a spot notice: every run of nthd
+/// here should power off at once.
+async fn spot_world() -> (
+    (
+        nthd_testkit::logind::PrivateBus,
+        nthd_testkit::logind::FakeLogind,
+        tempfile::TempDir,
+    ),
+    MockImds,
+) {
     let world = common::logind_world().await;
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
     imds.set(
@@ -114,6 +122,12 @@ async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
             r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#.to_string(),
         ),
     );
+    (world, imds)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
+    let (world, imds) = spot_world().await;
     let listed = documented_fatal();
     let cmd = nthd::testing::config::Cli::command();
     let mut checked = 0;
@@ -159,15 +173,7 @@ async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
 /// The log level and target, mistyped, are named with what nthd uses instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mistyped_log_level_or_target_is_a_warning() {
-    let world = common::logind_world().await;
-    let imds = MockImds::start("127.0.0.1:0").await.unwrap();
-    imds.set(
-        aws::SPOT_PATH,
-        Response::json(
-            200,
-            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#.to_string(),
-        ),
-    );
+    let (world, imds) = spot_world().await;
     for (var, value, instead) in [
         ("NTHD_LOG_LEVEL", "warning", "the default (info)"),
         ("NTHD_LOG_TARGET", "jornald", "the default (auto)"),
