@@ -257,6 +257,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     if let Some(budget) = c.budget {
         out.extend(inhibitors(&mut c).await);
         out.push(drain_budget(&c, budget));
+        out.push(drain_report(&mut c).await);
         out.push(power_key(&mut c).await);
     }
     out.push(user_nthd(root));
@@ -593,11 +594,37 @@ async fn inhibitors(c: &mut Ctx<'_>) -> Vec<Check> {
     }
 }
 
+/// Whether every shutdown's drain can be reported: logind grants nthd's own delay lock (taken
+/// and released at once here), and the pods still running can be named.
+async fn drain_report(c: &mut Ctx<'_>) -> Check {
+    const NAME: &str = "drain report";
+    if let Err(e) = c.logind.try_delay_lock().await {
+        let fix = "logind's default polkit policy allows org.freedesktop.login1.\
+                   inhibit-delay-shutdown to any user: look for a rule that denies it to user \
+                   nthd (pkaction --verbose --action-id org.freedesktop.login1.\
+                   inhibit-delay-shutdown). Everything else works without it";
+        return check(NAME, false, Status::Warn, e.to_string(), Some(fix.into()));
+    }
+    let pods = match crate::drain::pods::pods_left_now() {
+        crate::drain::PodsLeft::Known(p) => format!(
+            "pods still running at the end are named from the kubepods cgroups ({} running now)",
+            p.len()
+        ),
+        crate::drain::PodsLeft::Unknown(why) => {
+            format!("the report cannot name the pods still running: {why}")
+        }
+    };
+    let v = format!("nthd can hold a delay lock on shutdown to report each drain; {pods}");
+    check(NAME, false, Status::Pass, v, None)
+}
+
 fn kubelet_lock(list: &[crate::logind::Inhibitor]) -> Check {
     const NAME: &str = "kubelet inhibitor lock";
     let kubelet = list
         .iter()
         .find(|i| i.delays_shutdown() && i.who.to_ascii_lowercase().contains("kubelet"));
+    // nthd's own lock (the drain report) is not kubelet's, and not worth naming here.
+    let list: Vec<&crate::logind::Inhibitor> = list.iter().filter(|i| !i.is_nthds()).collect();
     if let Some(i) = kubelet {
         let v = format!(
             "{} holds a delay lock on {} (PID {}): \"{}\"",

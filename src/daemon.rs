@@ -25,6 +25,8 @@ use crate::report::{self, Outputs};
 use crate::timefmt;
 use crate::webhook::{Context, Event};
 
+mod drained;
+
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
 pub(crate) const MSG_NOTICE: &str = "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d";
@@ -333,6 +335,8 @@ struct Daemon {
     watchdog: Watchdog,
     /// Whether READY=1 was sent.
     ready: bool,
+    /// The drain watcher's other end.
+    drain: drained::DrainSide,
 }
 
 /// systemd's watchdog. The main loop pings it on a tick of a third of `WatchdogSec=`, and also
@@ -576,6 +580,7 @@ impl Daemon {
     /// Carries out a power action the planner asks for, through the executor, applies what
     /// follows from it, and tells the planner how it went.
     async fn execute(&mut self, notice: &Notice, action: PowerAction) {
+        self.drain.acting(notice, action);
         let watchdog = &self.watchdog;
         let rec = self
             .executor
@@ -584,6 +589,9 @@ impl Daemon {
             })
             .await;
         self.out.action(&rec);
+        if !matches!(rec.outcome, Outcome::Accepted) {
+            self.drain.not_acting();
+        }
         match &rec.outcome {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
             _ => {
@@ -719,7 +727,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
 
 impl Daemon {
     /// The daemon's parts, from the settings and the record of earlier actions.
-    fn new(opts: &Options, webhooks: WebhookSlot) -> Daemon {
+    fn new(opts: &Options, webhooks: WebhookSlot, drain: drained::DrainSide) -> Daemon {
         let policy = opts.policy();
         let st = executor::load_state(&opts.state_dir(), SystemTime::now());
         let mut planner = Planner::new(policy.clone());
@@ -758,6 +766,7 @@ impl Daemon {
             extras: Reporter::default(),
             blind: None,
             ready: false,
+            drain,
             opts: opts.clone(),
         }
     }
@@ -944,7 +953,8 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // Read once: a change to the unit's IP access lists needs a restart anyway.
     let sandbox = crate::sandbox::own_policy().await;
     let webhooks = WebhookSlot::start(&opts, Context::for_this_host(), sandbox.clone());
-    let mut d = Daemon::new(&opts, webhooks);
+    let (drain, mut drain_rx) = drained::DrainSide::start(&opts);
+    let mut d = Daemon::new(&opts, webhooks, drain);
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
@@ -970,6 +980,7 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
                 };
                 d.on_message(msg).await?;
             }
+            Some(msg) = drain_rx.recv() => d.on_drain(msg),
             _ = sleep_until(wake) => d.on_wakeup().await,
             _ = wd_tick.tick() => d.on_watchdog_tick(),
             _ = sighup.recv() => tracing::info!(

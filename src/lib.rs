@@ -5,10 +5,12 @@
 //! systemd-logind over D-Bus to power off (or reboot), so kubelet's Graceful Node Shutdown, which
 //! holds a logind delay inhibitor lock, drains the node before the machine goes down.
 
+pub(crate) mod asg;
 pub(crate) mod assets;
 pub(crate) mod check;
 pub(crate) mod config;
 pub(crate) mod daemon;
+pub(crate) mod drain;
 pub(crate) mod executor;
 pub(crate) mod extras;
 pub(crate) mod files;

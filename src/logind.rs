@@ -27,6 +27,13 @@ pub trait Manager {
     fn can_reboot(&self) -> zbus::Result<String>;
     /// (what, who, why, mode, uid, pid)
     fn list_inhibitors(&self) -> zbus::Result<Vec<(String, String, String, String, u32, u32)>>;
+    /// `Inhibit(what, who, why, mode)`: a lock held for as long as the returned fd is open. The
+    /// drain report's own `delay` lock on `shutdown` (src/drain/); any user may take one.
+    fn inhibit(&self, what: &str, who: &str, why: &str, mode: &str) -> zbus::Result<zbus::OwnedFd>;
+    /// `PrepareForShutdown(start)`: true when a shutdown begins (delay locks now hold it back),
+    /// false when it was cancelled.
+    #[zbus(signal)]
+    fn prepare_for_shutdown(&self, start: bool) -> zbus::Result<()>;
 
     /// `InhibitDelayMaxUSec`: how long delay inhibitors may hold up a shutdown, in microseconds.
     #[zbus(property, name = "InhibitDelayMaxUSec")]
@@ -471,17 +478,24 @@ impl Logind {
                 |m| async move { m.list_inhibitors().await },
             )
             .await?;
-        Ok(list
-            .into_iter()
-            .map(|(what, who, why, mode, uid, pid)| Inhibitor {
-                what,
-                who,
-                why,
-                mode,
-                uid,
-                pid,
+        Ok(list.into_iter().map(Inhibitor::from).collect())
+    }
+
+    /// Takes a `delay` lock on `shutdown` as the drain report does, and releases it at once:
+    /// whether logind (and polkit's `inhibit-delay-shutdown`) grants it to this user.
+    pub(crate) async fn try_delay_lock(&mut self) -> Result<(), LogindError> {
+        let _fd = self
+            .read("Inhibit shutdown delay", |m| async move {
+                m.inhibit(
+                    "shutdown",
+                    DRAIN_LOCK_WHO,
+                    "nthd check: can the drain be reported?",
+                    "delay",
+                )
+                .await
             })
-            .collect())
+            .await?;
+        Ok(())
     }
 
     /// logind's `HandlePowerKey` (`poweroff`, `ignore`, ...).
@@ -575,6 +589,20 @@ pub struct Inhibitor {
     pub pid: u32,
 }
 
+impl From<(String, String, String, String, u32, u32)> for Inhibitor {
+    /// One `ListInhibitors` row: (what, who, why, mode, uid, pid).
+    fn from((what, who, why, mode, uid, pid): (String, String, String, String, u32, u32)) -> Self {
+        Inhibitor {
+            what,
+            who,
+            why,
+            mode,
+            uid,
+            pid,
+        }
+    }
+}
+
 impl Inhibitor {
     /// Whether this is a delay lock on shutdown, as kubelet takes.
     pub(crate) fn delays_shutdown(&self) -> bool {
@@ -590,7 +618,20 @@ impl Inhibitor {
     fn on_shutdown(&self) -> bool {
         self.what.split(':').any(|w| w == "shutdown")
     }
+
+    /// Whether this is the delay lock nthd itself holds to write the drain report; it is not
+    /// kubelet's and never one of the drain's holders.
+    pub(crate) fn is_nthds(&self) -> bool {
+        self.who == DRAIN_LOCK_WHO && self.uid == effective_uid()
+    }
 }
+
+/// The `who` of nthd's own delay lock on `shutdown`, as `systemd-inhibit --list` shows it.
+pub(crate) const DRAIN_LOCK_WHO: &str = "nthd";
+
+/// The `why` of nthd's own delay lock.
+pub(crate) const DRAIN_LOCK_WHY: &str =
+    "nthd reports how the drain went (held at most 2 s after the last other delay lock)";
 
 /// What a `CanPowerOff` / `CanReboot` answer means for nthd, with what to do about it.
 /// systemd 260 added `inhibited`, `inhibitor-blocked` and `challenge-inhibitor-blocked`.

@@ -53,6 +53,46 @@ struct Series {
     reads: IntCounterVec,
     last_ok: GaugeVec,
     health: Health,
+    drain: Drain,
+}
+
+/// The last shutdown's drain report.
+struct Drain {
+    seconds: GaugeVec,
+    budget: GaugeVec,
+    outcome: GaugeVec,
+    pods_left: GaugeVec,
+}
+
+impl Drain {
+    fn new(r: &Registry) -> Drain {
+        Drain {
+            seconds: gauge(
+                r,
+                "nthd_drain_seconds",
+                "Seconds the last shutdown's drain held its delay locks (until released, or the budget).",
+                &[],
+            ),
+            budget: gauge(
+                r,
+                "nthd_drain_budget_seconds",
+                "logind's InhibitDelayMaxUSec at the last shutdown's drain, in seconds.",
+                &[],
+            ),
+            outcome: gauge(
+                r,
+                "nthd_drain_outcome",
+                "1 for how the last shutdown's drain ended (released or budget_exhausted).",
+                &["outcome"],
+            ),
+            pods_left: gauge(
+                r,
+                "nthd_drain_pods_left",
+                "Pods still running when the last drain ended (-1 when nthd cannot tell).",
+                &[],
+            ),
+        }
+    }
 }
 
 /// What nthd can vouch for: how long since a metadata read succeeded, whether it is blind, and
@@ -153,6 +193,7 @@ impl Series {
                 &[],
             ),
             health: Health::new(&r),
+            drain: Drain::new(&r),
             actions: counter(
                 &r,
                 "nthd_actions_total",
@@ -425,6 +466,28 @@ impl Metrics {
             .with_label_values(&[kind.name(), action.name(), result])
             .inc();
         self.flush();
+    }
+
+    /// The drain report, written out at once: it must land before nthd releases its lock and
+    /// the machine goes down, so this waits at most `within` for the textfile.
+    /// `(held_s, budget_s, outcome, pods_left)`; `pods_left` is `None` when nthd cannot tell.
+    pub(crate) fn drain(&mut self, r: (f64, f64, &str, Option<usize>), within: Duration) {
+        if !self.has_reader() {
+            return;
+        }
+        let (held, budget, outcome, pods) = r;
+        let s = &self.series;
+        s.drain.seconds.with_label_values(&[] as &[&str]).set(held);
+        s.drain.budget.with_label_values(&[] as &[&str]).set(budget);
+        s.drain.outcome.reset();
+        s.drain.outcome.with_label_values(&[outcome]).set(1.0);
+        let left = pods.map_or(-1.0, |p| p as f64);
+        s.drain
+            .pods_left
+            .with_label_values(&[] as &[&str])
+            .set(left);
+        self.flush();
+        self.settle(within);
     }
 
     /// Takes the current notices from the planner and writes the metrics out.

@@ -148,6 +148,13 @@ pub(crate) struct Status {
     /// setup error. nthd still watches and acts; `nthd status` says "unknown" while any is.
     #[serde(default)]
     pub extras_disabled: Vec<ExtraView>,
+    /// Why nthd's own delay lock on shutdown cannot be held, so no drain report would be
+    /// written; `null` while it is held (or before it was first tried).
+    #[serde(default)]
+    pub drain_lock_error: Option<String>,
+    /// The drain report of the shutdown under way, once its drain ended.
+    #[serde(default)]
+    pub drain: Option<crate::drain::Report>,
 }
 
 /// nthd cannot see notices.
@@ -509,6 +516,20 @@ impl Tracker {
                 current: true,
             });
         }
+    }
+
+    /// Whether nthd's own delay lock is held (`None`) or why not.
+    pub(crate) fn drain_lock(&mut self, error: Option<String>) {
+        if self.base.drain_lock_error != error {
+            self.base.drain_lock_error = error;
+            self.dirty = true;
+        }
+    }
+
+    /// Records a drain report.
+    pub(crate) fn drain(&mut self, report: crate::drain::Report) {
+        self.base.drain = Some(report);
+        self.dirty = true;
     }
 
     /// Records a power action's result.

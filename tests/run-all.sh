@@ -161,7 +161,8 @@ if [ $quick = 0 ]; then
         env E2E_SUITE=sid bash tests/e2e/run.sh spot-terminate no-action-defaults \
         polkit-denied-then-restored scoped-grant check logind-restart polkitd-restart \
         upgrade-while-deferred neighbour block-inhibitor sighup-and-restart bad-setting \
-        azure-restart-mid-drain shutdown-cancelled typo-and-locked-settings
+        azure-restart-mid-drain shutdown-cancelled typo-and-locked-settings drain-report \
+        drain-budget drain-lock-cost
     # The arm64 .deb under Debian 12's native systemd, which enforces the unit's firewall (the
     # arm64 tree's emulated systemd cannot: qemu-user has no bpf()).
     stage "real-system e2e, arm64 nthd under Debian 12's systemd, firewall enforced" \

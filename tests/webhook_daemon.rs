@@ -11,7 +11,7 @@ use common::Nthd;
 use nthd::testing::provider::aws;
 use nthd_testkit::imds::{MockImds, Response};
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
-use webhook_support::{Receiver, Script};
+use webhook_support::{Received, Receiver, Script};
 
 const SPOT: &str = r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#;
 
@@ -33,6 +33,38 @@ async fn wait_poweroff(l: &FakeLogind, n: &Nthd) {
     panic!("no PowerOff:\n{}", n.log());
 }
 
+/// What every event of the spot interruption says of the host and the notice.
+fn same_host_and_notice(e: &Received) {
+    assert_eq!(e.method, "POST");
+    assert_eq!(
+        e.header("content-type"),
+        Some("application/cloudevents+json")
+    );
+    let v = e.json();
+    assert_eq!(v["specversion"], "1.0");
+    assert_eq!(v["subject"], "i-0123456789abcdef0");
+    assert_eq!(v["data"]["cloud"], "aws");
+    assert_eq!(v["data"]["instance_type"], "m5.large");
+    assert_eq!(v["data"]["zone"], "us-east-1a");
+    assert_eq!(v["data"]["notice"]["kind"], "spot-terminate");
+    assert!(v["data"]["notice"]["deadline"].is_string());
+}
+
+/// The drain report (no other delay lock here: released at once) reached the receiver before
+/// nthd released its own lock and logind went ahead.
+async fn drained_before_the_shutdown_went_ahead(logind: &FakeLogind, drained: &Received) {
+    let d = &drained.json()["data"];
+    assert_eq!(d["outcome"], "released", "{d}");
+    assert_eq!(d["holders"], serde_json::json!([]), "{d}");
+    assert!(d["notice"]["seconds_left"].as_f64().unwrap() > 0.0, "{d}");
+    let s = logind.wait_for_shutdown(Duration::from_secs(5)).await;
+    let s = s.expect("logind went ahead once nthd released its lock");
+    assert!(
+        s.proceeded_at >= drained.at,
+        "the report came after logind went ahead"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spot_interruption_sends_notice_then_action_around_the_poweroff() {
     let (bus, logind, imds, state) = setup().await;
@@ -52,30 +84,20 @@ async fn a_spot_interruption_sends_notice_then_action_around_the_poweroff() {
     );
     imds.set(aws::SPOT_PATH, Response::json(200, SPOT));
     wait_poweroff(&logind, &n).await;
-    assert!(r.wait_for(2, Duration::from_secs(10)).await, "{}", n.log());
+    assert!(r.wait_for(3, Duration::from_secs(10)).await, "{}", n.log());
     let poweroff_at = logind.calls_of("PowerOff")[0].at;
     let events = r.all();
     let types: Vec<String> = events
         .iter()
         .map(|e| e.json()["type"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(types, ["io.nthd.notice", "io.nthd.action"], "{events:?}");
+    let want = ["io.nthd.notice", "io.nthd.action", "io.nthd.drained"];
+    assert_eq!(types, want, "{events:?}");
     let (notice, action) = (&events[0], &events[1]);
-    for e in [notice, action] {
-        assert_eq!(e.method, "POST");
-        assert_eq!(
-            e.header("content-type"),
-            Some("application/cloudevents+json")
-        );
-        let v = e.json();
-        assert_eq!(v["specversion"], "1.0");
-        assert_eq!(v["subject"], "i-0123456789abcdef0");
-        assert_eq!(v["data"]["cloud"], "aws");
-        assert_eq!(v["data"]["instance_type"], "m5.large");
-        assert_eq!(v["data"]["zone"], "us-east-1a");
-        assert_eq!(v["data"]["notice"]["kind"], "spot-terminate");
-        assert!(v["data"]["notice"]["deadline"].is_string());
+    for e in &events {
+        same_host_and_notice(e);
     }
+    drained_before_the_shutdown_went_ahead(&logind, &events[2]).await;
     assert_eq!(notice.json()["data"]["decision"]["action"], "poweroff");
     assert_eq!(action.json()["data"]["result"]["action"], "poweroff");
     assert_eq!(action.json()["data"]["result"]["outcome"], "accepted");

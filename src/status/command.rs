@@ -287,6 +287,12 @@ fn render_head(o: &mut String, s: &Status) {
         },
     );
     let _ = writeln!(o, "drain time: {budget}");
+    if let Some(why) = &s.drain_lock_error {
+        let _ = writeln!(o, "no drain report: {why}");
+    }
+    if let Some(d) = &s.drain {
+        let _ = writeln!(o, "drained:    {} (began {})", d.sentence(), d.started);
+    }
 }
 
 /// Blindness and disabled extras, first: they say what the rest of the screen cannot vouch for.

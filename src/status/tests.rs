@@ -559,3 +559,35 @@ fn the_daemon_does_not_write_over_a_drill_under_way() {
     t.update(&facts(&p), false, Moment::now());
     assert!(path.exists(), "not written once the lock was released");
 }
+
+#[test]
+fn the_drain_report_and_a_missing_lock_reach_the_file_and_the_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    let p = planner_with(&[]);
+    t.drain_lock(Some("logind refused nthd's delay lock".into()));
+    t.update(&facts(&p), false, Moment::now());
+    let s = read(&path).unwrap();
+    assert_eq!(
+        s.drain_lock_error.as_deref(),
+        Some("logind refused nthd's delay lock")
+    );
+    assert!(render(&s, SystemTime::now()).contains("no drain report: logind refused"));
+    let report: crate::drain::Report = serde_json::from_value(serde_json::json!({
+        "started": "2026-11-28T06:00:00Z", "held_s": 28.0, "budget_s": 30.0,
+        "outcome": "budget_exhausted", "holders": [], "pods_left": ["default/slow-1"],
+        "notice": null
+    }))
+    .unwrap();
+    t.drain_lock(None);
+    t.drain(report.clone());
+    t.update(&facts(&p), false, Moment::now());
+    let s = read(&path).unwrap();
+    assert_eq!(s.drain.as_ref(), Some(&report));
+    assert_eq!(s.drain_lock_error, None);
+    let screen = render(&s, SystemTime::now());
+    assert!(
+        screen.contains("drained:    drain budget exhausted") && screen.contains("default/slow-1"),
+        "{screen}"
+    );
+}

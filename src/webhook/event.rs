@@ -59,6 +59,8 @@ pub enum EventType {
     Action,
     /// `io.nthd.canceled`: a scheduled or pending action will not happen.
     Canceled,
+    /// `io.nthd.drained`: how a shutdown's drain went (any shutdown, nthd's or not).
+    Drained,
 }
 
 impl EventType {
@@ -68,6 +70,7 @@ impl EventType {
             EventType::Notice => "io.nthd.notice",
             EventType::Action => "io.nthd.action",
             EventType::Canceled => "io.nthd.canceled",
+            EventType::Drained => "io.nthd.drained",
         }
     }
 }
@@ -97,7 +100,9 @@ impl ActionResult {
 #[derive(Clone, Debug)]
 pub struct Event {
     ty: EventType,
-    notice: Notice,
+    /// The notice it is about; `None` only for a drain report of a shutdown nthd did not ask
+    /// for.
+    notice: Option<Notice>,
     time: SystemTime,
     /// Notice events: the decided action and when (`None` = now).
     decision: Option<(Action, Option<SystemTime>, String)>,
@@ -105,17 +110,34 @@ pub struct Event {
     result: Option<(PowerAction, ActionResult)>,
     /// Canceled events.
     reason: Option<String>,
+    /// Drained events.
+    drain: Option<Box<crate::drain::Report>>,
 }
 
 impl Event {
     fn new(ty: EventType, n: &Notice) -> Event {
         Event {
             ty,
-            notice: n.clone(),
+            notice: Some(n.clone()),
             time: SystemTime::now(),
             decision: None,
             result: None,
             reason: None,
+            drain: None,
+        }
+    }
+
+    /// `io.nthd.drained`: the drain report `r`; `n` is the notice the shutdown followed, if
+    /// it was nthd's.
+    pub(crate) fn drained(r: &crate::drain::Report, n: Option<&Notice>) -> Event {
+        Event {
+            ty: EventType::Drained,
+            notice: n.cloned(),
+            time: SystemTime::now(),
+            decision: None,
+            result: None,
+            reason: None,
+            drain: Some(Box::new(r.clone())),
         }
     }
 
@@ -156,14 +178,18 @@ impl Event {
         self.ty
     }
 
-    /// The notice it is about.
-    pub fn notice_ref(&self) -> &Notice {
-        &self.notice
+    /// The notice it is about (none for the drain report of a shutdown nthd did not ask for).
+    pub fn notice_ref(&self) -> Option<&Notice> {
+        self.notice.as_ref()
     }
 
     /// Until when delivery is retried: the notice's deadline, if it has one.
     pub(crate) fn deadline(&self) -> Option<SystemTime> {
-        self.notice.deadline
+        self.notice.as_ref().and_then(|n| n.deadline)
+    }
+
+    fn is_drill(&self) -> bool {
+        self.notice.as_ref().is_some_and(Notice::is_drill)
     }
 
     /// The CloudEvents `id`: the same for the same event about the same notice on the same
@@ -171,10 +197,15 @@ impl Event {
     /// It is the first 128 bits of a SHA-256 of the host name, the notice's stable id, the
     /// type and, for action events, the action and its outcome, in hex.
     pub fn id(&self, ctx: &Context) -> String {
+        let about = match (&self.drain, &self.notice) {
+            // One report per shutdown: the moment it began tells them apart.
+            (Some(d), _) => format!("shutdown {}", d.started),
+            (None, Some(n)) => n.id.to_string(),
+            (None, None) => String::new(),
+        };
         let mut key = format!(
-            "nthd-event-v1\n{}\n{}\n{}",
+            "nthd-event-v1\n{}\n{about}\n{}",
             ctx.hostname,
-            self.notice.id,
             self.ty.name()
         );
         if let Some((action, result)) = &self.result {
@@ -206,14 +237,13 @@ impl Event {
             subject: ctx.identity.instance_id.as_deref(),
             time: format_rfc3339(self.time),
             datacontenttype: "application/json",
-            nthddrill: self.notice.is_drill().then_some(true),
+            nthddrill: self.is_drill().then_some(true),
             data: self.data(ctx),
         };
         serde_json::to_vec(&ce).expect("an event always serializes")
     }
 
     fn data<'a>(&'a self, ctx: &'a Context) -> Data<'a> {
-        let n = &self.notice;
         Data {
             hostname: &ctx.hostname,
             cloud: ctx.cloud.map(Cloud::name),
@@ -221,15 +251,20 @@ impl Event {
             instance_type: ctx.identity.instance_type.as_deref(),
             zone: ctx.identity.zone.as_deref(),
             lifecycle: ctx.identity.lifecycle.map(crate::notice::Lifecycle::name),
-            notice: NoticeData {
-                kind: n.kind.name(),
-                id: n.id.as_str(),
-                event_id: n.event_id.as_deref(),
-                source: n.source.as_str(),
-                status: status_name(n.status),
-                deadline: n.deadline.map(format_rfc3339),
-                detail: &n.detail,
-            },
+            notice: self
+                .notice
+                .as_ref()
+                .filter(|_| self.drain.is_none())
+                .map(|n| NoticeData {
+                    kind: n.kind.name(),
+                    id: n.id.as_str(),
+                    event_id: n.event_id.as_deref(),
+                    source: n.source.as_str(),
+                    status: status_name(n.status),
+                    deadline: n.deadline.map(format_rfc3339),
+                    detail: &n.detail,
+                }),
+            drain: self.drain.as_deref(),
             decision: self
                 .decision
                 .as_ref()
@@ -248,15 +283,14 @@ impl Event {
                 },
             }),
             reason: self.reason.as_deref(),
-            drill: n.is_drill(),
+            drill: self.is_drill(),
         }
     }
 
     /// One line: host, instance, kind, deadline, then the decision, result or reason.
     fn slack_text(&self, ctx: &Context) -> String {
-        let n = &self.notice;
         let id = &ctx.identity;
-        let drill = if n.is_drill() { "[fire drill] " } else { "" };
+        let drill = if self.is_drill() { "[fire drill] " } else { "" };
         let mut s = format!("{drill}nthd on {}", ctx.hostname);
         let facts: Vec<&str> = [
             ctx.cloud.map(Cloud::name),
@@ -271,6 +305,13 @@ impl Event {
         if !facts.is_empty() {
             let _ = write!(s, " ({})", facts.join(", "));
         }
+        if let Some(d) = &self.drain {
+            let _ = write!(s, ": {}", d.sentence());
+            return s;
+        }
+        let Some(n) = &self.notice else {
+            return s;
+        };
         let _ = write!(s, ": {} notice", n.kind.name());
         if let Some(d) = n.deadline {
             let _ = write!(s, ", deadline {}", format_rfc3339(d));
@@ -368,7 +409,14 @@ struct Data<'a> {
     instance_type: Option<&'a str>,
     zone: Option<&'a str>,
     lifecycle: Option<&'static str>,
-    notice: NoticeData<'a>,
+    /// Absent only in drained events, whose report carries its own `notice` (with
+    /// `seconds_left`, or `null` when the shutdown was not nthd's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notice: Option<NoticeData<'a>>,
+    /// Drained events: the report's fields (`started`, `held_s`, `budget_s`, `outcome`,
+    /// `holders`, `pods_left` or `pods_left_unknown`, `notice`) at the top of `data`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    drain: Option<&'a crate::drain::Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     decision: Option<DecisionData<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -508,5 +556,76 @@ mod tests {
             !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()),
             "{h:?}"
         );
+    }
+
+    fn report(notice: serde_json::Value) -> crate::drain::Report {
+        serde_json::from_value(serde_json::json!({
+            "started": "2026-11-28T06:00:00Z", "held_s": 5.1, "budget_s": 30.0,
+            "outcome": "released", "pods_left": [],
+            "holders": [{"who": "kubelet", "why": "drain", "pid": 8, "uid": 0,
+                         "released_s": 5.1}],
+            "notice": notice
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_drained_event_carries_the_report_at_the_top_of_data() {
+        let r = report(serde_json::Value::Null);
+        let e = Event::drained(&r, None);
+        let (ctype, body) = e.render(&ctx("node-1"), WebhookFormat::CloudEvents);
+        assert_eq!(ctype, "application/cloudevents+json");
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["type"], "io.nthd.drained");
+        assert_eq!(v["subject"], "i-0abc");
+        let d = &v["data"];
+        assert_eq!(
+            (d["outcome"].as_str(), d["held_s"].as_f64()),
+            (Some("released"), Some(5.1))
+        );
+        assert_eq!(d["budget_s"], 30.0);
+        assert_eq!(d["pods_left"], serde_json::json!([]));
+        assert_eq!(d["holders"][0]["who"], "kubelet");
+        assert!(d["notice"].is_null(), "not nthd's shutdown: {d}");
+        assert_eq!(d["hostname"], "node-1");
+        // One report per shutdown: the same shutdown gives the same id, another another.
+        let again = Event::drained(&r, None).id(&ctx("node-1"));
+        assert_eq!(e.id(&ctx("node-1")), again);
+        let mut later = r.clone();
+        later.started = "2026-11-28T07:00:00Z".into();
+        assert_ne!(Event::drained(&later, None).id(&ctx("node-1")), again);
+    }
+
+    #[test]
+    fn a_drained_event_names_the_notice_it_followed_and_escapes_slack() {
+        let n = notice("aws-spot-1");
+        let followed = serde_json::json!({"kind": "spot-terminate", "id": n.id.to_string(),
+            "action": "poweroff", "deadline": null, "seconds_left": 115.0});
+        let mut r = report(followed);
+        r.holders[0].who = "kubelet<!channel>".into();
+        let e = Event::drained(&r, Some(&n));
+        let (_, body) = e.render(&ctx("node-1"), WebhookFormat::CloudEvents);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["data"]["notice"]["seconds_left"], 115.0);
+        assert_eq!(v["data"]["notice"]["kind"], "spot-terminate");
+        assert!(
+            v["data"]["notice"].get("detail").is_none(),
+            "the report's notice, once"
+        );
+        assert_eq!(
+            e.deadline(),
+            n.deadline,
+            "retried until the notice's deadline"
+        );
+        let (_, body) = e.render(&ctx("node-1"), WebhookFormat::Slack);
+        let text = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains("drain released after 5.1 s of the 30.0 s budget"),
+            "{text}"
+        );
+        assert!(text.contains("kubelet&lt;!channel&gt;"), "{text}");
     }
 }

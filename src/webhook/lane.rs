@@ -26,7 +26,7 @@ pub(super) struct Job {
     pub(super) id: String,
     pub(super) ty: &'static str,
     /// The notice's id, for the warning when the event is dropped.
-    pub(super) notice: NoticeId,
+    pub(super) notice: Option<NoticeId>,
     pub(super) ctype: &'static str,
     pub(super) body: Bytes,
     /// No retry starts after this.
@@ -305,11 +305,13 @@ impl Lane {
             format!("{cap} events are waiting for it")
         };
         tracing::warn!(
-            "webhook {}: {why}; dropping the oldest ({} for notice {}) and more as newer \
-             events come, with no further warning until it catches up",
+            "webhook {}: {why}; dropping the oldest ({} for {}) and more as newer events \
+             come, with no further warning until it catches up",
             self.url,
             old.ty,
             old.notice
+                .as_ref()
+                .map_or_else(|| "a shutdown".to_string(), |n| format!("notice {n}"))
         );
     }
 

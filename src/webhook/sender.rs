@@ -93,7 +93,7 @@ impl Webhooks {
         let job = Arc::new(Job {
             id: event.id(&ctx),
             ty: event.event_type().name(),
-            notice: event.notice_ref().id.clone(),
+            notice: event.notice_ref().map(|n| n.id.clone()),
             ctype,
             body: Bytes::from(body),
             until: retry_until(
@@ -112,6 +112,17 @@ impl Webhooks {
     /// [`WebhookOptions::urls`].
     pub fn pending(&self) -> Vec<usize> {
         self.lanes.iter().map(|l| l.pending()).collect()
+    }
+
+    /// Resolves once no event waits for delivery to any URL (delivered or given up); the
+    /// caller bounds the wait. The drain report waits on it before nthd releases its lock.
+    pub(crate) fn delivered(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let lanes = self.lanes.clone();
+        async move {
+            while lanes.iter().any(|l| l.pending() > 0) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 
     /// Sets the context that later events carry (cloud and identity, once known).

@@ -46,16 +46,20 @@ try:  # SDK 1.x
 except ImportError:  # SDK 2.x keeps the 1.x API under cloudevents.v1
     from cloudevents.v1.http import from_http
 
-EVENT_TYPES = ("io.nthd.notice", "io.nthd.action", "io.nthd.canceled")
+EVENT_TYPES = ("io.nthd.notice", "io.nthd.action", "io.nthd.canceled", "io.nthd.drained")
 # The keys every event's `data` must have, and those each type adds; a dotted key is a path
 # into nested objects. One place to change when nthd's data keys change (src/webhook/event.rs,
 # the README's "Webhooks"). KIND_KEY: where the notice's kind is (logged as "kind").
-DATA_KEYS = ("hostname", "cloud", "instance_id", "instance_type", "zone", "lifecycle",
-             "notice.kind", "notice.id", "notice.status", "notice.deadline", "notice.detail")
+DATA_KEYS = ("hostname", "cloud", "instance_id", "instance_type", "zone", "lifecycle")
+NOTICE_KEYS = ("notice.kind", "notice.id", "notice.status", "notice.deadline", "notice.detail")
 TYPE_KEYS = {
-    "io.nthd.notice": ("decision.action", "decision.at", "decision.deferred", "decision.reason"),
-    "io.nthd.action": ("result.action", "result.outcome"),
-    "io.nthd.canceled": ("reason",),
+    "io.nthd.notice": NOTICE_KEYS + ("decision.action", "decision.at", "decision.deferred",
+                                     "decision.reason"),
+    "io.nthd.action": NOTICE_KEYS + ("result.action", "result.outcome"),
+    "io.nthd.canceled": NOTICE_KEYS + ("reason",),
+    # `notice` is null when the shutdown was not nthd's; `pods_left` is absent (with
+    # `pods_left_unknown`) when nthd cannot tell.
+    "io.nthd.drained": ("started", "held_s", "budget_s", "outcome", "holders", "notice"),
 }
 KIND_KEY = "notice.kind"
 _MISSING = object()
@@ -125,7 +129,7 @@ def validate(headers, body, instance_id):
         "source": core.get_source(),
         "subject": core.get_subject(),
         "time": attrs.get("time"),
-        "kind": lookup(data, KIND_KEY),
+        "kind": None if lookup(data, KIND_KEY) is _MISSING else lookup(data, KIND_KEY),
         "data": data,
     }
 

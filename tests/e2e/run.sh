@@ -42,6 +42,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/scen-observability.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-health.sh
 . "$HERE/scen-health.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-drain.sh
+. "$HERE/scen-drain.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-sandbox.sh
 . "$HERE/scen-sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-upgrade.sh
@@ -59,7 +61,8 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
            neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
-           sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings)
+           sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
+           drain-report drain-budget drain-lock-cost)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -85,7 +88,8 @@ setup_node() {
   nthd_install || fail "nthd package did not install"
   if ((kubelet)); then
     step "kubelet stand-in"
-    kubelet_start || fail "kubelet stand-in did not take its delay lock"
+    # KUBELET_ARGS: the stand-in's pods and priority groups (scen-drain.sh).
+    kubelet_start ${KUBELET_ARGS[@]+"${KUBELET_ARGS[@]}"} || fail "kubelet stand-in did not take its delay lock"
   fi
   if ((mock)); then
     step "mock IMDS"

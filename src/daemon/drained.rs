@@ -1,0 +1,171 @@
+//! The daemon's side of the drain report: it tells the watcher (src/drain/) which notice a
+//! shutdown follows, and writes the watcher's report to every output before the watcher
+//! releases its lock.
+
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::Daemon;
+use crate::drain::watch::{Msg, Watcher};
+use crate::drain::{Followed, Report, MSG_DRAINED};
+use crate::notice::{Notice, NoticeKind};
+use crate::policy::PowerAction;
+use crate::timefmt::format_duration;
+use crate::webhook::Event;
+
+/// How long the textfile may take to land before the lock is released.
+const TEXTFILE_WITHIN: Duration = Duration::from_millis(300);
+
+/// What the daemon keeps of the drain watcher.
+pub(super) struct DrainSide {
+    followed: watch::Sender<Option<Followed>>,
+    /// The notice last acted on, for the report's event.
+    notice: Option<Notice>,
+    /// Whether the lock is held (with the budget), or why not; `None` until first told.
+    lock: Option<Result<Duration, String>>,
+}
+
+impl DrainSide {
+    /// Starts the watcher task; its messages come on the receiver.
+    pub(super) fn start(opts: &crate::config::Options) -> (DrainSide, mpsc::Receiver<Msg>) {
+        let (tx, rx) = mpsc::channel(4);
+        let (followed, seen) = watch::channel(None);
+        let lifecycle = crate::asg::Lifecycle::from_options(opts);
+        tokio::spawn(Watcher::new(tx, seen, lifecycle.map(Asg)).run());
+        let side = DrainSide {
+            followed,
+            notice: None,
+            lock: None,
+        };
+        (side, rx)
+    }
+
+    /// nthd is about to ask logind for `action` because of `n`: a shutdown that begins now
+    /// follows it. Told before the call, since logind announces the shutdown before it answers.
+    pub(super) fn acting(&mut self, n: &Notice, action: PowerAction) {
+        self.notice = Some(n.clone());
+        self.followed.send_replace(Some(Followed {
+            kind: n.kind.name(),
+            id: n.id.to_string(),
+            action: action.name(),
+            deadline: n.deadline,
+            accepted: SystemTime::now(),
+            asg_terminate: n.kind == NoticeKind::AsgTerminate,
+        }));
+    }
+
+    /// logind did not take the action (refused, or a dry run): no shutdown follows it.
+    pub(super) fn not_acting(&mut self) {
+        self.followed.send_replace(None);
+    }
+}
+
+impl Daemon {
+    /// One message from the drain watcher.
+    pub(super) fn on_drain(&mut self, msg: Msg) {
+        match msg {
+            Msg::Locked(budget) => {
+                if !matches!(self.drain.lock, Some(Ok(_))) {
+                    tracing::info!(
+                        "nthd holds a delay lock on shutdown to report every drain (it holds a \
+                         shutdown back at most 2 s after kubelet's lock, within logind's {} \
+                         budget)",
+                        format_duration(budget)
+                    );
+                }
+                self.drain.lock = Some(Ok(budget));
+                self.out.status.drain_lock(None);
+            }
+            Msg::NoLock(why) => {
+                if self
+                    .drain
+                    .lock
+                    .as_ref()
+                    .is_none_or(|l| l.as_ref().err() != Some(&why))
+                {
+                    tracing::warn!("{why}");
+                }
+                self.out.status.drain_lock(Some(why.clone()));
+                self.drain.lock = Some(Err(why));
+            }
+            Msg::Report(report, done) => self.record_drain(&report, done),
+        }
+        self.update_status(true);
+    }
+
+    /// Writes the report to the journal, the status file, the metrics and the webhooks, and
+    /// answers `done` once the webhooks delivered it (the watcher bounds the wait).
+    fn record_drain(&mut self, r: &Report, done: oneshot::Sender<()>) {
+        log_report(r);
+        let pods = r.pods_left.as_ref().map(Vec::len);
+        let m = (r.held_s, r.budget_s, r.outcome.name(), pods);
+        self.out.metrics.drain(m, TEXTFILE_WITHIN);
+        let notice = r
+            .notice
+            .as_ref()
+            .and(self.drain.notice.as_ref())
+            .filter(|n| r.notice.as_ref().is_some_and(|d| d.id == n.id.to_string()));
+        let hooks = self.out.webhooks.hooks();
+        hooks.send(Event::drained(r, notice));
+        let delivered = hooks.delivered();
+        self.out.status.drain(r.clone());
+        tokio::spawn(async move {
+            delivered.await;
+            let _ = done.send(());
+        });
+    }
+}
+
+/// The journal line, with its own MESSAGE_ID and fields.
+fn log_report(r: &Report) {
+    let pods = r.pods_left.as_ref().map(|p| p.join(","));
+    let notice = r.notice.as_ref().map_or("", |n| n.id.as_str());
+    let text = r.sentence();
+    match r.outcome {
+        crate::drain::Outcome::Released => tracing::info!(
+            message_id = MSG_DRAINED,
+            nthd_drain_outcome = r.outcome.name(),
+            nthd_drain_held_s = r.held_s,
+            nthd_drain_budget_s = r.budget_s,
+            nthd_pods_left = pods.as_deref().unwrap_or("unknown"),
+            nthd_notice_id = notice,
+            "{text}"
+        ),
+        crate::drain::Outcome::BudgetExhausted => tracing::warn!(
+            message_id = MSG_DRAINED,
+            nthd_drain_outcome = r.outcome.name(),
+            nthd_drain_held_s = r.held_s,
+            nthd_drain_budget_s = r.budget_s,
+            nthd_pods_left = pods.as_deref().unwrap_or("unknown"),
+            nthd_notice_id = notice,
+            "{text}"
+        ),
+    }
+}
+
+/// The Auto Scaling lifecycle action, as the drain watcher finishes it.
+struct Asg(crate::asg::Lifecycle);
+
+impl crate::drain::Finish for Asg {
+    async fn prepare(&mut self) -> Result<(), String> {
+        self.0.prepare().await.map_err(|e| e.to_string())
+    }
+
+    fn heartbeat_every(&self, budget: Duration) -> Option<Duration> {
+        self.0.heartbeat_every(budget)
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), String> {
+        self.0.heartbeat().await.map_err(|e| e.to_string())
+    }
+
+    async fn complete(&mut self, until: std::time::Instant) -> Result<String, String> {
+        let c = self.0.complete(until).await.map_err(|e| e.to_string())?;
+        Ok(format!(
+            "Auto Scaling lifecycle action completed: {} for hook {} of group {} (after {} \
+             attempt(s))",
+            c.result, c.hook, c.group, c.attempts
+        ))
+    }
+}

@@ -1,0 +1,290 @@
+use std::time::{Duration, SystemTime};
+
+use nthd_testkit::logind::{login1_proxy, FakeLogind, PrivateBus, ShutdownReason};
+use tokio::sync::{mpsc, watch};
+
+use super::watch::{Msg, Watcher};
+use super::*;
+
+fn inhibitor(who: &str, pid: u32, mode: &str) -> Inhibitor {
+    Inhibitor {
+        what: "shutdown".into(),
+        who: who.into(),
+        why: "because".into(),
+        mode: mode.into(),
+        uid: 0,
+        pid,
+    }
+}
+
+#[test]
+fn the_margin_is_a_fifth_of_the_budget_within_half_a_second_and_two() {
+    assert_eq!(margin(Duration::from_secs(1)), Duration::from_millis(500));
+    assert_eq!(margin(Duration::from_secs(5)), Duration::from_secs(1));
+    assert_eq!(margin(Duration::from_secs(90)), Duration::from_secs(2));
+}
+
+#[test]
+fn nthds_own_lock_and_block_locks_are_not_holders() {
+    let own = Inhibitor {
+        uid: crate::logind::effective_uid(),
+        ..inhibitor(crate::logind::DRAIN_LOCK_WHO, 7, "delay")
+    };
+    let list = vec![
+        own,
+        inhibitor("kubelet", 8, "delay"),
+        inhibitor("backup", 9, "block"),
+    ];
+    let who: Vec<&str> = others(&list).iter().map(|i| i.who.as_str()).collect();
+    assert_eq!(who, ["kubelet"]);
+}
+
+#[test]
+fn holders_are_marked_released_when_they_go_and_added_when_they_come() {
+    let (k, x) = (
+        inhibitor("kubelet", 8, "delay"),
+        inhibitor("late", 10, "delay"),
+    );
+    let mut h = Vec::new();
+    track(&mut h, &[&k], Duration::ZERO);
+    track(&mut h, &[&k, &x], Duration::from_millis(1200));
+    track(&mut h, &[&x], Duration::from_millis(4960));
+    assert_eq!(h.len(), 2);
+    assert_eq!((h[0].who.as_str(), h[0].released_s), ("kubelet", Some(5.0)));
+    assert_eq!((h[1].who.as_str(), h[1].released_s), ("late", None));
+}
+
+fn followed(kind: &'static str, accepted: SystemTime, deadline: SystemTime) -> Followed {
+    Followed {
+        kind,
+        id: "n1".into(),
+        action: "poweroff",
+        deadline: Some(deadline),
+        accepted,
+        asg_terminate: false,
+    }
+}
+
+fn ended(outcome: Outcome, pods: PodsLeft, f: Option<Followed>, t0: SystemTime) -> Ended {
+    Ended {
+        started: t0,
+        held: Duration::from_millis(5040),
+        budget: Duration::from_secs(30),
+        outcome,
+        holders: vec![Holder::of(&inhibitor("kubelet", 8, "delay"))],
+        pods,
+        followed: f,
+        now: t0 + Duration::from_secs(5),
+    }
+}
+
+#[test]
+fn a_report_names_the_notice_it_followed_with_the_time_left() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let f = followed("spot-terminate", t0, t0 + Duration::from_secs(120));
+    let r = Report::new(ended(
+        Outcome::Released,
+        PodsLeft::Known(vec![]),
+        Some(f),
+        t0,
+    ));
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["outcome"], "released");
+    assert_eq!(v["held_s"], 5.0);
+    assert_eq!(v["budget_s"], 30.0);
+    assert_eq!(v["pods_left"], serde_json::json!([]));
+    assert!(v.get("pods_left_unknown").is_none());
+    assert_eq!(v["notice"]["kind"], "spot-terminate");
+    assert_eq!(v["notice"]["seconds_left"], 115.0);
+    assert_eq!(v["holders"][0]["who"], "kubelet");
+    let s = r.sentence();
+    assert!(
+        s.contains("released after 5.0 s of the 30.0 s budget"),
+        "{s}"
+    );
+    assert!(
+        s.contains("no pods left") && s.contains("spot-terminate n1"),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_shutdown_long_after_nthds_request_is_not_attributed_to_it() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let old = followed("spot-terminate", t0 - Duration::from_secs(600), t0);
+    let pods = PodsLeft::Known(vec!["default/slow".into()]);
+    let r = Report::new(ended(Outcome::BudgetExhausted, pods, Some(old), t0));
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(v["notice"].is_null(), "{v}");
+    assert_eq!(v["outcome"], "budget_exhausted");
+    assert_eq!(v["pods_left"], serde_json::json!(["default/slow"]));
+    let s = r.sentence();
+    assert!(
+        s.contains("budget exhausted") && s.contains("default/slow"),
+        "{s}"
+    );
+    assert!(s.contains("not a shutdown nthd asked for"), "{s}");
+}
+
+#[test]
+fn unknown_pods_are_absent_with_the_reason() {
+    let t0 = SystemTime::UNIX_EPOCH;
+    let pods = PodsLeft::Unknown("no kubepods cgroup".into());
+    let r = Report::new(ended(Outcome::Released, pods, None, t0));
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(v.get("pods_left").is_none(), "{v}");
+    assert_eq!(v["pods_left_unknown"], "no kubepods cgroup");
+    let back: Report = serde_json::from_value(v).unwrap();
+    assert_eq!(back, r);
+}
+
+/// No Auto Scaling completion.
+struct Nothing;
+
+impl Finish for Nothing {
+    async fn prepare(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn heartbeat_every(&self, _: Duration) -> Option<Duration> {
+        None
+    }
+    async fn heartbeat(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    async fn complete(&mut self, _: std::time::Instant) -> Result<String, String> {
+        Err("not asked".into())
+    }
+}
+
+/// A watcher on a private bus with a fake logind; the test keeps the daemon's ends.
+async fn watcher(bus: &PrivateBus) -> (mpsc::Receiver<Msg>, watch::Sender<Option<Followed>>) {
+    let (tx, rx) = mpsc::channel(4);
+    let (ftx, frx) = watch::channel(None);
+    let mut w = Watcher::<Nothing>::new(tx, frx, None);
+    w.bus = Some(bus.address().to_string());
+    tokio::spawn(w.run());
+    (rx, ftx)
+}
+
+async fn next(rx: &mut mpsc::Receiver<Msg>, within: Duration) -> Msg {
+    tokio::time::timeout(within, rx.recv())
+        .await
+        .expect("a message from the watcher in time")
+        .expect("the watcher is running")
+}
+
+/// Starts a shutdown as an admin's `systemctl poweroff` would: not nthd's.
+async fn power_off(bus: &PrivateBus) {
+    let conn = bus.connect().await.unwrap();
+    login1_proxy(&conn)
+        .await
+        .unwrap()
+        .power_off(false)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_fits_is_reported_released_and_the_lock_goes_right_after() {
+    let bus = PrivateBus::start().unwrap();
+    let fake = FakeLogind::serve(bus.address()).await.unwrap();
+    fake.set_inhibit_delay_max(Duration::from_secs(20));
+    let (mut rx, _f) = watcher(&bus).await;
+    assert!(
+        matches!(next(&mut rx, Duration::from_secs(5)).await, Msg::Locked(b) if b == Duration::from_secs(20))
+    );
+    assert!(fake
+        .inhibitors()
+        .iter()
+        .any(|i| i.who == "nthd" && i.mode == "delay"));
+    let kubelet = fake.hold_inhibitor("shutdown", "kubelet", "drain", "delay", 0, 4242);
+    power_off(&bus).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    fake.release_inhibitor(kubelet);
+    let Msg::Report(r, done) = next(&mut rx, Duration::from_secs(3)).await else {
+        panic!("no report")
+    };
+    assert_eq!(r.outcome, Outcome::Released);
+    assert!((1.4..=2.0).contains(&r.held_s), "held {}", r.held_s);
+    assert_eq!(r.holders.len(), 1);
+    assert!(r.notice.is_none(), "an admin's poweroff follows no notice");
+    done.send(()).unwrap();
+    let s = fake
+        .wait_for_shutdown(Duration::from_secs(3))
+        .await
+        .expect("shutdown proceeded");
+    assert_eq!(s.reason, ShutdownReason::InhibitorsReleased);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_past_the_budget_is_reported_before_logind_goes_ahead() {
+    let bus = PrivateBus::start().unwrap();
+    let fake = FakeLogind::serve(bus.address()).await.unwrap();
+    fake.set_inhibit_delay_max(Duration::from_secs(3));
+    let (mut rx, _f) = watcher(&bus).await;
+    assert!(matches!(
+        next(&mut rx, Duration::from_secs(5)).await,
+        Msg::Locked(_)
+    ));
+    fake.hold_inhibitor("shutdown", "kubelet", "drain", "delay", 0, 4242);
+    power_off(&bus).await;
+    // The daemon never answers: the lock goes anyway, before the budget is over.
+    let Msg::Report(r, _done) = next(&mut rx, Duration::from_secs(4)).await else {
+        panic!("no report")
+    };
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert!((2.2..=2.7).contains(&r.held_s), "held {}", r.held_s);
+    assert_eq!(r.holders[0].released_s, None);
+    assert!(
+        fake.shutdowns().is_empty(),
+        "reported before logind went ahead"
+    );
+    let s = fake
+        .wait_for_shutdown(Duration::from_secs(3))
+        .await
+        .expect("shutdown proceeded");
+    assert_eq!(
+        s.reason,
+        ShutdownReason::DelayTimeout,
+        "kubelet still held its lock"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_is_taken_again_after_a_cancelled_shutdown_and_a_logind_restart() {
+    let bus = PrivateBus::start().unwrap();
+    let fake = FakeLogind::serve(bus.address()).await.unwrap();
+    let (mut rx, _f) = watcher(&bus).await;
+    assert!(matches!(
+        next(&mut rx, Duration::from_secs(5)).await,
+        Msg::Locked(_)
+    ));
+    power_off(&bus).await;
+    let Msg::Report(r, done) = next(&mut rx, Duration::from_secs(3)).await else {
+        panic!("no report")
+    };
+    assert!(r.holders.is_empty() && r.outcome == Outcome::Released);
+    drop(done);
+    fake.wait_for_shutdown(Duration::from_secs(3))
+        .await
+        .expect("proceeded");
+    fake.cancel_shutdown().await.unwrap();
+    assert!(matches!(
+        next(&mut rx, Duration::from_secs(5)).await,
+        Msg::Locked(_)
+    ));
+    fake.restart().await.unwrap();
+    loop {
+        match next(&mut rx, Duration::from_secs(10)).await {
+            Msg::Locked(_) => break,
+            Msg::NoLock(why) => assert!(why.contains("logind"), "{why}"),
+            Msg::Report(..) => panic!("no shutdown was under way"),
+        }
+    }
+    let own = fake
+        .inhibitors()
+        .into_iter()
+        .filter(|i| i.who == "nthd")
+        .count();
+    assert_eq!(own, 1, "one lock after the restart");
+}
