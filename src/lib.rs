@@ -5,6 +5,7 @@
 //! systemd-logind over D-Bus to power off (or reboot), so kubelet's Graceful Node Shutdown, which
 //! holds a logind delay inhibitor lock, drains the node before the machine goes down.
 
+pub(crate) mod asg;
 pub(crate) mod assets;
 pub(crate) mod check;
 pub(crate) mod config;

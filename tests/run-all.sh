@@ -53,13 +53,14 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
 fi
 
-# System packages the tests use (dbus-daemon for the fake logind, debootstrap and
+# System packages the tests use (dbus-daemon for the fake logind, pip for botocore (tests/asg.rs
+# installs it into target/asg-python to check nthd's SigV4 signatures), debootstrap and
 # systemd-nspawn for the real-system suite, the linters for the packages).
 need=()
 for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
             ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
             dpkg-parsechangelog:dpkg-dev readelf:binutils mksquashfs:squashfs-tools \
-            qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools \
+            qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools pip3:python3-pip \
             aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu shellcheck:shellcheck; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
