@@ -128,6 +128,13 @@ fn fix_suffix(fix: &str) -> String {
 }
 
 impl AsgError {
+    /// The credentials or the signature were not accepted (or the clock is off).
+    fn bad_credentials(&self) -> bool {
+        matches!(self, AsgError::Refused { code, .. } if matches!(code.as_str(),
+            "SignatureDoesNotMatch" | "InvalidClientTokenId" | "ExpiredToken"
+                | "IncompleteSignature" | "MissingAuthenticationToken"))
+    }
+
     /// "No active Lifecycle Action found": too early, ask again.
     fn not_active(&self) -> bool {
         matches!(self, AsgError::Refused { code, message, .. }
@@ -242,7 +249,7 @@ impl Lifecycle {
             heartbeat_timeout: None,
             api,
         };
-        p.heartbeat_timeout = hook_heartbeat(&p, &self.hook).await;
+        p.heartbeat_timeout = hook_heartbeat(&p, &self.hook).await?;
         tracing::info!("Auto Scaling: {}", describe(&p, &self.hook, self.result));
         self.prepared = Some(p);
         Ok(())
@@ -429,38 +436,39 @@ async fn describe_group(
         })
 }
 
-/// The hook's heartbeat timeout, from `DescribeLifecycleHooks` (an optional permission): `None`
-/// when it cannot be read, with a warning.
-async fn hook_heartbeat(p: &Prepared, hook: &str) -> Option<Duration> {
+/// The hook's heartbeat timeout, from `DescribeLifecycleHooks` (an optional permission):
+/// `None`, with a warning, when Auto Scaling refuses to say. Any other failure (no connection,
+/// a bad signature) is returned: `CompleteLifecycleAction` would fail the same way, and it is
+/// better known now, before the drain.
+async fn hook_heartbeat(p: &Prepared, hook: &str) -> Result<Option<Duration>, AsgError> {
     let params = [
         ("AutoScalingGroupName", p.group.as_str()),
         ("LifecycleHookNames.member.1", hook),
     ];
-    let found = match p
+    let call = p
         .api
-        .call(&p.creds, "DescribeLifecycleHooks", &params, CALL_TIMEOUT)
-        .await
-    {
-        Ok(body) => api::members(&body)
-            .into_iter()
-            .find(|m| api::element(m, "LifecycleHookName").as_deref() == Some(hook))
-            .map(|m| api::element(m, "HeartbeatTimeout").and_then(|t| t.parse::<u64>().ok())),
-        Err(e) => {
+        .call(&p.creds, "DescribeLifecycleHooks", &params, CALL_TIMEOUT);
+    let body = match call.await {
+        Ok(body) => body,
+        Err(e @ AsgError::Refused { .. }) if !e.bad_credentials() => {
             tracing::warn!("{e}; assuming the shortest heartbeat timeout (30s)");
-            return None;
+            return Ok(None);
         }
+        Err(e) => return Err(e),
     };
-    match found {
-        Some(Some(secs)) => Some(Duration::from_secs(secs.clamp(30, 7200))),
-        Some(None) => None,
-        None => {
-            tracing::warn!(
-                "Auto Scaling: group {} has no lifecycle hook {hook} ({}); check \
-                 NTHD_ASG_LIFECYCLE_HOOK",
-                p.group,
-                p.api.endpoint
-            );
-            None
-        }
+    let found = api::members(&body)
+        .into_iter()
+        .find(|m| api::element(m, "LifecycleHookName").as_deref() == Some(hook))
+        .map(|m| api::element(m, "HeartbeatTimeout").and_then(|t| t.parse::<u64>().ok()));
+    if found.is_none() {
+        tracing::warn!(
+            "Auto Scaling: group {} has no lifecycle hook {hook} ({}); check \
+             NTHD_ASG_LIFECYCLE_HOOK",
+            p.group,
+            p.api.endpoint
+        );
     }
+    Ok(found
+        .flatten()
+        .map(|s| Duration::from_secs(s.clamp(30, 7200))))
 }
