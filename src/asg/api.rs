@@ -375,6 +375,29 @@ mod tests {
         assert_eq!(members(m), ["<A>1</A>", "<A>2</A>"]);
     }
 
+    #[tokio::test]
+    async fn a_connection_the_units_allow_list_drops_names_the_drop_in() {
+        // Accepts nothing and answers nothing, as a dropped SYN looks to the client.
+        let silent = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+        let url = format!("http://{}", silent.local_addr().unwrap());
+        let policy = IpPolicy::parse("nthd.service", "any", "169.254.169.254").unwrap();
+        let api = Api::new(&url, "us-east-1", Some(Arc::new(policy))).unwrap();
+        let creds = Credentials {
+            access_key_id: "ASIAFAKE".into(),
+            secret_access_key: "s3cr3t".into(),
+            token: Some("tok".into()),
+        };
+        let action = "CompleteLifecycleAction";
+        let err = api
+            .call(&creds, action, &[], Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, AsgError::Blocked { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&url) && text.contains(action), "{text}");
+        assert!(text.contains("IPAddressAllow=127.0.0.2"), "{text}");
+    }
+
     #[test]
     fn fixes_name_the_permission() {
         assert!(fix_for("AccessDenied", "CompleteLifecycleAction")

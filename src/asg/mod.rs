@@ -472,3 +472,69 @@ async fn hook_heartbeat(p: &Prepared, hook: &str) -> Result<Option<Duration>, As
         .flatten()
         .map(|s| Duration::from_secs(s.clamp(30, 7200))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lifecycle(heartbeat_timeout: Option<Duration>, prepared: bool) -> Lifecycle {
+        let client = crate::imds::ImdsClient::new("http://127.0.0.1:9", Default::default());
+        let p = Prepared {
+            role: "r".into(),
+            creds: Credentials {
+                access_key_id: "ASIAFAKE".into(),
+                secret_access_key: "s".into(),
+                token: None,
+            },
+            expires: None,
+            region: "us-east-1".into(),
+            instance_id: "i-1".into(),
+            group: "g".into(),
+            heartbeat_timeout,
+            api: Api::new(
+                "https://autoscaling.us-east-1.amazonaws.com",
+                "us-east-1",
+                None,
+            )
+            .unwrap(),
+        };
+        Lifecycle {
+            result: "CONTINUE",
+            hook: "h".into(),
+            group: None,
+            endpoint: None,
+            imds: Metadata::new(client.unwrap(), false),
+            sandbox: None,
+            prepared: prepared.then_some(p),
+        }
+    }
+
+    #[test]
+    fn heartbeats_only_when_the_hook_would_time_out_before_the_drain() {
+        let min = Duration::from_secs(60);
+        let hour = Some(Duration::from_secs(3600));
+        assert_eq!(lifecycle(hour, true).heartbeat_every(5 * min), None);
+        assert_eq!(
+            lifecycle(hour, true).heartbeat_every(2 * 60 * min),
+            Some(30 * min)
+        );
+        // Not read (no permission, or not prepared yet): the 30 s minimum is assumed.
+        assert_eq!(
+            lifecycle(None, true).heartbeat_every(min),
+            Some(Duration::from_secs(15))
+        );
+        assert_eq!(
+            lifecycle(None, false).heartbeat_every(Duration::from_secs(20)),
+            None
+        );
+    }
+
+    #[test]
+    fn credentials_are_read_again_five_minutes_before_they_expire() {
+        let now = jiff::Timestamp::now();
+        assert!(fresh(None));
+        assert!(fresh(Some(now + jiff::SignedDuration::from_secs(3600))));
+        assert!(!fresh(Some(now + jiff::SignedDuration::from_secs(200))));
+        assert!(!fresh(Some(now - jiff::SignedDuration::from_secs(1))));
+    }
+}
