@@ -219,6 +219,13 @@ impl Api {
                 };
             }
         }
+        let reason = match reason.contains("certificate") || reason.contains("HandshakeFailure") {
+            true => format!(
+                "{reason} (TLS: the endpoint's CA must be in the system store, /etc/ssl/certs, \
+                 or in SSL_CERT_FILE)"
+            ),
+            false => reason,
+        };
         AsgError::Connect {
             url,
             action,
