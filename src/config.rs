@@ -587,8 +587,9 @@ impl Options {
         Some(Fallback {
             setting: "NTHD_ASG_COMPLETE".into(),
             value,
-            reason: "NTHD_ASG_LIFECYCLE_HOOK is not set, and completing the lifecycle action \
-                     needs the hook's name: set it to the group's termination hook"
+            reason: "NTHD_ASG_LIFECYCLE_HOOK is not set (or its value could not be used), and \
+                     completing the lifecycle action needs the hook's name: set it to the \
+                     group's termination hook"
                 .into(),
             instead: "off (no request to Auto Scaling)".into(),
         })
