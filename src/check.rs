@@ -263,7 +263,21 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
     out.push(user_nthd(root));
     out.push(nthd_service(&mut c).await);
     out.extend(webhooks(opts, &c.sandbox).await);
+    out.push(asg_completion(opts, &c.sandbox).await);
     out
+}
+
+/// `NTHD_ASG_COMPLETE`: can the daemon complete the lifecycle action (src/asg/check.rs)?
+async fn asg_completion(opts: &Options, sandbox: &Sandboxes) -> Check {
+    use crate::asg::check::{probe, Verdict};
+    let p = probe(opts, sandbox.own.clone(), sandbox.daemon.clone()).await;
+    let status = match p.verdict {
+        Verdict::Off => Status::Info,
+        Verdict::Pass => Status::Pass,
+        Verdict::Fail => Status::Fail,
+    };
+    let required = p.verdict == Verdict::Fail;
+    check("asg lifecycle completion", required, status, p.value, p.fix)
 }
 
 /// Each `--webhook`, probed with the CloudEvents abuse-protection handshake (an OPTIONS request

@@ -13,7 +13,9 @@ use crate::policy::{Action, PolicyConfig};
 use crate::provider::ProviderSettings;
 use crate::timefmt::parse_duration;
 
+mod asg;
 mod fallback;
+pub(crate) use asg::AsgComplete;
 pub use fallback::{is_fatal, parse_lenient, unknown_variables, Fallback, FATAL};
 
 /// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
@@ -462,6 +464,27 @@ pub struct Options {
     #[arg(long, env = "NTHD_STATUS_FILE", global = true, value_name = "PATH")]
     pub status_file: Option<PathBuf>,
 
+    /// AWS: complete the Auto Scaling termination lifecycle action after the drain, with this
+    /// result: `off` (no request to Auto Scaling at all), `CONTINUE` or `ABANDON`. Needs
+    /// --asg-lifecycle-hook, the instance role's autoscaling:CompleteLifecycleAction and a
+    /// unit drop-in that lets nthd reach the endpoint (docs/clouds.md).
+    #[arg(long, env = "NTHD_ASG_COMPLETE", default_value = "off", value_parser = asg::asg_complete, global = true, value_name = "off|CONTINUE|ABANDON")]
+    pub asg_complete: AsgComplete,
+
+    /// AWS: the name of the group's termination lifecycle hook (required when --asg-complete is
+    /// on; without it completion is off, with a warning).
+    #[arg(long, env = "NTHD_ASG_LIFECYCLE_HOOK", value_parser = asg::hook_name, global = true, value_name = "NAME")]
+    pub asg_lifecycle_hook: Option<String>,
+
+    /// AWS: the Auto Scaling group's name (default: asked with DescribeAutoScalingInstances).
+    #[arg(long, env = "NTHD_ASG_GROUP", value_parser = asg::group_name, global = true, value_name = "NAME")]
+    pub asg_group: Option<String>,
+
+    /// AWS: the Auto Scaling endpoint, https://HOST[:PORT] (a VPC interface endpoint, FIPS);
+    /// http:// only to a loopback address [default: https://autoscaling.REGION.amazonaws.com].
+    #[arg(long, env = "NTHD_ASG_ENDPOINT", value_parser = asg::asg_endpoint, global = true, value_name = "URL")]
+    pub asg_endpoint: Option<String>,
+
     /// The `--action-<kind>` flags.
     #[command(flatten)]
     pub actions: ActionSettings,
@@ -546,10 +569,30 @@ impl Options {
     /// the shortest notice of the cloud, when the cloud is known. A value that does not fit
     /// falls back (see [`Options::fit_poll_interval`]).
     pub fn validate(&mut self) -> Vec<Fallback> {
-        match self.provider.cloud() {
+        let mut out: Vec<Fallback> = match self.provider.cloud() {
             Some(cloud) => self.fit_poll_interval(cloud).into_iter().collect(),
             None => Vec::new(),
+        };
+        out.extend(self.fit_asg());
+        out
+    }
+
+    /// Completing the lifecycle action needs the hook's name: without it, completion is off.
+    pub fn fit_asg(&mut self) -> Option<Fallback> {
+        if self.asg_complete == AsgComplete::Off || self.asg_lifecycle_hook.is_some() {
+            return None;
         }
+        let value = self.asg_complete.to_string();
+        self.asg_complete = AsgComplete::Off;
+        Some(Fallback {
+            setting: "NTHD_ASG_COMPLETE".into(),
+            value,
+            reason: "NTHD_ASG_LIFECYCLE_HOOK is not set (or its value could not be used), and \
+                     completing the lifecycle action needs the hook's name: set it to the \
+                     group's termination hook"
+                .into(),
+            instead: "off (no request to Auto Scaling)".into(),
+        })
     }
 
     /// The fast poll interval on `cloud` (see [`ProviderSettings::poll_interval_for`]).

@@ -953,7 +953,7 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // Read once: a change to the unit's IP access lists needs a restart anyway.
     let sandbox = crate::sandbox::own_policy().await;
     let webhooks = WebhookSlot::start(&opts, Context::for_this_host(), sandbox.clone());
-    let (drain, mut drain_rx) = drained::DrainSide::start(&opts);
+    let (drain, mut drain_rx) = drained::DrainSide::start(&opts, sandbox.clone());
     let mut d = Daemon::new(&opts, webhooks, drain);
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);

@@ -5,6 +5,39 @@
 //! joins this list only when a test needs it.
 #![allow(missing_docs)]
 
+/// The Auto Scaling completion, driven as the daemon's drain watcher drives it.
+pub mod asg {
+    use std::time::{Duration, Instant};
+
+    use crate::asg::Lifecycle;
+    use crate::config::Options;
+
+    /// What `complete` gave: attempts, group, hook, result.
+    pub type Completed = (u32, String, String, &'static str);
+
+    /// `from_options`, `prepare` and `complete` within `within`; `None` when completion is
+    /// off; an error as the message nthd would log.
+    pub async fn complete(opts: &Options, within: Duration) -> Option<Result<Completed, String>> {
+        let mut lc = Lifecycle::from_options(opts)?;
+        let until = Instant::now() + within;
+        Some(
+            lc.complete(until)
+                .await
+                .map(|c| (c.attempts, c.group, c.hook, c.result))
+                .map_err(|e| e.to_string()),
+        )
+    }
+
+    /// `prepare`, then `heartbeat_every(budget)`, then one `heartbeat`.
+    pub async fn heartbeat(opts: &Options, budget: Duration) -> Result<Option<Duration>, String> {
+        let mut lc = Lifecycle::from_options(opts).ok_or("completion is off")?;
+        lc.prepare().await.map_err(|e| e.to_string())?;
+        let every = lc.heartbeat_every(budget);
+        lc.heartbeat().await.map_err(|e| e.to_string())?;
+        Ok(every)
+    }
+}
+
 pub mod assets {
     pub use crate::assets::render;
 }

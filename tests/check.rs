@@ -537,3 +537,131 @@ async fn inside_a_unit_that_drops_the_endpoint_the_sandbox_is_the_cause() {
         "{c}"
     );
 }
+
+/// An Auto Scaling endpoint that answers every call with a lifecycle hook (120 s heartbeat
+/// timeout); the signature is tested against botocore in tests/asg.rs, not here.
+async fn asg_endpoint() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !String::from_utf8_lossy(&buf).contains("Version=2011-01-01") {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+                let body = "<DescribeLifecycleHooksResponse><DescribeLifecycleHooksResult>\
+                    <LifecycleHooks><member><LifecycleHookName>nthd-terminate</LifecycleHookName>\
+                    <HeartbeatTimeout>120</HeartbeatTimeout></member></LifecycleHooks>\
+                    </DescribeLifecycleHooksResult></DescribeLifecycleHooksResponse>";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(body.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// The instance's id, region and role credentials on the mock IMDS.
+fn asg_identity(imds: &MockImds) {
+    let md = "/latest/meta-data";
+    imds.set(
+        &format!("{md}/instance-id"),
+        Response::text(200, "i-0123456789abcdef0"),
+    );
+    imds.set(
+        &format!("{md}/placement/region"),
+        Response::text(200, "eu-west-1"),
+    );
+    imds.set(
+        &format!("{md}/iam/security-credentials/"),
+        Response::text(200, "node"),
+    );
+    imds.set(
+        &format!("{md}/iam/security-credentials/node"),
+        Response::json(
+            200,
+            r#"{"Code":"Success","AccessKeyId":"ASIACHECKFAKE","SecretAccessKey":"chk-secret","Token":"chk-token"}"#,
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asg_completion_off_on_and_dropped_by_the_daemons_unit() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    let (_, v) = run(&e, &[]).await;
+    let c = get(&v, "asg lifecycle completion");
+    assert_eq!(c["status"], "info", "{c}");
+    assert!(c["value"].as_str().unwrap().starts_with("off"), "{c}");
+
+    asg_identity(&e.imds);
+    let url = asg_endpoint().await;
+    let on = [
+        ("NTHD_ASG_COMPLETE", "CONTINUE"),
+        ("NTHD_ASG_LIFECYCLE_HOOK", "nthd-terminate"),
+        ("NTHD_ASG_GROUP", "nodes"),
+        ("NTHD_ASG_ENDPOINT", url.as_str()),
+    ];
+    let (ok, v) = run(&e, &on).await;
+    assert!(ok, "{v:#}");
+    let c = get(&v, "asg lifecycle completion");
+    assert_eq!(c["status"], "pass", "{c}");
+    let value = c["value"].as_str().unwrap();
+    for part in [
+        "i-0123456789abcdef0",
+        "group nodes",
+        "hook nthd-terminate",
+        "heartbeat timeout 2m",
+        &url,
+    ] {
+        assert!(value.contains(part), "{part}: {c}");
+    }
+    assert!(!v.to_string().contains("chk-secret") && !v.to_string().contains("chk-token"));
+
+    // Run outside nthd.service, whose allow-list drops the endpoint: a failure with the drop-in.
+    e.systemd.set_own_unit(Some("session-1.scope"));
+    e.systemd
+        .set_nthd_ip_policy(&["0.0.0.0/0", "::/0"], &["169.254.169.254"]);
+    let (_, v) = run(&e, &on).await;
+    let c = get(&v, "asg lifecycle completion");
+    assert_eq!(c["status"], "fail", "{c}");
+    assert_eq!(c["required"], true, "{c}");
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("IPAddressAllow=127.0.0.1"),
+        "{c}"
+    );
+
+    // No instance profile: the check says so.
+    e.systemd.set_nthd_ip_policy(&[], &[]);
+    e.imds.set(
+        "/latest/meta-data/iam/security-credentials/",
+        Response::status(404),
+    );
+    let (ok, v) = run(&e, &on).await;
+    assert!(!ok);
+    let c = get(&v, "asg lifecycle completion");
+    assert!(
+        c["value"].as_str().unwrap().contains("no instance profile"),
+        "{c}"
+    );
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("autoscaling:CompleteLifecycleAction"),
+        "{c}"
+    );
+}

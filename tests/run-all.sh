@@ -53,13 +53,14 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
 fi
 
-# System packages the tests use (dbus-daemon for the fake logind, debootstrap and
+# System packages the tests use (dbus-daemon for the fake logind, pip for botocore (tests/asg.rs
+# installs it into target/asg-python to check nthd's SigV4 signatures), debootstrap and
 # systemd-nspawn for the real-system suite, the linters for the packages).
 need=()
 for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
             ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
             dpkg-parsechangelog:dpkg-dev readelf:binutils mksquashfs:squashfs-tools \
-            qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools \
+            qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools pip3:python3-pip \
             aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu shellcheck:shellcheck; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
@@ -162,7 +163,7 @@ if [ $quick = 0 ]; then
         polkit-denied-then-restored scoped-grant check logind-restart polkitd-restart \
         upgrade-while-deferred neighbour block-inhibitor sighup-and-restart bad-setting \
         azure-restart-mid-drain shutdown-cancelled typo-and-locked-settings drain-report \
-        drain-budget drain-lock-cost
+        drain-budget drain-lock-cost asg-complete
     # The arm64 .deb under Debian 12's native systemd, which enforces the unit's firewall (the
     # arm64 tree's emulated systemd cannot: qemu-user has no bpf()).
     stage "real-system e2e, arm64 nthd under Debian 12's systemd, firewall enforced" \

@@ -199,6 +199,13 @@ fn instead(arg: &Arg, var: &str) -> String {
     match (defaults.as_slice(), var) {
         ([], "NTHD_IMDS_ENDPOINT") => "the cloud's own endpoint".to_string(),
         ([], "NTHD_POLL_INTERVAL") => "the cloud's default (1s; 500ms on Azure)".to_string(),
+        ([], "NTHD_ASG_ENDPOINT") => {
+            "the regional endpoint (https://autoscaling.REGION.amazonaws.com)".to_string()
+        }
+        ([], "NTHD_ASG_GROUP") => "the group DescribeAutoScalingInstances names".to_string(),
+        ([], "NTHD_ASG_LIFECYCLE_HOOK") => {
+            "no hook, so NTHD_ASG_COMPLETE is off (no request to Auto Scaling)".to_string()
+        }
         ([], _) => "its default (see nthd --help)".to_string(),
         (d, _) => format!("the default ({})", d.join(",")),
     }

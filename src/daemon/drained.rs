@@ -28,10 +28,13 @@ pub(super) struct DrainSide {
 
 impl DrainSide {
     /// Starts the watcher task; its messages come on the receiver.
-    pub(super) fn start(opts: &crate::config::Options) -> (DrainSide, mpsc::Receiver<Msg>) {
+    pub(super) fn start(
+        opts: &crate::config::Options,
+        sandbox: Option<std::sync::Arc<crate::sandbox::IpPolicy>>,
+    ) -> (DrainSide, mpsc::Receiver<Msg>) {
         let (tx, rx) = mpsc::channel(4);
         let (followed, seen) = watch::channel(None);
-        let lifecycle = crate::asg::Lifecycle::from_options(opts);
+        let lifecycle = crate::asg::Lifecycle::from_options(opts).map(|l| l.with_sandbox(sandbox));
         tokio::spawn(Watcher::new(tx, seen, lifecycle.map(Asg)).run());
         let side = DrainSide {
             followed,

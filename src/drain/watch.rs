@@ -275,7 +275,11 @@ impl<F: Finish> Watcher<F> {
             if Instant::now() >= d.give_up {
                 return Some(Outcome::BudgetExhausted);
             }
-            if self.preparing.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+            if self
+                .preparing
+                .as_ref()
+                .is_some_and(tokio::task::JoinHandle::is_finished)
+            {
                 self.reclaim(Instant::now()).await;
             }
             beat.maybe(self.lifecycle.as_mut()).await;

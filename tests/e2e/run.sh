@@ -44,6 +44,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/scen-health.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-drain.sh
 . "$HERE/scen-drain.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-asg.sh
+. "$HERE/scen-asg.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-sandbox.sh
 . "$HERE/scen-sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-upgrade.sh
@@ -62,7 +64,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
            neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
            sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
-           drain-report drain-budget drain-lock-cost)
+           drain-report drain-budget drain-lock-cost asg-complete asg-complete-off)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).

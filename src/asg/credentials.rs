@@ -1,0 +1,213 @@
+//! What the instance metadata service tells about the instance for Auto Scaling: its id, its
+//! region, and its role's temporary credentials (IMDSv2, through the shared client and token
+//! handling of src/imds.rs). A credentials document is never logged nor quoted in an error,
+//! not even at debug level: only its URL and what is wrong with it.
+
+use serde::Deserialize;
+
+use super::sigv4::Credentials;
+use super::AsgError;
+use crate::imds::{
+    get_with_token, status_error, ImdsClient, ImdsError, TokenAnswer, TokenCache, TokenSource,
+};
+
+/// The instance id (`i-0123456789abcdef0`).
+pub(crate) const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
+/// The region (`us-east-1`).
+pub(crate) const REGION_PATH: &str = "/latest/meta-data/placement/region";
+/// The instance profile's role name, one line.
+pub(crate) const ROLE_PATH: &str = "/latest/meta-data/iam/security-credentials/";
+
+/// Reads through the shared metadata client with an IMDSv2 token.
+#[derive(Debug)]
+pub(crate) struct Metadata {
+    client: ImdsClient,
+    token: TokenCache,
+    allow_v1: bool,
+}
+
+impl Metadata {
+    pub(crate) fn new(client: ImdsClient, allow_v1: bool) -> Metadata {
+        Metadata {
+            client,
+            token: TokenCache::new(
+                crate::provider::aws::TOKEN_PATH,
+                "x-aws-ec2-metadata-token-ttl-seconds",
+                std::time::Duration::from_secs(21600),
+            ),
+            allow_v1,
+        }
+    }
+
+    /// The body at `path`, which must answer 200.
+    async fn read(&mut self, path: &str) -> Result<String, AsgError> {
+        let reply = get_with_token(self, path).await.map_err(AsgError::Imds)?;
+        match reply.status {
+            200 => Ok(reply.body),
+            s => Err(AsgError::Imds(status_error(self.client.url(path), s))),
+        }
+    }
+
+    /// One word: the instance id, the region, a role name.
+    async fn word(&mut self, path: &str, allowed: fn(u8) -> bool) -> Result<String, AsgError> {
+        let body = self.read(path).await?;
+        let w = body.trim();
+        if w.is_empty() || w.len() > 128 || !w.bytes().all(allowed) {
+            return Err(AsgError::Imds(ImdsError::malformed(
+                &self.client.url(path),
+                "not one word of the expected characters",
+                &body,
+            )));
+        }
+        Ok(w.to_string())
+    }
+
+    pub(crate) async fn instance_id(&mut self) -> Result<String, AsgError> {
+        self.word(INSTANCE_ID_PATH, |b| b.is_ascii_alphanumeric() || b == b'-')
+            .await
+    }
+
+    /// The region: lower-case letters, digits and `-` only, since it becomes part of a host name.
+    pub(crate) async fn region(&mut self) -> Result<String, AsgError> {
+        self.word(REGION_PATH, |b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
+        })
+        .await
+    }
+
+    /// The role's name, then its credentials and when they expire.
+    pub(crate) async fn credentials(
+        &mut self,
+    ) -> Result<(String, Credentials, Option<jiff::Timestamp>), AsgError> {
+        let role = match self.word(ROLE_PATH, role_char).await {
+            Err(AsgError::Imds(ImdsError::Status { status: 404, .. })) => {
+                return Err(AsgError::NoRole {
+                    url: self.client.url(ROLE_PATH),
+                })
+            }
+            r => r?,
+        };
+        let path = format!("{ROLE_PATH}{role}");
+        let body = self.read(&path).await?;
+        let (creds, expires) = parse_credentials(&self.client.url(&path), &body)?;
+        Ok((role, creds, expires))
+    }
+}
+
+/// IAM role names: letters, digits and `+=,.@_-`.
+fn role_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Document {
+    #[serde(default)]
+    code: Option<String>,
+    access_key_id: String,
+    secret_access_key: String,
+    token: String,
+    #[serde(default)]
+    expiration: Option<String>,
+}
+
+/// The credentials document. Its errors name the URL and the place, never a value.
+pub(crate) fn parse_credentials(
+    url: &str,
+    body: &str,
+) -> Result<(Credentials, Option<jiff::Timestamp>), AsgError> {
+    let bad = |reason: String| AsgError::Credentials {
+        url: url.to_string(),
+        reason,
+    };
+    let doc: Document = serde_json::from_str(body).map_err(|e| {
+        bad(format!(
+            "not the JSON document nthd expects (line {}, column {}; {} bytes)",
+            e.line(),
+            e.column(),
+            body.len()
+        ))
+    })?;
+    if let Some(code) = doc.code.as_deref().filter(|c| *c != "Success") {
+        return Err(bad(format!(
+            "Code is {:?}, not Success",
+            crate::logging::clean(code, 40)
+        )));
+    }
+    let printable =
+        |s: &str| !s.is_empty() && s.len() <= 4096 && s.bytes().all(|b| b.is_ascii_graphic());
+    if !printable(&doc.access_key_id)
+        || !printable(&doc.secret_access_key)
+        || !printable(&doc.token)
+    {
+        return Err(bad(
+            "AccessKeyId, SecretAccessKey or Token is empty or not printable ASCII".into(),
+        ));
+    }
+    let expires = doc.expiration.as_deref().and_then(|e| e.parse().ok());
+    Ok((
+        Credentials {
+            access_key_id: doc.access_key_id,
+            secret_access_key: doc.secret_access_key,
+            token: Some(doc.token),
+        },
+        expires,
+    ))
+}
+
+impl TokenSource for Metadata {
+    const HEADER: &'static str = "x-aws-ec2-metadata-token";
+
+    fn client(&self) -> &ImdsClient {
+        &self.client
+    }
+
+    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
+        match self.token.get(&self.client).await? {
+            TokenAnswer::Token(t) => Ok(Some(t)),
+            TokenAnswer::Refused { .. } if self.allow_v1 => Ok(None),
+            TokenAnswer::Refused { url, status } => Err(ImdsError::TokenRefused { url, status }),
+        }
+    }
+
+    fn rejects(&self, status: u16) -> bool {
+        status == 401
+    }
+
+    fn drop_token(&mut self) {
+        self.token.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "http://169.254.169.254/latest/meta-data/iam/security-credentials/r";
+
+    #[test]
+    fn a_credentials_document() {
+        let body = r#"{"Code":"Success","LastUpdated":"2026-11-28T05:00:00Z","Type":"AWS-HMAC",
+            "AccessKeyId":"ASIAFAKE","SecretAccessKey":"s3cr3t/key","Token":"tok==",
+            "Expiration":"2026-11-28T11:00:00Z"}"#;
+        let (c, exp) = parse_credentials(URL, body).unwrap();
+        assert_eq!(c.access_key_id, "ASIAFAKE");
+        assert_eq!(c.token.as_deref(), Some("tok=="));
+        assert_eq!(exp.unwrap().to_string(), "2026-11-28T11:00:00Z");
+    }
+
+    #[test]
+    fn hostile_documents_give_errors_without_their_values() {
+        for body in [
+            "",
+            "{",
+            r#"{"AccessKeyId":"ASIAFAKE","SecretAccessKey":{"x":"s3cr3t"},"Token":"t"}"#,
+            r#"{"AccessKeyId":"ASIAFAKE","SecretAccessKey":"s3cr3t","Token":"t\n"}"#,
+            r#"{"Code":"Failure","AccessKeyId":"ASIAFAKE","SecretAccessKey":"s3cr3t","Token":"t"}"#,
+        ] {
+            let e = parse_credentials(URL, body).unwrap_err().to_string();
+            assert!(e.contains(URL), "{e}");
+            assert!(!e.contains("s3cr3t") && !e.contains("ASIAFAKE"), "{e}");
+        }
+    }
+}
