@@ -9,6 +9,7 @@ pub(crate) mod assets;
 pub(crate) mod check;
 pub(crate) mod config;
 pub(crate) mod daemon;
+pub(crate) mod drain;
 pub(crate) mod executor;
 pub(crate) mod extras;
 pub(crate) mod files;

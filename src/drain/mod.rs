@@ -1,0 +1,3 @@
+//! The drain report (issue 30).
+
+pub(crate) mod pods;
