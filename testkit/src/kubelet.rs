@@ -28,7 +28,19 @@
 //!
 //! Whatever happens, the process exits (status 1) at most [`HARD_STOP`] after the first signal,
 //! so it never holds up a shutdown for long. The exit status after a signal is 0.
+//!
+//! # Pods
+//!
+//! With [`KubeletOptions::pods`] the stand-in also lays out pods as kubelet with the systemd
+//! cgroup driver does, and stops them group by group during the drain ([`pods`]). It then
+//! records `pods` first (before `locked`) and a `group_stopped` as each group's period ends;
+//! the drain lasts the groups' periods together, and a group whose period had not ended when a
+//! stop request cut the drain short is never stopped. Without pods nothing of this happens and
+//! the records are as above.
 
+pub mod pods;
+
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::future::Future;
 use std::io::Write;
@@ -42,6 +54,7 @@ use tokio::time::Instant;
 
 use crate::logind::{login1_proxy, Login1ManagerProxy, PrepareForShutdown};
 use crate::now_ms;
+use pods::{Group, Pod, Pods};
 
 /// kubelet's inhibitor "who".
 pub const WHO: &str = "kubelet";
@@ -66,6 +79,14 @@ pub struct KubeletOptions {
     pub address: Option<String>,
     /// How much longer a drain in progress may go on once a stop was requested (SIGTERM).
     pub stop_grace: Duration,
+    /// Pods to lay out and stop during the drain (none: the plain drain of `drain`).
+    pub pods: Vec<Pod>,
+    /// The pods' priority groups (none: one group of `drain`).
+    pub groups: Vec<Group>,
+    /// Where the pods' cgroups appear (`/sys/fs/cgroup`).
+    pub cgroup_root: PathBuf,
+    /// Where the pods' log directories go (`/var/log/pods`).
+    pub log_root: PathBuf,
 }
 
 impl Default for KubeletOptions {
@@ -76,6 +97,10 @@ impl Default for KubeletOptions {
             progress_every: Duration::from_secs(1),
             address: None,
             stop_grace: Duration::from_millis(2500),
+            pods: Vec::new(),
+            groups: Vec::new(),
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            log_root: PathBuf::from("/var/log/pods"),
         }
     }
 }
@@ -188,25 +213,50 @@ fn ms(d: Duration) -> u64 {
 }
 
 /// A drain in progress after `PrepareForShutdown(true)`: when it began, when it ends now
-/// (`end`, brought forward by a stop request), when it would end in full, and the stop request
-/// that came during it, if any.
+/// (`end`, brought forward by a stop request), when it would end in full, the stop request
+/// that came during it, if any, and when each pod group not yet stopped ends (with its index
+/// in the pods' plan).
 struct Drain {
     began: Instant,
     end: Instant,
     full_end: Instant,
     stopping: Option<&'static str>,
+    stages: VecDeque<(Instant, usize)>,
 }
 
 impl Drain {
-    /// A drain of `length` beginning now.
-    fn new(length: Duration) -> Drain {
+    /// A drain beginning now: of `length`, or with `pods`, of their groups' periods.
+    fn new(length: Duration, pods: Option<&Pods>) -> Drain {
         let began = Instant::now();
+        let length = pods.map_or(length, Pods::drain_length);
+        let stages = pods.map(Pods::stages).unwrap_or_default();
         Drain {
             began,
             end: began + length,
             full_end: began + length,
             stopping: None,
+            stages: stages.into_iter().map(|(at, i)| (began + at, i)).collect(),
         }
+    }
+
+    /// Stop the pod groups whose period has ended by `now` (none beyond `end`).
+    async fn stop_due(
+        &mut self,
+        pods: Option<&Pods>,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> Result<(), String> {
+        let Some(pods) = pods else {
+            return Ok(());
+        };
+        while let Some(&(at, i)) = self.stages.front() {
+            if at > now || at > self.end {
+                break;
+            }
+            self.stages.pop_front();
+            pods.stop_group(i, now - self.began, rec).await?;
+        }
+        Ok(())
     }
 
     /// Wait for the next progress record (`draining`), the end of the drain or a stop request,
@@ -216,17 +266,20 @@ impl Drain {
         opts: &KubeletOptions,
         stop: &mut Pin<&mut S>,
         rec: &mut Recorder,
+        pods: Option<&Pods>,
     ) -> Result<bool, String>
     where
         S: Future<Output = &'static str>,
     {
         let now = Instant::now();
+        self.stop_due(pods, now, rec).await?;
         if now >= self.end {
             return Ok(false);
         }
         let step = opts.progress_every.max(Duration::from_millis(1));
+        let next_group = self.stages.front().map_or(step, |&(at, _)| at - now);
         tokio::select! {
-            _ = tokio::time::sleep((self.end - now).min(step)) => {}
+            _ = tokio::time::sleep((self.end - now).min(step).min(next_group)) => {}
             why = stop, if self.stopping.is_none() => {
                 self.stop_requested(why, opts.stop_grace, rec)?;
                 return Ok(true);
@@ -291,12 +344,13 @@ async fn drain_and_release<S>(
     stop: &mut Pin<&mut S>,
     rec: &mut Recorder,
     fd: zbus::OwnedFd,
+    pods: Option<&Pods>,
 ) -> Result<Option<&'static str>, String>
 where
     S: Future<Output = &'static str>,
 {
-    let mut drain = Drain::new(opts.drain);
-    while drain.step(opts, stop, rec).await? {}
+    let mut drain = Drain::new(opts.drain, pods);
+    while drain.step(opts, stop, rec, pods).await? {}
     drain.finish(rec)?;
     // Closing the fd lets logind go ahead; systemd SIGTERMs us within milliseconds. The
     // record below is written synchronously (no await in between), and the signal is
@@ -327,6 +381,7 @@ async fn on_prepare<S>(
     rec: &mut Recorder,
     proxy: &Login1ManagerProxy<'_>,
     lock: &mut Option<zbus::OwnedFd>,
+    pods: Option<&Pods>,
 ) -> Result<Option<&'static str>, String>
 where
     S: Future<Output = &'static str>,
@@ -336,7 +391,7 @@ where
         let Some(fd) = lock.take() else {
             return Ok(None);
         };
-        drain_and_release(opts, stop, rec, fd).await
+        drain_and_release(opts, stop, rec, fd, pods).await
     } else {
         rec.event("prepare_cancelled", json!({ "locked": lock.is_some() }))?;
         if lock.is_none() {
@@ -344,6 +399,20 @@ where
         }
         Ok(None)
     }
+}
+
+/// With pods in `opts`, lay them out ([`Pods::start`]); `None` without.
+async fn start_pods(
+    conn: &zbus::Connection,
+    opts: &KubeletOptions,
+    rec: &mut Recorder,
+) -> Result<Option<Pods>, String> {
+    if opts.pods.is_empty() {
+        return Ok(None);
+    }
+    let plan = pods::plan(&opts.pods, &opts.groups, opts.drain)?;
+    let roots = (opts.cgroup_root.as_path(), opts.log_root.as_path());
+    Pods::start(conn, plan, roots, rec).await.map(Some)
 }
 
 /// [`run`] with the stop request as a future (resolving to a name for the record, e.g.
@@ -354,13 +423,14 @@ where
 {
     tokio::pin!(stop);
     let mut rec = Recorder::open(&opts.record)?;
-    let (_conn, proxy) = tokio::select! {
+    let (conn, proxy) = tokio::select! {
         r = connect(opts.address.as_deref()) => r?,
         why = &mut stop => {
             rec.event("stopped", json!({ "signal": why, "locked": false }))?;
             return Ok(());
         }
     };
+    let pods = start_pods(&conn, &opts, &mut rec).await?;
     // Match rule first, lock second: no PrepareForShutdown can slip between the two.
     let mut signals = proxy
         .receive_prepare_for_shutdown()
@@ -384,7 +454,10 @@ where
         let Some(start) = start_arg(&sig) else {
             continue;
         };
-        if let Some(why) = on_prepare(start, &opts, &mut stop, &mut rec, &proxy, &mut lock).await? {
+        let pods = pods.as_ref();
+        if let Some(why) =
+            on_prepare(start, &opts, &mut stop, &mut rec, &proxy, &mut lock, pods).await?
+        {
             rec.event("stopped", json!({ "signal": why, "locked": false }))?;
             return Ok(());
         }
@@ -402,6 +475,7 @@ mod tests {
 
     use super::*;
     use crate::logind::{FakeLogind, PrivateBus, ShutdownReason};
+    use crate::systemd::FakeSystemd;
 
     fn records(path: &Path) -> Vec<Value> {
         std::fs::read_to_string(path)
@@ -450,6 +524,7 @@ mod tests {
             progress_every: Duration::from_millis(100),
             address: Some(bus.address().to_string()),
             stop_grace: Duration::from_millis(stop_grace_ms),
+            ..KubeletOptions::default()
         };
         Node {
             _bus: bus,
@@ -611,5 +686,133 @@ mod tests {
         assert!(r
             .windows(2)
             .all(|w| w[0]["t_ms"].as_u64() <= w[1]["t_ms"].as_u64()));
+    }
+
+    /// The stand-in of `n` with `pods` and `groups`, a fake systemd on its bus, and each pod's
+    /// cgroup already populated under a temporary cgroup root (as systemd would make it).
+    async fn with_pods(n: &mut Node, pods: &[&str], groups: &[&str]) -> FakeSystemd {
+        let systemd = FakeSystemd::serve(n.opts.address.as_deref().unwrap())
+            .await
+            .unwrap();
+        n.opts.pods = pods.iter().map(|p| p.parse().unwrap()).collect();
+        n.opts.groups = groups.iter().map(|g| g.parse().unwrap()).collect();
+        n.opts.cgroup_root = n._dir.path().join("cgroup");
+        n.opts.log_root = n._dir.path().join("pods");
+        for p in &n.opts.pods {
+            let dir = n.opts.cgroup_root.join(p.cgroup());
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("cgroup.events"), "populated 1\nfrozen 0\n").unwrap();
+        }
+        systemd
+    }
+
+    fn records_but_progress(path: &Path) -> Vec<Value> {
+        let r = records(path).into_iter();
+        r.filter(|v| v["event"] != "draining").collect()
+    }
+
+    fn slice_of(n: &Node, i: usize) -> Option<String> {
+        Some(n.opts.pods[i].slice())
+    }
+
+    #[tokio::test]
+    async fn pods_stop_group_by_group_and_the_lock_goes_after_the_last() {
+        let mut n = node(0, 2500).await;
+        let pods = [
+            "a/one:burstable:1",
+            "b/two:besteffort:2",
+            "c/three:guaranteed:2",
+        ];
+        let systemd = with_pods(&mut n, &pods, &["2:0.4", "1:0.3"]).await;
+        let rec = n.opts.record.clone();
+        let (r, _) = drive(&n, |tx| async {
+            wait_for_event(&rec, "locked").await;
+            n.power_off().await;
+            let sd = n.fake.wait_for_shutdown(Duration::from_secs(10)).await;
+            assert_eq!(sd.unwrap().reason, ShutdownReason::InhibitorsReleased);
+            let _ = tx.send("SIGTERM");
+            Instant::now()
+        })
+        .await;
+        assert_eq!(r, Ok(()));
+        let r = records_but_progress(&n.opts.record);
+        let want = [
+            "pods",
+            "locked",
+            "prepare",
+            "group_stopped",
+            "group_stopped",
+        ];
+        assert_eq!(events(&r)[..5], want);
+        assert_eq!(events(&r)[5..], ["drained", "released", "stopped"]);
+        let listed = r[0]["pods"].as_array().unwrap();
+        assert_eq!(listed.len(), 3);
+        assert_eq!(listed[0]["name"], "a/one");
+        assert_eq!(listed[0]["populated"], true);
+        let a = &n.opts.pods[0];
+        assert_eq!(listed[0]["unit"], a.unit());
+        let cgroup = n.opts.cgroup_root.join(a.cgroup());
+        assert_eq!(listed[0]["cgroup"], cgroup.to_str().unwrap());
+        assert!(n
+            .opts
+            .log_root
+            .join(a.log_dir())
+            .join("app/0.log")
+            .is_file());
+        let (g1, g2) = (&r[3], &r[4]);
+        assert_eq!(
+            (g1["group"].as_u64(), g1["pods"].clone()),
+            (Some(1), json!(["a/one"]))
+        );
+        assert_eq!(g2["pods"], json!(["b/two", "c/three"]));
+        let ms = |v: &Value| v["elapsed_ms"].as_u64().unwrap();
+        assert!((300..650).contains(&ms(g1)), "{g1}");
+        assert!(ms(g2) >= 700 && ms(&r[5]) >= ms(g2), "{g2}");
+        let calls = systemd.unit_calls();
+        let seen: Vec<_> = calls.iter().map(|c| (c.method, c.slice.clone())).collect();
+        let start = |i| ("StartTransientUnit", slice_of(&n, i));
+        assert_eq!(seen[..3], [start(0), start(1), start(2)]);
+        assert_eq!(calls[0].exec, ["sleep", "infinity"]);
+        let stopped = calls[3..].iter().map(|c| (c.method, Some(c.unit.clone())));
+        let stop = |i| ("StopUnit", slice_of(&n, i));
+        assert_eq!(stopped.collect::<Vec<_>>(), [stop(0), stop(1), stop(2)]);
+    }
+
+    #[tokio::test]
+    async fn a_group_still_draining_when_logind_goes_ahead_is_never_stopped() {
+        let mut n = node(0, 400).await;
+        n.fake.set_inhibit_delay_max(Duration::from_millis(800));
+        let pods = ["a/one:besteffort:1", "b/two:burstable:2"];
+        let systemd = with_pods(&mut n, &pods, &["1:0.2", "2:30"]).await;
+        let rec = n.opts.record.clone();
+        let (r, _) = drive(&n, |tx| async {
+            wait_for_event(&rec, "locked").await;
+            n.power_off().await;
+            let sd = n.fake.wait_for_shutdown(Duration::from_secs(10)).await;
+            assert_eq!(sd.unwrap().reason, ShutdownReason::DelayTimeout);
+            // What systemd does next: SIGTERM to the stand-in's service.
+            let _ = tx.send("SIGTERM");
+            Instant::now()
+        })
+        .await;
+        assert_eq!(r, Ok(()));
+        let r = records_but_progress(&n.opts.record);
+        let want = [
+            "pods",
+            "locked",
+            "prepare",
+            "group_stopped",
+            "stop_requested",
+        ];
+        assert_eq!(events(&r)[..5], want);
+        assert_eq!(events(&r)[5..], ["drain_aborted", "released", "stopped"]);
+        assert_eq!(r[3]["pods"], json!(["a/one"]));
+        let stops: Vec<_> = systemd
+            .unit_calls()
+            .into_iter()
+            .filter(|c| c.method == "StopUnit")
+            .map(|c| c.unit)
+            .collect();
+        assert_eq!(stops, [n.opts.pods[0].slice()]);
     }
 }

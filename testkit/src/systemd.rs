@@ -2,7 +2,9 @@
 //! `SystemState` (`running`, or `stopping` once a shutdown transaction is queued), the
 //! `ActiveState` and the IP access lists (`IPAddressDeny`, `IPAddressAllow`) of one unit,
 //! `nthd.service`, and the unit `GetUnitByPID` answers for any process (`nthd.service`, an ssh
-//! session's scope, or none). Each is a knob.
+//! session's scope, or none). Each is a knob. It also takes `StartTransientUnit` and
+//! `StopUnit` calls (the kubelet stand-in's pods), answers each with a job and keeps them, in
+//! order, for the test to read ([`FakeSystemd::unit_calls`]); it starts and stops nothing.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -27,7 +29,28 @@ struct Knobs {
     nthd_state: Arc<Mutex<String>>,
     nthd_ip: IpLists,
     own_unit: Arc<Mutex<Option<String>>>,
+    unit_calls: Arc<Mutex<Vec<UnitCall>>>,
 }
+
+/// A `StartTransientUnit` or `StopUnit` call the fake received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitCall {
+    /// `StartTransientUnit` or `StopUnit`.
+    pub method: &'static str,
+    /// The unit's name.
+    pub unit: String,
+    /// The job mode.
+    pub mode: String,
+    /// For `StartTransientUnit`: the `Slice` property, if given.
+    pub slice: Option<String>,
+    /// For `StartTransientUnit`: the argv of the first `ExecStart`, if given.
+    pub exec: Vec<String>,
+    /// Milliseconds since the Unix epoch at the call.
+    pub t_ms: u64,
+}
+
+/// `a(sasb)`, the `ExecStart` of a transient service.
+type ExecStart = Vec<(String, Vec<String>, bool)>;
 
 struct Manager(Knobs);
 
@@ -56,6 +79,27 @@ impl Manager {
         self.get_unit(name)
     }
 
+    fn start_transient_unit(
+        &self,
+        name: String,
+        mode: String,
+        properties: Vec<(String, zbus::OwnedVariant)>,
+        _aux: Vec<(String, Vec<(String, zbus::OwnedVariant)>)>,
+    ) -> zbus::fdo::Result<zbus::OwnedObjectPath> {
+        let prop = |key: &str| properties.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+        let slice = prop("Slice").and_then(|v| String::try_from(v.clone()).ok());
+        let exec = prop("ExecStart")
+            .and_then(|v| ExecStart::try_from(v.clone()).ok())
+            .and_then(|e| e.into_iter().next())
+            .map(|(_, argv, _)| argv)
+            .unwrap_or_default();
+        self.unit_call("StartTransientUnit", name, mode, slice, exec)
+    }
+
+    fn stop_unit(&self, name: String, mode: String) -> zbus::fdo::Result<zbus::OwnedObjectPath> {
+        self.unit_call("StopUnit", name, mode, None, Vec::new())
+    }
+
     #[zbus(name = "GetUnitByPID")]
     fn get_unit_by_pid(&self, _pid: u32) -> zbus::fdo::Result<zbus::OwnedObjectPath> {
         let path = match lock(&self.0.own_unit).as_deref() {
@@ -64,6 +108,31 @@ impl Manager {
             None => return Err(zbus::fdo::Error::Failed("no unit for this PID".into())),
         };
         zbus::ObjectPath::try_from(path)
+            .map(Into::into)
+            .map_err(|e| zbus::fdo::Error::Failed(e.to_string()))
+    }
+}
+
+impl Manager {
+    /// Keep a unit call and answer it with the next job's path.
+    fn unit_call(
+        &self,
+        method: &'static str,
+        unit: String,
+        mode: String,
+        slice: Option<String>,
+        exec: Vec<String>,
+    ) -> zbus::fdo::Result<zbus::OwnedObjectPath> {
+        let mut calls = lock(&self.0.unit_calls);
+        calls.push(UnitCall {
+            method,
+            unit,
+            mode,
+            slice,
+            exec,
+            t_ms: crate::now_ms(),
+        });
+        zbus::ObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{}", calls.len()))
             .map(Into::into)
             .map_err(|e| zbus::fdo::Error::Failed(e.to_string()))
     }
@@ -151,6 +220,7 @@ impl FakeSystemd {
             nthd_state: Arc::new(Mutex::new("active".into())),
             nthd_ip: Arc::default(),
             own_unit: Arc::default(),
+            unit_calls: Arc::default(),
         };
         let nthd = Unit {
             id: "nthd.service",
@@ -199,5 +269,10 @@ impl FakeSystemd {
     /// default).
     pub fn set_own_unit(&self, unit: Option<&str>) {
         *lock(&self.knobs.own_unit) = unit.map(str::to_string);
+    }
+
+    /// The `StartTransientUnit` and `StopUnit` calls so far, in order.
+    pub fn unit_calls(&self) -> Vec<UnitCall> {
+        lock(&self.knobs.unit_calls).clone()
     }
 }

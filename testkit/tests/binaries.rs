@@ -340,6 +340,39 @@ async fn fake_kubelet_fails_loudly_when_inhibit_fails() {
 }
 
 #[tokio::test]
+async fn fake_kubelet_refuses_pods_without_their_group_before_touching_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("kubelet.jsonl");
+    for (args, says) in [
+        (
+            &["--pod", "a/b:burstable:2", "--group", "1:5"][..],
+            "group 2",
+        ),
+        (
+            &["--pod", "a/b:gold"][..],
+            "guaranteed, burstable or besteffort",
+        ),
+        (
+            &["--pod", "a/b:burstable", "--group", "0:x"][..],
+            "GROUP:SECS",
+        ),
+    ] {
+        let out = Command::new(KUBELET)
+            .arg("--record")
+            .arg(&rec)
+            .args(args)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!rec.exists(), "{args:?}");
+    }
+}
+
+#[tokio::test]
 async fn fake_logind_binary_prints_calls_as_json_lines() {
     let bus = PrivateBus::start().unwrap();
     let (mut child, mut out) = spawn_ready_fake_logind(&bus).await;

@@ -461,7 +461,12 @@ logind_delay_locks() {
 
 # Start the kubelet stand-in as transient unit fake-kubelet.service and wait
 # until it holds its delay lock.  Records go to /e2e/kubelet.jsonl
-# (host: $CT_DIR/kubelet.jsonl).
+# (host: $CT_DIR/kubelet.jsonl).  Extra arguments go to the stand-in, e.g.
+# pods laid out as kubelet's systemd cgroup driver does, stopped group by
+# group during the drain (testkit/src/kubelet/pods.rs):
+#   kubelet_start --pod kube-system/coredns-1:burstable:1 --pod web/db-0:guaranteed:2 \
+#                 --group 1:2 --group 2:40
+# Usage: kubelet_start [STAND-IN ARGS...]
 kubelet_start() {
   [[ -x "$E2E_FAKE_KUBELET" ]] || { log "kubelet stand-in binary missing: $E2E_FAKE_KUBELET"; return 1; }
   # shellcheck disable=SC2119
@@ -474,13 +479,27 @@ kubelet_start() {
   # ExecStop= that waited for "released" papered over this until the fix.)
   ct_exec systemd-run --quiet --unit=fake-kubelet --service-type=simple \
     -p StandardOutput=journal -p StandardError=journal \
-    "$bin" --record /e2e/kubelet.jsonl --drain-secs "$E2E_DRAIN_SECS" || return 1
+    "$bin" --record /e2e/kubelet.jsonl --drain-secs "$E2E_DRAIN_SECS" "$@" || return 1
   wait_until 10 _kubelet_locked || {
     log "kubelet stand-in did not take its delay lock"; ct_exec systemctl status --no-pager fake-kubelet >&2
     return 1; }
 }
 _kubelet_locked() {
   jsonl_event_field "$CT_DIR/kubelet.jsonl" locked >/dev/null && [[ "$(logind_delay_locks)" -ge 1 ]]
+}
+
+# The pods whose cgroups have processes now, as nthd names them: namespace/name
+# from /var/log/pods (pod-uid:UID without a log directory), one a line, sorted.
+# Reads cgroup v2 with the systemd driver's layout inside the container.
+kubelet_pods_running() {
+  ct_sh 'cd /sys/fs/cgroup/kubepods.slice 2>/dev/null || exit 0
+         for d in kubepods-pod*.slice kubepods-*.slice/kubepods-*-pod*.slice; do
+           grep -qx "populated 1" "$d/cgroup.events" 2>/dev/null || continue
+           uid="${d##*-pod}"; uid="${uid%.slice}"; uid="$(printf %s "$uid" | tr _ -)"
+           log="$(ls -d /var/log/pods/*_"$uid" 2>/dev/null | head -n1)"
+           if [ -n "$log" ]; then log="${log##*/}"; log="${log%_*}"; printf "%s/%s\n" "${log%%_*}" "${log#*_}"
+           else printf "pod-uid:%s\n" "$uid"; fi
+         done | LC_ALL=C sort'
 }
 
 # Host-side view of the stand-in's record.  Usage: kubelet_event_ms EVENT

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! nthd-fake-kubelet --record FILE [--drain-secs N] [--progress-ms N] [--address ADDR]
+//!                   [--pod NAMESPACE/NAME:QOS[:GROUP[:UID]]]... [--group GROUP:SECS]...
+//!                   [--cgroup-root DIR] [--log-root DIR]
 //! ```
 //!
 //! Uses the system bus (`$DBUS_SYSTEM_BUS_ADDRESS` or the default socket) unless `--address`
@@ -12,12 +14,20 @@
 //! fractional. Runs until SIGTERM/SIGINT, which it handles so that a drain under way finishes
 //! its records (`drained` or `drain_aborted`, then `released`, `stopped`) within 3 s; exits 1
 //! with a message if the lock cannot be taken or the bus is lost, 2 on bad usage.
+//!
+//! With `--pod` it first lays the pods out as kubelet with the systemd cgroup driver does (a
+//! `sleep infinity` in `fake-pod-<uid>.service` in slice `kubepods-<qos>-pod<uid_>.slice`,
+//! through systemd's `StartTransientUnit`; `<log root>/<ns>_<name>_<uid>/app/0.log`) and
+//! records `pods`; the drain then stops the groups in ascending order, each when its
+//! `--group` period ends (`group_stopped`), and lasts the periods together. Without `--group`
+//! the pods are one group of `--drain-secs`. See `nthd_testkit::kubelet::pods`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use nthd_testkit::kubelet::pods::{Group, Pod};
 use nthd_testkit::kubelet::{run, KubeletOptions};
 
 /// Behaves toward logind like kubelet's Graceful Node Shutdown.
@@ -36,6 +46,19 @@ struct Args {
     /// The bus address (default: `$DBUS_SYSTEM_BUS_ADDRESS` or the system bus socket).
     #[arg(long, value_name = "ADDR")]
     address: Option<String>,
+    /// A pod to lay out (repeatable): QOS is guaranteed, burstable or besteffort; GROUP its
+    /// priority group (default 0); UID (default: derived from the name).
+    #[arg(long = "pod", value_name = "NAMESPACE/NAME:QOS[:GROUP[:UID]]")]
+    pods: Vec<Pod>,
+    /// A priority group and its drain period (repeatable); groups stop in ascending order.
+    #[arg(long = "group", value_name = "GROUP:SECS")]
+    groups: Vec<Group>,
+    /// Where the pods' cgroups appear.
+    #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
+    cgroup_root: PathBuf,
+    /// Where the pods' log directories go.
+    #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
+    log_root: PathBuf,
 }
 
 /// A non-negative, finite number of seconds.
@@ -48,11 +71,19 @@ fn secs(v: &str) -> Result<Duration, String> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if let Err(e) = nthd_testkit::kubelet::pods::plan(&a.pods, &a.groups, a.drain_secs) {
+        eprintln!("nthd-fake-kubelet: {e}");
+        return ExitCode::from(2);
+    }
     let opts = KubeletOptions {
         record: a.record,
         drain: a.drain_secs,
         progress_every: Duration::from_millis(a.progress_ms),
         address: a.address,
+        pods: a.pods,
+        groups: a.groups,
+        cgroup_root: a.cgroup_root,
+        log_root: a.log_root,
         ..KubeletOptions::default()
     };
 
