@@ -670,6 +670,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any directory name: either not kubelet's, or exactly `<ns>_<name>_<uid>` of valid
+        /// parts, never a panic.
+        #[test]
+        fn a_log_directory_name_is_split_only_when_it_is_kubelets(dir in "\\PC{0,80}|[a-z0-9._-]{1,12}_[a-z0-9._-]{1,12}_[0-9a-f-]{1,40}") {
+            if let Some((ns, name, uid)) = split_log_dir(&dir) {
+                proptest::prop_assert_eq!(format!("{ns}_{name}_{uid}"), dir.clone());
+                proptest::prop_assert!(is_uid(uid) && !ns.contains('_') && !name.contains('_'));
+            }
+        }
+
+        /// Any cgroup name: a UID only from systemd's or cgroupfs' pod name, never a panic.
+        #[test]
+        fn a_cgroup_name_gives_a_uid_only_when_it_is_a_pods(name in "\\PC{0,80}|kubepods-(burstable-)?pod[0-9a-f_]{1,40}\\.slice|pod[0-9a-f-]{1,40}") {
+            for (driver, qos) in [(Driver::Systemd, ""), (Driver::Systemd, "burstable"), (Driver::Cgroupfs, "")] {
+                if let Some(uid) = pod_uid(&name, driver, qos) {
+                    proptest::prop_assert!(is_uid(&uid));
+                    let back = match driver {
+                        Driver::Systemd if qos.is_empty() => format!("kubepods-pod{}.slice", uid.replace('-', "_")),
+                        Driver::Systemd => format!("kubepods-{qos}-pod{}.slice", uid.replace('-', "_")),
+                        Driver::Cgroupfs => format!("pod{uid}"),
+                    };
+                    proptest::prop_assert_eq!(back, name.clone());
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_serialized_form_is_tagged() {
         assert_eq!(
