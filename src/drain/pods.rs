@@ -6,11 +6,14 @@
 //!
 //! # Layouts
 //!
-//! | hierarchy | driver  | pod cgroup (under the mount)                                             | populated           |
-//! |-----------|---------|--------------------------------------------------------------------------|---------------------|
-//! | v2        | systemd | `kubepods.slice/kubepods-{burstable,besteffort}.slice/kubepods-<qos>-pod<uid_>.slice`, guaranteed `kubepods.slice/kubepods-pod<uid_>.slice` | `cgroup.events` says `populated 1` |
-//! | v2        | cgroupfs| `kubepods/{burstable,besteffort}/pod<uid>`, guaranteed `kubepods/pod<uid>` | the same            |
-//! | v1        | either  | the same, under `systemd/` (the named hierarchy) or `pids/`                | some `cgroup.procs` in the pod's subtree is not empty |
+//! * cgroup v2, kubelet's systemd cgroup driver:
+//!   `kubepods.slice/kubepods-<qos>.slice/kubepods-<qos>-pod<uid_>.slice` for the burstable and
+//!   besteffort classes, `kubepods.slice/kubepods-pod<uid_>.slice` for guaranteed pods; the
+//!   pod still runs when its `cgroup.events` says `populated 1`.
+//! * cgroup v2, the cgroupfs driver: `kubepods/<qos>/pod<uid>`, guaranteed `kubepods/pod<uid>`;
+//!   the same `cgroup.events`.
+//! * cgroup v1, either driver: the same trees under `systemd/` (the named hierarchy) or
+//!   `pids/`; the pod still runs when some `cgroup.procs` in its subtree is not empty.
 //!
 //! (`<uid_>` is the UID with `_` for `-`, as systemd unit names need.) A hybrid host's v2 tree
 //! under `unified/` counts as v2. The first of these that exists is read; one small file per
@@ -28,6 +31,11 @@
 //! * Any directory or file of the tree that cannot be read (other than a pod cgroup that went
 //!   away while being read, which is a pod that ended): `Unknown`, naming the path and the error.
 //! * More than [`MAX_PODS`] pod cgroups: `Unknown` (kubelet's own limit is far lower).
+//!
+//! Ask before the shutdown goes ahead (while nthd still holds its own delay lock): once it
+//! does, systemd stops `kubepods.slice` with everything else, the tree is gone, and the answer
+//! is `Unknown`, not the pods that were just killed (seen in a booted Debian 12 container with
+//! the kubelet stand-in's pods).
 //!
 //! Nothing is followed through a symbolic link, names that are not kubelet's (not UTF-8, no
 //! `_`, too long, odd characters) are skipped, and every directory read is bounded.
@@ -664,6 +672,44 @@ mod tests {
                     .all(|p| p.contains('/') || p.starts_with(UID_PREFIX)));
             }
             PodsLeft::Unknown(why) => assert!(why.contains("/sys/fs/cgroup"), "{why}"),
+        }
+    }
+
+    proptest::proptest! {
+        /// Any directory name: either not kubelet's, or exactly `<ns>_<name>_<uid>` of valid
+        /// parts, never a panic.
+        #[test]
+        fn a_log_directory_name_is_split_only_when_it_is_kubelets(
+            dir in "\\PC{0,80}|[a-z0-9._-]{1,12}_[a-z0-9._-]{1,12}_[0-9a-f-]{1,40}"
+        ) {
+            if let Some((ns, name, uid)) = split_log_dir(&dir) {
+                proptest::prop_assert_eq!(format!("{ns}_{name}_{uid}"), dir.clone());
+                proptest::prop_assert!(is_uid(uid) && !ns.contains('_') && !name.contains('_'));
+            }
+        }
+
+        /// Any cgroup name: a UID only from systemd's or cgroupfs' pod name, never a panic.
+        #[test]
+        fn a_cgroup_name_gives_a_uid_only_when_it_is_a_pods(
+            name in "\\PC{0,80}|kubepods-(burstable-)?pod[0-9a-f_]{1,40}\\.slice|pod[0-9a-f-]{1,40}"
+        ) {
+            let kinds = [
+                (Driver::Systemd, ""),
+                (Driver::Systemd, "burstable"),
+                (Driver::Cgroupfs, ""),
+            ];
+            for (driver, qos) in kinds {
+                if let Some(uid) = pod_uid(&name, driver, qos) {
+                    proptest::prop_assert!(is_uid(&uid));
+                    let u = uid.replace('-', "_");
+                    let back = match driver {
+                        Driver::Systemd if qos.is_empty() => format!("kubepods-pod{u}.slice"),
+                        Driver::Systemd => format!("kubepods-{qos}-pod{u}.slice"),
+                        Driver::Cgroupfs => format!("pod{uid}"),
+                    };
+                    proptest::prop_assert_eq!(back, name.clone());
+                }
+            }
         }
     }
 

@@ -5,9 +5,11 @@
 //!   Also shipped as the `nthd-mock-imds` binary.
 //! * [`logind`] — a private `dbus-daemon` ([`logind::PrivateBus`]) and a fake
 //!   `org.freedesktop.login1` ([`logind::FakeLogind`]). Also shipped as `nthd-fake-logind`.
-//! * [`systemd`] — a fake `org.freedesktop.systemd1` (version, `SystemState`, one unit).
+//! * [`systemd`] — a fake `org.freedesktop.systemd1` (version, `SystemState`, one unit, and the
+//!   unit calls it is asked to make).
 //! * [`kubelet`] — a stand-in for kubelet's Graceful Node Shutdown manager (delay inhibitor +
-//!   `PrepareForShutdown` handling), shipped as `nthd-fake-kubelet`.
+//!   `PrepareForShutdown` handling, and optionally pods laid out as kubelet's systemd cgroup
+//!   driver does, stopped by priority group), shipped as `nthd-fake-kubelet`.
 //!
 //! Everything here is test infrastructure: on misuse (an invalid scripted response, a poisoned
 //! state) it prefers a loud panic with a clear message over silently doing something else.
