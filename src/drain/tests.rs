@@ -288,3 +288,104 @@ async fn the_lock_is_taken_again_after_a_cancelled_shutdown_and_a_logind_restart
         .count();
     assert_eq!(own, 1, "one lock after the restart");
 }
+
+/// A completion that records what the watcher asked of it, and when.
+#[derive(Clone, Default)]
+struct Recording(std::sync::Arc<std::sync::Mutex<Vec<(&'static str, std::time::Instant)>>>);
+
+impl Recording {
+    fn calls(&self) -> Vec<&'static str> {
+        self.0.lock().unwrap().iter().map(|c| c.0).collect()
+    }
+    fn note(&self, what: &'static str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((what, std::time::Instant::now()));
+    }
+}
+
+impl Finish for Recording {
+    async fn prepare(&mut self) -> Result<(), String> {
+        self.note("prepare");
+        Ok(())
+    }
+    fn heartbeat_every(&self, _: Duration) -> Option<Duration> {
+        None
+    }
+    async fn heartbeat(&mut self) -> Result<(), String> {
+        self.note("heartbeat");
+        Ok(())
+    }
+    async fn complete(&mut self, until: std::time::Instant) -> Result<String, String> {
+        self.note("complete");
+        assert!(
+            until <= std::time::Instant::now() + AFTER_LAST,
+            "a bound past 2 s"
+        );
+        Ok("completed".into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asg_termination_is_completed_after_the_report_and_an_admins_poweroff_is_not() {
+    let bus = PrivateBus::start().unwrap();
+    let fake = FakeLogind::serve(bus.address()).await.unwrap();
+    let rec = Recording::default();
+    let (tx, mut rx) = mpsc::channel(4);
+    let (ftx, frx) = watch::channel(None);
+    let mut w = Watcher::new(tx, frx, Some(rec.clone()));
+    w.bus = Some(bus.address().to_string());
+    tokio::spawn(w.run());
+    assert!(matches!(
+        next(&mut rx, Duration::from_secs(5)).await,
+        Msg::Locked(_)
+    ));
+    let asg = Followed {
+        asg_terminate: true,
+        ..followed("asg-terminate", SystemTime::now(), SystemTime::now())
+    };
+    ftx.send_replace(Some(asg));
+    power_off(&bus).await;
+    let Msg::Report(r, done) = next(&mut rx, Duration::from_secs(3)).await else {
+        panic!("no report")
+    };
+    assert_eq!(
+        r.notice.as_ref().map(|n| n.kind.as_str()),
+        Some("asg-terminate")
+    );
+    assert!(
+        rec.calls().iter().all(|c| *c == "prepare"),
+        "{:?}",
+        rec.calls()
+    );
+    done.send(()).unwrap();
+    fake.wait_for_shutdown(Duration::from_secs(3))
+        .await
+        .expect("proceeded");
+    assert_eq!(rec.calls(), ["prepare", "complete"]);
+    // The next shutdown is an admin's, minutes after nthd's request: nothing is completed.
+    fake.cancel_shutdown().await.unwrap();
+    assert!(matches!(
+        next(&mut rx, Duration::from_secs(5)).await,
+        Msg::Locked(_)
+    ));
+    let stale = Followed {
+        asg_terminate: true,
+        ..followed(
+            "asg-terminate",
+            SystemTime::now() - Duration::from_secs(600),
+            SystemTime::now(),
+        )
+    };
+    ftx.send_replace(Some(stale));
+    power_off(&bus).await;
+    let Msg::Report(r, _done) = next(&mut rx, Duration::from_secs(3)).await else {
+        panic!("no report")
+    };
+    assert!(r.notice.is_none());
+    fake.wait_for_shutdown(Duration::from_secs(3))
+        .await
+        .expect("proceeded");
+    assert_eq!(rec.calls(), ["prepare", "complete"], "nothing more");
+}
