@@ -102,7 +102,8 @@ scen_drain_budget() {
 }
 
 # One admin `systemctl poweroff`: how long after the stand-in's release logind went ahead
-# ("System is powering down") and the container halted.  Prints "DOWN_MS HALT_MS".
+# ("System is powering down") and the container halted, into LOCK_COST_DOWN / LOCK_COST_HALT
+# (not printed: CT_EXIT_MS must reach the caller, so no command substitution).
 _admin_poweroff() {
   ct_exec systemctl poweroff --no-block || fail "systemctl poweroff"
   wait_for_prepare 10 >/dev/null || fail "no PrepareForShutdown after systemctl poweroff"
@@ -112,22 +113,27 @@ _admin_poweroff() {
   released="$(kubelet_event_ms released)" || fail "the stand-in never released its lock"
   down="$(journal_first_ms systemd-logind 'System is powering down')" || {
     log "note: logind logged no 'System is powering down'; measuring to the halt only"; down="$CT_EXIT_MS"; }
-  echo "$((down - released)) $((CT_EXIT_MS - released))"
+  LOCK_COST_DOWN=$((down - released)); LOCK_COST_HALT=$((CT_EXIT_MS - released))
 }
 
+LOCK_COST_PODS=(--pod default/web-1:burstable:0 --group 0:5)
+
+# shellcheck disable=SC2034  # KUBELET_ARGS is read by setup_node (run.sh)
 scen_drain_lock_cost() {
-  local top="$SDIR" without with
+  local top="$SDIR" without with KUBELET_ARGS=("${LOCK_COST_PODS[@]}")
   step "without nthd's lock: nthd stopped, an admin's systemctl poweroff"
   SDIR="$top/without"; mkdir -p "$SDIR"
   setup_node --no-mock
   ct_exec systemctl stop nthd
-  read -r -a without <<<"$(_admin_poweroff)"
+  ! _nthd_holds_its_lock || fail "nthd's lock outlived nthd"
+  _admin_poweroff; without=("$LOCK_COST_DOWN" "$LOCK_COST_HALT")
   step "with nthd's lock: the same, nthd running"
   SDIR="$top/with"; mkdir -p "$SDIR"
   _drain_node
-  read -r -a with <<<"$(_admin_poweroff)"
+  _admin_poweroff; with=("$LOCK_COST_DOWN" "$LOCK_COST_HALT")
   local data; data="$(expect_drained released 4.5 7)"
   [[ "$(hjq -c .notice <<<"$data")" == null ]] || fail "an admin's poweroff is reported as following a notice: $data"
+  [[ "$(hjq -c .pods_left <<<"$data")" == '[]' ]] || fail "pods_left is not empty: $data"
   expect_drain_recorded released
   SDIR="$top"
   timing "release -> powering down: $(fmt_ms "${without[0]}") without nthd, $(fmt_ms "${with[0]}") with"
