@@ -665,3 +665,54 @@ async fn asg_completion_off_on_and_dropped_by_the_daemons_unit() {
         "{c}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_report_check_takes_the_lock_and_warns_when_logind_refuses_it() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    let (ok, v) = run(&e, &[]).await;
+    assert!(ok, "{v:#}");
+    let c = get(&v, "drain report");
+    assert_eq!(c["status"], "pass", "{c}");
+    assert_eq!(c["required"], false, "{c}");
+    assert!(
+        c["value"]
+            .as_str()
+            .unwrap()
+            .contains("can hold a delay lock"),
+        "{c}"
+    );
+    let took = e.logind.calls_of("Inhibit");
+    assert!(
+        took.iter()
+            .any(|c| c.args[1] == "nthd" && c.args[3] == "delay"),
+        "{took:?}"
+    );
+    assert!(
+        e.logind.inhibitors().iter().all(|i| i.who != "nthd"),
+        "the check's lock is released at once"
+    );
+
+    e.logind.set_inhibit_error(Some((
+        "org.freedesktop.DBus.Error.AccessDenied",
+        "Permission denied",
+    )));
+    let (ok, v) = run(&e, &[]).await;
+    let c = get(&v, "drain report");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(
+        c["value"].as_str().unwrap().contains("Permission denied"),
+        "{c}"
+    );
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("inhibit-delay-shutdown"),
+        "{c}"
+    );
+    assert!(
+        ok,
+        "a refused drain-report lock never fails the check: {v:#}"
+    );
+}

@@ -11,7 +11,8 @@
 #   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
 #      with real systemd, dbus, polkit and logind, on cgroup v2 with the unit's IP firewall
 #      enforced: every scenario on Debian 12; the core set on
-#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid); the arm64 package under
+#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid, and the drain report and
+#      the Auto Scaling completion on sid); the arm64 package under
 #      Debian 12's own systemd (firewall enforced); spot-terminate on an arm64 Debian 12
 #      booted through qemu-user; the installers (tarball, rpm, cloud-init, sysext)
 #   4. the aarch64 build of the test suite under qemu-user
@@ -158,7 +159,7 @@ if [ $quick = 0 ]; then
         scoped-grant check logind-restart polkitd-restart upgrade-while-deferred neighbour \
         block-inhibitor sighup-and-restart bad-setting azure-restart-mid-drain shutdown-cancelled
     # Debian sid: the newest systemd (262 when written), which boots only on cgroup v2.
-    stage "real-system e2e, Debian sid (newest systemd), core set, block inhibitor and faults" \
+    stage "real-system e2e, Debian sid (newest systemd), core set, block inhibitor, faults, drain report" \
         env E2E_SUITE=sid bash tests/e2e/run.sh spot-terminate no-action-defaults \
         polkit-denied-then-restored scoped-grant check logind-restart polkitd-restart \
         upgrade-while-deferred neighbour block-inhibitor sighup-and-restart bad-setting \

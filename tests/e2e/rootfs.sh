@@ -60,6 +60,11 @@ PACKAGES=(systemd systemd-sysv dbus "$POLKIT_PACKAGE" libpam-systemd iproute2 cu
 if [[ "$SUITE" == bookworm && "$E2E_ARCH" == "$E2E_HOST_ARCH" && -z "$E2E_FLAVOUR" ]]; then
   PACKAGES+=(python3 prometheus-node-exporter)
 fi
+# The sid tree runs the drain report's and the Auto Scaling completion's scenarios on the newest
+# systemd: python3 for the same receiver and for the botocore mock (tests/e2e/asg-mock.py).
+if [[ "$SUITE" == sid && -z "$E2E_FLAVOUR" ]]; then
+  PACKAGES+=(python3)
+fi
 
 detect_mirror() {
   if [[ -n "${E2E_MIRROR:-}" ]]; then echo "$E2E_MIRROR"; return; fi
