@@ -62,8 +62,11 @@ if [[ "$SUITE" == bookworm && "$E2E_ARCH" == "$E2E_HOST_ARCH" && -z "$E2E_FLAVOU
 fi
 # The sid tree runs the drain report's and the Auto Scaling completion's scenarios on the newest
 # systemd: python3 for the same receiver and for the botocore mock (tests/e2e/asg-mock.py).
+# systemd-imds (systemd 261+, split out of systemd in Debian's 261-2): every sid scenario runs
+# with the package installed and IMDS unlocked (nthd reads directly, as before); the imds-*
+# scenarios lock IMDS and read through systemd-imdsd's Varlink service (scen-imds.sh).
 if [[ "$SUITE" == sid && -z "$E2E_FLAVOUR" ]]; then
-  PACKAGES+=(python3)
+  PACKAGES+=(python3 systemd-imds)
 fi
 
 detect_mirror() {
