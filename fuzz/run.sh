@@ -92,7 +92,7 @@ run_one() {
     mkdir -p "fuzz/corpus-grown/$t" "fuzz/corpus/$t" "fuzz/artifacts/$t"
     dict=()
     case "$t" in
-    aws_* | gcp* | azure* | alibaba*) dict=(-dict=fuzz/dict/json.dict) ;;
+    aws_* | gcp* | azure* | alibaba* | varlink) dict=(-dict=fuzz/dict/json.dict) ;;
     timefmt | duration | tencent) dict=(-dict=fuzz/dict/time.dict) ;;
     cli) dict=(-dict=fuzz/dict/cli.dict) ;;
     esac

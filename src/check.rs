@@ -369,7 +369,12 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
 async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
     let mut settings = c.opts.provider_settings();
     settings.client.sandbox = c.sandbox.own.clone();
-    let mut p = match crate::provider::build(cloud, &settings) {
+    let client =
+        crate::imds::ImdsClient::new(&settings.endpoint_for(cloud), settings.client.clone());
+    let mut p = match client
+        .clone()
+        .map(|cl| crate::provider::build_with(cloud, cl, &settings))
+    {
         Ok(p) => p,
         Err(e) => {
             return vec![check(
@@ -412,7 +417,65 @@ async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
     if !obs.fresh.is_empty() {
         c.lifecycle = instance_lifecycle(&mut p, limit).await;
     }
-    vec![answered, current_notices(c.opts, &obs.notices)]
+    let access = client.map(|cl| metadata_access(&cl, &obs, c.root, cloud));
+    let mut out = vec![answered];
+    out.extend(access.ok());
+    out.push(current_notices(c.opts, &obs.notices));
+    out
+}
+
+/// How the reads reach the metadata service: directly, or through systemd-imdsd because IMDS
+/// is locked, and then whether the daemon (user nthd, which polkit must allow) can too.
+fn metadata_access(
+    client: &crate::imds::ImdsClient,
+    obs: &crate::provider::Observation,
+    root: &Path,
+    cloud: Cloud,
+) -> Check {
+    use crate::imds::{Access, ImdsError};
+    const NAME: &str = "metadata access";
+    let locked = obs.errors.iter().find_map(|e| match &e.error {
+        err @ (ImdsError::Locked { .. }
+        | ImdsError::Imdsd { .. }
+        | ImdsError::ImdsdDenied { .. }) => Some(err.to_string()),
+        _ => None,
+    });
+    if let Some(err) = locked {
+        return check(
+            NAME,
+            true,
+            Status::Fail,
+            "IMDS is locked; nthd cannot read it",
+            Some(err),
+        );
+    }
+    if client.access() == Access::Direct {
+        return check(NAME, true, Status::Pass, "direct", None);
+    }
+    let value = format!(
+        "locked by systemd-imdsd (prohibit route); reading through its Varlink service {}{}",
+        client.imdsd_socket().display(),
+        imdsd_limits(cloud)
+    );
+    // Root skips polkit; the daemon runs as nthd, which polkit must allow.
+    let as_root = crate::logind::effective_uid() == 0;
+    let diagnosis = crate::imds::denied_diagnosis(root);
+    if as_root && diagnosis.contains("names no owner") {
+        let fix = format!("as root this check reads through systemd-imdsd, but the daemon (user nthd) will be refused: {diagnosis}");
+        return check(NAME, true, Status::Fail, value, Some(fix));
+    }
+    check(NAME, true, Status::Pass, value, None)
+}
+
+/// What nthd cannot do on `cloud` through systemd-imdsd.
+fn imdsd_limits(cloud: Cloud) -> &'static str {
+    match cloud {
+        Cloud::Azure => {
+            " (it cannot acknowledge a Scheduled Event: the platform goes ahead at NotBefore)"
+        }
+        Cloud::Gcp => " (no wait_for_change long-poll: nthd polls instead)",
+        _ => "",
+    }
 }
 
 /// The failed check when no source answered: the first error, and what to do about it.

@@ -328,6 +328,19 @@ pub struct Options {
     #[arg(long, env = "NTHD_IMDS_ENDPOINT", value_parser = endpoint, global = true, value_name = "URL")]
     pub imds_endpoint: Option<String>,
 
+    /// How to reach the metadata service: directly, through systemd-imdsd's Varlink service
+    /// (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked)
+    /// refuses the connection, then through systemd-imdsd.
+    #[arg(
+        long,
+        env = "NTHD_IMDS_VIA",
+        value_enum,
+        default_value = "auto",
+        global = true,
+        value_name = "HOW"
+    )]
+    pub imds_via: crate::imds::Via,
+
     /// AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets).
     #[arg(long, env = "NTHD_AWS_IPV6", value_parser = boolish, global = true)]
     pub aws_ipv6: bool,
@@ -674,6 +687,7 @@ impl Options {
             request_timeout: self.request_timeout,
             connect_timeout: self.request_timeout.min(Duration::from_secs(1)),
             endpoint_set: self.imds_endpoint.is_some(),
+            via: self.imds_via,
             ..ClientOptions::default()
         }
     }

@@ -21,6 +21,22 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 
+pub(crate) mod imdsd;
+pub(crate) use imdsd::{denied_diagnosis, Imdsd};
+
+/// How nthd reaches the metadata service (`NTHD_IMDS_VIA`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Via {
+    /// Directly, and through systemd-imdsd once a prohibit route refuses the connection.
+    #[default]
+    Auto,
+    /// Directly only.
+    Direct,
+    /// Through systemd-imdsd's Varlink service only.
+    #[value(name = "systemd-imdsd")]
+    SystemdImdsd,
+}
+
 /// Settings for the client, from the command line.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
@@ -36,6 +52,12 @@ pub struct ClientOptions {
     /// The IP access lists of the unit nthd runs in: a failed request to an address they
     /// block is blamed on them ([`ImdsError::BlockedBySandbox`]). `None`: blame nothing on them.
     pub sandbox: Option<Arc<crate::sandbox::IpPolicy>>,
+    /// Directly, through systemd-imdsd, or directly until IMDS turns out to be locked.
+    pub via: Via,
+    /// systemd-imdsd's Varlink socket.
+    pub imdsd_socket: std::path::PathBuf,
+    /// Where the polkit files that explain a refusal are read (`/`; a directory in tests).
+    pub imdsd_root: std::path::PathBuf,
 }
 
 impl Default for ClientOptions {
@@ -46,6 +68,9 @@ impl Default for ClientOptions {
             max_body: 256 * 1024,
             endpoint_set: false,
             sandbox: None,
+            via: Via::Auto,
+            imdsd_socket: imdsd::SOCKET.into(),
+            imdsd_root: "/".into(),
         }
     }
 }
@@ -146,6 +171,44 @@ pub enum ImdsError {
     /// The HTTP client could not be built, or a header value cannot be sent.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    /// `connect()` was refused with `EACCES`: a prohibit route (systemd-imdsd's locked mode),
+    /// and nthd cannot or may not read through systemd-imdsd.
+    #[error(
+        "cannot reach {url}: connect() was refused with EACCES, which is what a prohibit route \
+         answers: IMDS is locked (systemd-imdsd's systemd.imds.network=locked does this). {fix}"
+    )]
+    Locked {
+        /// The URL requested.
+        url: String,
+        /// What to do.
+        fix: String,
+    },
+    /// Reading through systemd-imdsd failed.
+    #[error(
+        "IMDS is locked; reading {url} through systemd-imdsd ({socket}) failed: {reason}. {fix}"
+    )]
+    Imdsd {
+        /// The URL nthd would have read directly.
+        url: String,
+        /// imdsd's socket.
+        socket: String,
+        /// What failed.
+        reason: String,
+        /// What to do.
+        fix: String,
+    },
+    /// systemd-imdsd refused user nthd: the polkit grant is missing or cannot work.
+    #[error(
+        "IMDS is locked, and systemd-imdsd refused to read {url} for nthd ({answer}): {diagnosis}"
+    )]
+    ImdsdDenied {
+        /// The URL nthd would have read directly.
+        url: String,
+        /// imdsd's error name.
+        answer: String,
+        /// Which grant is missing and how to add it.
+        diagnosis: String,
+    },
 }
 
 fn hint_suffix(hint: &str) -> String {
@@ -168,6 +231,9 @@ impl ImdsError {
             ImdsError::Malformed { .. } => "malformed",
             ImdsError::TokenRefused { .. } => "token_refused",
             ImdsError::BadEndpoint { .. } | ImdsError::Client(_) => "config",
+            ImdsError::Locked { .. } => "locked",
+            ImdsError::Imdsd { .. } => "imdsd",
+            ImdsError::ImdsdDenied { .. } => "imdsd_denied",
         }
     }
 
@@ -230,6 +296,24 @@ pub struct ImdsClient {
     base: String,
     opts: ClientOptions,
     conn: Arc<Conn>,
+    route: Arc<Route>,
+}
+
+/// Whether reads go through systemd-imdsd: from the start (`NTHD_IMDS_VIA=systemd-imdsd`), or
+/// since a prohibit route refused a direct connection (`auto`). Shared by the clones.
+#[derive(Debug)]
+struct Route {
+    imdsd: Imdsd,
+    through: std::sync::atomic::AtomicBool,
+}
+
+/// How the reads reach the metadata service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Over HTTP to the metadata address.
+    Direct,
+    /// Through systemd-imdsd's Varlink service (IMDS is locked, or the setting says so).
+    Imdsd,
 }
 
 /// Where to connect, and the connections kept open.
@@ -279,7 +363,34 @@ impl ImdsClient {
             authority,
             idle: Mutex::new(Vec::new()),
         });
-        Ok(ImdsClient { base, opts, conn })
+        let route = Arc::new(Route {
+            imdsd: Imdsd::new(opts.imdsd_socket.clone(), opts.imdsd_root.clone()),
+            through: (opts.via == Via::SystemdImdsd).into(),
+        });
+        Ok(ImdsClient {
+            base,
+            opts,
+            conn,
+            route,
+        })
+    }
+
+    /// How the reads reach the metadata service now.
+    pub(crate) fn access(&self) -> Access {
+        if self
+            .route
+            .through
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            Access::Imdsd
+        } else {
+            Access::Direct
+        }
+    }
+
+    /// systemd-imdsd's socket.
+    pub(crate) fn imdsd_socket(&self) -> &std::path::Path {
+        self.route.imdsd.socket()
     }
 
     pub(crate) fn base(&self) -> &str {
@@ -307,6 +418,14 @@ impl ImdsClient {
         timeout: Option<Duration>,
     ) -> Result<Reply, ImdsError> {
         let timeout = timeout.unwrap_or(self.opts.request_timeout);
+        if self.access() == Access::Imdsd {
+            return self
+                .route
+                .imdsd
+                .send(&method, path, &self.url(path), timeout)
+                .await;
+        }
+        let again = method.clone();
         let req = self.request(method, path, headers, body)?;
         let failure = match tokio::time::timeout(timeout, self.exchange(req)).await {
             Ok(Ok((status, etag, body))) => {
@@ -337,10 +456,53 @@ impl ImdsClient {
                 url,
                 timeout: self.opts.connect_timeout,
             },
+            Failure::Connect(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                return self.locked(&again, path, url, timeout).await;
+            }
             Failure::Connect(e) => connect_error(url, &e, self.opts.endpoint_set),
             Failure::Http(e) => connect_error(url, &e, self.opts.endpoint_set),
         };
         Err(self.blame_sandbox(err).await)
+    }
+
+    /// A prohibit route refused the connection: read through systemd-imdsd from now on, when
+    /// the setting allows it and its socket is there (and say so, once), else say what is
+    /// missing.
+    async fn locked(
+        &self,
+        method: &Method,
+        path: &str,
+        url: String,
+        timeout: Duration,
+    ) -> Result<Reply, ImdsError> {
+        let imdsd = &self.route.imdsd;
+        let fix = match self.opts.via {
+            Via::Direct => "NTHD_IMDS_VIA=direct keeps nthd from reading through systemd-imdsd; \
+                            set it to auto (the default)"
+                .to_string(),
+            _ if !imdsd.present() => format!(
+                "systemd-imdsd's socket {} is missing: install the systemd-imds package \
+                 (systemd 261+) and start systemd-imdsd.socket, or unlock IMDS for nthd",
+                imdsd.socket().display()
+            ),
+            _ => {
+                if !self
+                    .route
+                    .through
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        "IMDS is locked by systemd-imdsd (prohibit route: connect() to {}:{} \
+                         was refused with EACCES); reading through its Varlink service {}",
+                        self.conn.host,
+                        self.conn.port,
+                        imdsd.socket().display()
+                    );
+                }
+                return imdsd.send(method, path, &url, timeout).await;
+            }
+        };
+        Err(ImdsError::Locked { url, fix })
     }
 
     /// The request for `path`: origin-form URI, `Host`, a user agent, the caller's headers.
@@ -656,7 +818,15 @@ pub(crate) async fn get_all_with_token<T: TokenSource>(
     src: &mut T,
     paths: &[&str],
 ) -> Result<Vec<Result<Reply, ImdsError>>, ImdsError> {
-    let token = src.token().await?;
+    // Through systemd-imdsd the token is imdsd's business (and the token's PUT may be what
+    // found IMDS locked).
+    let token = match src.client().access() {
+        Access::Direct => match src.token().await {
+            Err(_) if src.client().access() == Access::Imdsd => None,
+            r => r?,
+        },
+        Access::Imdsd => None,
+    };
     let client = src.client();
     let headers = token_header::<T>(token.as_deref());
     let mut replies =

@@ -47,7 +47,8 @@ pub mod config {
 }
 
 pub mod imds {
-    pub use crate::imds::{ClientOptions, ImdsClient, ImdsError};
+    pub use crate::imds::imdsd::Vendor;
+    pub use crate::imds::{ClientOptions, ImdsClient, ImdsError, Via};
 }
 
 pub mod logging {
@@ -136,4 +137,8 @@ pub mod webhook {
         parse_url, plain_http_warning, probe, probe_with_headers, ActionResult, Context, Event,
         ProbeOutcome, SecretHeaders, WebhookFormat, WebhookOptions, Webhooks,
     };
+}
+
+pub mod varlink {
+    pub use crate::varlink::{decode, Answer};
 }

@@ -65,7 +65,7 @@ _nthd() {
 
     case "${cmd}" in
         nthd)
-            opts="-h -V --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help --version run once check simulate status generate-assets help"
+            opts="-h -V --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help --version run once check simulate status generate-assets help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -77,6 +77,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)
@@ -263,7 +267,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__check)
-            opts="-h --json --root --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --root --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -279,6 +283,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)
@@ -465,7 +473,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__generate__subcmd__assets)
-            opts="-h --out --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --out --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,6 +489,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)
@@ -779,7 +791,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__once)
-            opts="-h --json --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -791,6 +803,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)
@@ -977,7 +993,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__run)
-            opts="-h --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -989,6 +1005,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)
@@ -1175,7 +1195,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__simulate)
-            opts="-h --yes --deadline-in --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --yes --deadline-in --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1191,6 +1211,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)
@@ -1377,7 +1401,7 @@ _nthd() {
             return 0
             ;;
         nthd__subcmd__status)
-            opts="-h --json --npd --provider --imds-endpoint --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
+            opts="-h --json --npd --provider --imds-endpoint --imds-via --aws-ipv6 --aws-imdsv1 --poll-interval --aws-rebalance-boost --slow-poll-interval --gcp-wait --request-timeout --settings-file --dry-run --log-level --log-target --state-dir --deadline-kinds --safety-margin --fallback-drain-budget --retry-delay --metrics-textfile --metrics-listen --webhook --webhook-url-file --webhook-format --webhook-headers-file --status-file --asg-complete --asg-lifecycle-hook --asg-group --asg-endpoint --action-spot-terminate --action-spot-stop --action-spot-hibernate --action-rebalance --action-asg-terminate --action-asg-other --action-scheduled-stop --action-scheduled-reboot --action-scheduled-maintenance --action-gcp-preempt --action-gcp-terminate-maintenance --action-gcp-migrate --action-azure-preempt --action-azure-terminate --action-azure-reboot --action-azure-redeploy --action-azure-freeze --action-alibaba-spot --action-tencent-spot --action-unknown --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1389,6 +1413,10 @@ _nthd() {
                     ;;
                 --imds-endpoint)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --imds-via)
+                    COMPREPLY=($(compgen -W "auto direct systemd-imdsd" -- "${cur}"))
                     return 0
                     ;;
                 --poll-interval)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= webhook= webhook-url-file= webhook-format= webhook-headers-file= status-file= asg-complete= asg-lifecycle-hook= asg-group= asg-endpoint= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= imds-via= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= webhook= webhook-url-file= webhook-format= webhook-headers-file= status-file= asg-complete= asg-lifecycle-hook= asg-group= asg-endpoint= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -31,6 +31,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_needs_command" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_needs_command" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
@@ -96,6 +99,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
@@ -153,6 +159,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
@@ -212,6 +221,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
@@ -271,6 +283,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
@@ -329,6 +344,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r
@@ -389,6 +407,9 @@ azure\t'Azure Scheduled Events'
 alibaba\t'Alibaba Cloud ECS instance metadata'
 tencent\t'Tencent Cloud CVM instance metadata'"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-endpoint -d 'Metadata service base URL (default: the cloud\'s own, e.g. http://169.254.169.254)' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l imds-via -d 'How to reach the metadata service: directly, through systemd-imdsd\'s Varlink service (systemd 261+), or auto: directly until a prohibit route (systemd.imds.network=locked) refuses the connection, then through systemd-imdsd' -r -f -a "auto\t'Directly, and through systemd-imdsd once a prohibit route refuses the connection'
+direct\t'Directly only'
+systemd-imdsd\t'Through systemd-imdsd\'s Varlink service only'"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l poll-interval -d 'How often the fast sources are read (AWS spot; Azure; Alibaba; Tencent); AWS ASG every 3x [default: 1s; 500ms on Azure, whose evictions can come in under 10 s]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l aws-rebalance-boost -d 'AWS: while a rebalance recommendation is listed, read spot this often, for at most 30 minutes (the notice usually follows within 10-20); `off` keeps the normal interval' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l slow-poll-interval -d 'How often slow sources are read (AWS scheduled events; AWS rebalance recommendations when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance while a TERMINATE maintenance is listed)' -r

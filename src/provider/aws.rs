@@ -866,4 +866,22 @@ mod tests {
         assert_eq!(clean_id("x\u{1b}[2J\u{202e}é"), "x[2J");
         assert_eq!(clean_id(&"x".repeat(500)).len(), 128);
     }
+
+    #[tokio::test]
+    async fn aws_reads_a_spot_notice_through_imdsd_without_a_token() {
+        use crate::imds::imdsd::tests::{client, fake_imdsd};
+        let dir = tempfile::tempdir().unwrap();
+        let spot = r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#;
+        let (sock, calls) = fake_imdsd(dir.path(), &[("/meta-data/spot/instance-action", spot)]);
+        let mut p = Aws::new(client(&sock, dir.path()), AwsOptions::default());
+        let obs = p.observe().await;
+        assert!(obs.errors.is_empty(), "{:?}", obs.errors);
+        let kinds: Vec<_> = obs.notices.iter().map(|n| n.kind).collect();
+        assert_eq!(kinds, [crate::notice::NoticeKind::SpotTerminate]);
+        assert!(calls
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|c| c["parameters"]["key"] != "/api/token"));
+    }
 }

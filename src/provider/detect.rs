@@ -235,6 +235,7 @@ pub(crate) async fn detect(
         max_body: 64 * 1024,
         endpoint_set: endpoint.is_some(),
         sandbox,
+        ..ClientOptions::default()
     };
     let base = |c: Cloud| probe_base(c, endpoint);
     let (aws, gcp, azure, alibaba, tencent) = tokio::join!(

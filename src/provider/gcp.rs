@@ -386,7 +386,8 @@ impl Gcp {
         k.last = notices;
         obs.fresh.push(k.source);
         let Some(etag) = etag else {
-            return k.without_etag(&url, retry, now);
+            let imdsd = self.client.access() == crate::imds::Access::Imdsd;
+            return k.without_etag(&url, retry, now, imdsd);
         };
         if k.warned_no_etag && k.etag.is_none() {
             tracing::info!("{url} sends ETags again; long-polling it");
@@ -434,8 +435,16 @@ impl Key {
     }
 
     /// An answer without a usable ETag: plain polling every `retry` until ETags come back.
-    fn without_etag(&mut self, url: &str, retry: Duration, now: Instant) {
-        if !self.warned_no_etag {
+    /// Through systemd-imdsd there are no ETags at all (its interface passes bodies only).
+    fn without_etag(&mut self, url: &str, retry: Duration, now: Instant, imdsd: bool) {
+        if !self.warned_no_etag && imdsd {
+            tracing::warn!(
+                "{url} is read through systemd-imdsd, which passes no ETag, so nthd cannot \
+                 long-poll it (no wait_for_change): polling it every {} instead",
+                timefmt::format_duration(retry)
+            );
+            self.warned_no_etag = true;
+        } else if !self.warned_no_etag {
             tracing::warn!(
                 "{url} answered without a usable ETag; polling it every {} instead of \
                  long-polling",

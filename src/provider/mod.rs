@@ -83,8 +83,13 @@ impl ProviderSettings {
 /// Builds the provider for `cloud`.
 pub(crate) fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, ImdsError> {
     let client = ImdsClient::new(&s.endpoint_for(cloud), s.client.clone())?;
+    Ok(build_with(cloud, client, s))
+}
+
+/// The provider for `cloud` on `client` (a clone keeps seeing how its reads go: `access()`).
+pub(crate) fn build_with(cloud: Cloud, client: ImdsClient, s: &ProviderSettings) -> AnyProvider {
     let poll_interval = s.poll_interval_for(cloud);
-    Ok(match cloud {
+    match cloud {
         Cloud::Aws => AnyProvider::Aws(aws::Aws::new(
             client,
             aws::AwsOptions {
@@ -115,7 +120,7 @@ pub(crate) fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, I
             client,
             tencent::TencentOptions { poll_interval },
         )),
-    })
+    }
 }
 
 /// Finds the cloud: the explicit `--provider`, else detection.
