@@ -10,9 +10,9 @@
 #      example through Debian's Packer; the metrics through Debian's promtool and node_exporter
 #   3. the real-system e2e suite, nthd installed from those artifacts into booted Debian trees
 #      with real systemd, dbus, polkit and logind, on cgroup v2 with the unit's IP firewall
-#      enforced: every scenario on Debian 12; the core set on
-#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid, and the drain report and
-#      the Auto Scaling completion on sid); the arm64 package under
+#      enforced: every scenario on Debian 12 (but those that need systemd-imdsd); the core set on
+#      Debian 11, 13 and sid (with the fault scenarios on 13 and sid, and the drain report, the
+#      Auto Scaling completion and IMDS locked by systemd-imdsd on sid); the arm64 package under
 #      Debian 12's own systemd (firewall enforced); spot-terminate on an arm64 Debian 12
 #      booted through qemu-user; the installers (tarball, rpm, cloud-init, sysext)
 #   4. the aarch64 build of the test suite under qemu-user
@@ -149,7 +149,7 @@ if [ $quick = 0 ]; then
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
     # The upgrade scenarios start from the previous release, built once from its own commit.
     stage "previous release's packages (tests/e2e/previous-release)" bash tests/e2e/previous-release.sh
-    stage "real-system e2e, Debian 12 (systemd 252), every scenario" bash tests/e2e/run.sh
+    stage "real-system e2e, Debian 12 (systemd 252), every scenario but the systemd-imdsd ones" bash tests/e2e/run.sh
     stage "real-system e2e, Debian 11 (systemd 247, polkit 0.105), core set" env E2E_SUITE=bullseye \
         bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \
         scoped-grant check
@@ -159,12 +159,12 @@ if [ $quick = 0 ]; then
         scoped-grant check logind-restart polkitd-restart upgrade-while-deferred neighbour \
         block-inhibitor sighup-and-restart bad-setting azure-restart-mid-drain shutdown-cancelled
     # Debian sid: the newest systemd (262 when written), which boots only on cgroup v2.
-    stage "real-system e2e, Debian sid (newest systemd), core set, block inhibitor, faults, drain report" \
+    stage "real-system e2e, Debian sid (newest systemd), core set, block inhibitor, faults, drain report, IMDS locked by systemd-imdsd" \
         env E2E_SUITE=sid bash tests/e2e/run.sh spot-terminate no-action-defaults \
         polkit-denied-then-restored scoped-grant check logind-restart polkitd-restart \
         upgrade-while-deferred neighbour block-inhibitor sighup-and-restart bad-setting \
         azure-restart-mid-drain shutdown-cancelled typo-and-locked-settings drain-report \
-        drain-budget drain-lock-cost asg-complete
+        drain-budget drain-lock-cost asg-complete imds-locked imds-locked-azure imds-locked-no-grant
     # The arm64 .deb under Debian 12's native systemd, which enforces the unit's firewall (the
     # arm64 tree's emulated systemd cannot: qemu-user has no bpf()).
     stage "real-system e2e, arm64 nthd under Debian 12's systemd, firewall enforced" \

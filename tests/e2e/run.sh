@@ -6,7 +6,8 @@
 # transient units, and checks what real systemd-logind + polkitd do.
 #
 # Usage (as root):
-#   tests/e2e/run.sh                   all scenarios
+#   tests/e2e/run.sh                   all scenarios (the imds-locked* ones only where the
+#                                      tree has systemd-imdsd: sid)
 #   tests/e2e/run.sh NAME...           only these (see --list)
 #   tests/e2e/run.sh --list
 #   tests/e2e/run.sh --narrate         README demo: spot-terminate, narrated
@@ -46,6 +47,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/scen-drain.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-asg.sh
 . "$HERE/scen-asg.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-imds.sh
+. "$HERE/scen-imds.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-sandbox.sh
 . "$HERE/scen-sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-upgrade.sh
@@ -64,7 +67,12 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
            neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
            sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
-           drain-report drain-budget drain-lock-cost asg-complete asg-complete-off)
+           drain-report drain-budget drain-lock-cost asg-complete asg-complete-off
+           imds-locked imds-locked-azure imds-locked-no-grant)
+# The scenarios that need systemd-imdsd (systemd >= 261's systemd-imds package, in the sid tree
+# only): run.sh without names leaves them out on a tree that lacks it, or is not built yet
+# (default_scenarios).
+IMDSD_SCENARIOS=(imds-locked imds-locked-azure imds-locked-no-grant)
 
 # ------------------------------------------------------- scenario toolkit
 # These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
@@ -301,6 +309,16 @@ kill_our_containers() {
   return 0
 }
 
+# Every scenario, less those the tree cannot run: IMDSD_SCENARIOS without systemd-imdsd.
+default_scenarios() {
+  local n
+  if [[ -x "$ROOTFS/usr/lib/systemd/systemd-imdsd" ]]; then printf '%s\n' "${SCENARIOS[@]}"; return; fi
+  log "$(basename "$ROOTFS") has no systemd-imdsd (package systemd-imds, systemd >= 261): not running ${IMDSD_SCENARIOS[*]}"
+  for n in "${SCENARIOS[@]}"; do
+    [[ " ${IMDSD_SCENARIOS[*]} " == *" $n "* ]] || echo "$n"
+  done
+}
+
 usage() { sed -n '2,/^set -uo/p' "$0" | grep -v '^# shellcheck' | sed '$d; s/^# \{0,1\}//'; }
 
 # Everything the scenarios NAMES need: the testkit, the package, the previous release (for
@@ -347,7 +365,7 @@ main() {
     -*) echo "unknown option $1" >&2; usage >&2; exit 2;;
     *) names+=("$1");; esac; shift; done
   ((narrate)) && names=(spot-terminate)
-  ((${#names[@]})) || names=("${SCENARIOS[@]}")
+  ((${#names[@]})) || mapfile -t names < <(default_scenarios)
   for n in "${names[@]}"; do
     declare -F "scen_${n//-/_}" >/dev/null || { echo "unknown scenario: $n (try --list)" >&2; exit 2; }
   done
