@@ -86,6 +86,17 @@ pub(crate) enum ActionError {
     },
 }
 
+impl ActionError {
+    /// logind's refusal in its own words (error name, block holders); `None` when logind did
+    /// not refuse (no answer, unreachable, a reboot not recorded).
+    pub(crate) fn refusal(&self) -> Option<crate::logind::Refusal<'_>> {
+        match self {
+            ActionError::Logind(e) => e.refusal(),
+            _ => None,
+        }
+    }
+}
+
 impl Outcome {
     /// Whether the notice counts as acted on (the planner then does not act on it again).
     pub(crate) fn acted(&self) -> bool {
@@ -101,6 +112,14 @@ impl Outcome {
             Outcome::AlreadyShuttingDown => None,
             Outcome::DryRun => Some(ActionResult::DryRun),
             Outcome::Failed(e) => Some(ActionResult::Failed(e.to_string())),
+        }
+    }
+
+    /// logind's refusal, for a failed action that logind refused.
+    pub(crate) fn refusal(&self) -> Option<crate::logind::Refusal<'_>> {
+        match self {
+            Outcome::Failed(e) => e.refusal(),
+            _ => None,
         }
     }
 
@@ -406,12 +425,18 @@ fn log_failed(n: &Notice, action: PowerAction, e: &ActionError, retry: Option<Du
         Some(d) => format!(" (retrying in {})", timefmt::format_duration(d)),
         None => String::new(),
     };
+    let refusal = e.refusal();
+    let blocked_by = refusal
+        .filter(|r| !r.holders.is_empty())
+        .map(|r| crate::logind::describe_holders(r.holders));
     tracing::error!(
         message_id = MSG_ACTION_FAILED,
         nthd_kind = n.kind.name(),
         nthd_notice_id = n.id.as_str(),
         nthd_action = action.name(),
         nthd_drill = n.is_drill(),
+        nthd_logind_error = refusal.map(|r| r.error),
+        nthd_blocked_by = blocked_by.as_deref(),
         "{}action {action} for {} failed: {e}{retry}",
         drill_tag(n),
         n.kind
@@ -540,6 +565,7 @@ mod tests {
         let busy = |reason: &str| {
             ActionError::from(LogindError::Busy {
                 method: "PowerOff",
+                error: "org.freedesktop.login1.OperationInProgress".into(),
                 reason: reason.into(),
             })
         };
@@ -549,6 +575,7 @@ mod tests {
             busy("x").to_string(),
             LogindError::Busy {
                 method: "PowerOff",
+                error: "org.freedesktop.login1.OperationInProgress".into(),
                 reason: "x".into()
             }
             .to_string()
@@ -749,5 +776,72 @@ mod tests {
             body.contains(drill_id.as_str()),
             "the drill's record was lost: {body}"
         );
+    }
+
+    /// A PowerOff refused for a block inhibitor: the record carries logind's error name, as each
+    /// systemd version gives it, and the holder from `ListInhibitors`; the status file's line and
+    /// the webhook's action event carry both.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_block_refusal_carries_loginds_error_and_the_holder() {
+        let bus = PrivateBus::start().unwrap();
+        let fake = FakeLogind::serve(bus.address()).await.unwrap();
+        fake.hold_inhibitor(
+            "shutdown",
+            "backup-agent",
+            "nightly backup",
+            "block",
+            0,
+            812,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let spot = notice(NoticeKind::SpotTerminate);
+        for (systemd, want) in [
+            (
+                252,
+                "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
+            ),
+            (257, "org.freedesktop.DBus.Error.AccessDenied"),
+            (262, "org.freedesktop.login1.BlockedByInhibitorLock"),
+        ] {
+            let (name, message, _) = nthd_testkit::logind::block_refusal(systemd);
+            fake.set_power_off_error(Some((name, message)));
+            let st = load_state(dir.path(), SystemTime::now());
+            let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
+            let rec = exec.execute(&spot, PowerAction::PowerOff, &|| {}).await;
+            let r = rec.outcome.refusal().expect("a refusal");
+            assert_eq!(r.error, want, "systemd {systemd}");
+            assert_eq!((r.holders.len(), r.holders[0].pid), (1, 812), "{r:?}");
+            let view = crate::status::action_view(&rec);
+            assert_eq!(view.logind_error.as_deref(), Some(want));
+            assert_eq!(view.blocked_by[0].who, "backup-agent");
+            assert_eq!(view.blocked_by[0].why, "nightly backup");
+            let json = serde_json::to_value(&view).unwrap();
+            assert_eq!(json["blocked_by"][0]["mode"], "block", "{json}");
+            let result = rec.outcome.for_webhook().unwrap();
+            let event = crate::webhook::Event::action(&spot, rec.action, result)
+                .with_refusal(rec.outcome.refusal());
+            let ctx = crate::webhook::Context::default();
+            let body = event
+                .render(&ctx, crate::webhook::WebhookFormat::CloudEvents)
+                .1;
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let result = &v["data"]["result"];
+            assert_eq!(result["logind_error"], want, "{v}");
+            assert_eq!(result["blocked_by"][0]["who"], "backup-agent", "{v}");
+            assert_eq!(result["blocked_by"][0]["pid"], 812, "{v}");
+        }
+        fake.set_power_off_error(None);
+    }
+
+    /// An action that logind did not refuse carries no refusal anywhere.
+    #[test]
+    fn no_refusal_without_one() {
+        let slow = ActionError::NoAnswer {
+            method: "PowerOff",
+            after: CALL_TIMEOUT,
+        };
+        assert_eq!(slow.refusal(), None);
+        assert_eq!(Outcome::Accepted.refusal(), None);
+        assert_eq!(Outcome::Failed(slow).refusal(), None);
     }
 }

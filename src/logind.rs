@@ -118,6 +118,8 @@ pub enum LogindError {
         user: String,
         /// The polkit action the call needs.
         action: &'static str,
+        /// logind's error name, e.g. `org.freedesktop.DBus.Error.AccessDenied`.
+        error: String,
         /// The D-Bus error.
         reason: String,
     },
@@ -131,6 +133,8 @@ pub enum LogindError {
     Busy {
         /// What was called, e.g. `PowerOff`.
         method: &'static str,
+        /// logind's error name, `org.freedesktop.login1.OperationInProgress`.
+        error: String,
         /// The D-Bus error.
         reason: String,
     },
@@ -146,6 +150,10 @@ pub enum LogindError {
         method: &'static str,
         /// The holders of block locks on shutdown; empty if `ListInhibitors` named none or failed.
         holders: Vec<Inhibitor>,
+        /// logind's error name: `org.freedesktop.login1.BlockedByInhibitorLock` (258 and
+        /// later), `org.freedesktop.DBus.Error.AccessDenied` (257) or
+        /// `org.freedesktop.DBus.Error.InteractiveAuthorizationRequired` (256 and older).
+        error: String,
         /// The D-Bus error.
         reason: String,
     },
@@ -175,6 +183,96 @@ pub(crate) fn describe_holders(holders: &[Inhibitor]) -> String {
         })
         .collect();
     each.join("; ")
+}
+
+impl LogindError {
+    /// Why logind refused a power action, in its own words: its error name and, for a block
+    /// inhibitor, the holders. `None` for anything but a refusal (no bus, a timeout, ...).
+    pub(crate) fn refusal(&self) -> Option<Refusal<'_>> {
+        match self {
+            LogindError::Blocked { error, holders, .. } => Some(Refusal { error, holders }),
+            LogindError::Denied { error, .. } | LogindError::Busy { error, .. } => Some(Refusal {
+                error,
+                holders: &[],
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// logind's refusal of a power action, for the action record: the log's `NTHD_LOGIND_ERROR`
+/// and `NTHD_BLOCKED_BY`, the status file's and the webhook's `logind_error` and `blocked_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refusal<'a> {
+    /// logind's error name, e.g. `org.freedesktop.login1.BlockedByInhibitorLock`.
+    pub(crate) error: &'a str,
+    /// The holders of block locks on shutdown (who, why, pid, uid, mode), from `ListInhibitors`.
+    pub(crate) holders: &'a [Inhibitor],
+}
+
+impl Refusal<'_> {
+    /// The holders as the status file and the webhook carry them.
+    pub(crate) fn blocked_by(&self) -> Vec<BlockHolder> {
+        self.holders.iter().map(BlockHolder::from).collect()
+    }
+}
+
+/// One holder of a block lock on shutdown, as the status file's and the webhook's
+/// `blocked_by` list it. `who` and `why` are the holder's own text, cleaned as in the log.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct BlockHolder {
+    /// Who holds the lock, e.g. `backup-agent`.
+    pub(crate) who: String,
+    /// Why, in the holder's words.
+    pub(crate) why: String,
+    /// The holder's process id.
+    pub(crate) pid: u32,
+    /// The holder's user id.
+    pub(crate) uid: u32,
+    /// `block` or `block-weak`.
+    pub(crate) mode: String,
+}
+
+impl From<&Inhibitor> for BlockHolder {
+    fn from(i: &Inhibitor) -> Self {
+        BlockHolder {
+            who: crate::logging::clean(&i.who, 64),
+            why: crate::logging::clean(&i.why, 120),
+            pid: i.pid,
+            uid: i.uid,
+            mode: i.mode.clone(),
+        }
+    }
+}
+
+/// The Varlink error with which logind (systemd 262's `io.systemd.Shutdown`, socket
+/// `/run/systemd/io.systemd.Login`) refuses a power action while a block lock is held. Unlike
+/// the D-Bus error, it names the holder: `{"who":"backup-agent","why":"nightly backup"}`.
+pub(crate) const VARLINK_BLOCKED: &str = "io.systemd.Shutdown.BlockedByInhibitor";
+
+/// The holder a Varlink `io.systemd.Shutdown.BlockedByInhibitor` error names (its `who` and
+/// `why`; it gives no pid or uid, and either may be absent). `None` for any other error.
+///
+/// TODO(varlink): nthd calls `PowerOff` over D-Bus, whose error names nobody, so the holders
+/// come from `ListInhibitors` (which also gives the pid and uid). Once `src/varlink.rs` lands,
+/// calling `io.systemd.Shutdown.PowerOff` with `{"allowInteractiveAuthentication":false}`
+/// where that socket exists (falling back to D-Bus) gets logind's own words through this.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn varlink_blocker(
+    error: &str,
+    parameters: &serde_json::Map<String, serde_json::Value>,
+) -> Option<(String, String)> {
+    if error != VARLINK_BLOCKED {
+        return None;
+    }
+    let text = |k: &str| {
+        parameters
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    Some((text("who"), text("why")))
 }
 
 /// The D-Bus error name of a zbus error, if it is a D-Bus error reply.
@@ -224,7 +322,9 @@ fn current_user() -> String {
 /// A zbus error as a [`LogindError`]: `action` is the power action called, `None` for a read.
 fn classify(method: &'static str, action: Option<PowerAction>, e: zbus::Error) -> LogindError {
     let reason = e.to_string();
-    match error_name(&e).as_deref() {
+    let name = error_name(&e);
+    let error = name.clone().unwrap_or_default();
+    match name.as_deref() {
         Some(
             "org.freedesktop.DBus.Error.AccessDenied"
             | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
@@ -236,6 +336,7 @@ fn classify(method: &'static str, action: Option<PowerAction>, e: zbus::Error) -
                 "none: reading logind needs no polkit action, so the bus policy denied it",
                 polkit_action,
             ),
+            error,
             reason,
         },
         Some(
@@ -247,11 +348,16 @@ fn classify(method: &'static str, action: Option<PowerAction>, e: zbus::Error) -
             | "org.freedesktop.DBus.Error.Timeout",
         ) => LogindError::NoLogind { method, reason },
         // logind allows one shutdown or sleep operation at a time.
-        Some("org.freedesktop.login1.OperationInProgress") => LogindError::Busy { method, reason },
+        Some("org.freedesktop.login1.OperationInProgress") => LogindError::Busy {
+            method,
+            error,
+            reason,
+        },
         // systemd >= 258; the holders are filled in by `Logind::act`.
         Some("org.freedesktop.login1.BlockedByInhibitorLock") => LogindError::Blocked {
             method,
             holders: Vec::new(),
+            error,
             reason,
         },
         _ => match e {
@@ -396,9 +502,19 @@ impl Logind {
     /// `BlockedByInhibitorLock`. So on any refusal nthd reads `ListInhibitors`, and when
     /// someone holds a block lock on shutdown, that is the diagnosis, not the polkit rule.
     async fn name_the_blocker(&mut self, e: LogindError) -> LogindError {
-        let (method, reason) = match &e {
-            LogindError::Denied { method, reason, .. }
-            | LogindError::Blocked { method, reason, .. } => (*method, reason.clone()),
+        let (method, error, reason) = match &e {
+            LogindError::Denied {
+                method,
+                error,
+                reason,
+                ..
+            }
+            | LogindError::Blocked {
+                method,
+                error,
+                reason,
+                ..
+            } => (*method, error.clone(), reason.clone()),
             _ => return e,
         };
         match self.list_inhibitors().await {
@@ -413,6 +529,7 @@ impl Logind {
                     LogindError::Blocked {
                         method,
                         holders,
+                        error,
                         reason,
                     }
                 }
@@ -662,6 +779,7 @@ mod tests {
             method: "PowerOff",
             user: "user nthd (uid 999)".into(),
             action: polkit_action(PowerAction::PowerOff),
+            error: "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired".into(),
             reason: "Interactive authentication required.".into(),
         };
         let s = e.to_string();
@@ -716,5 +834,63 @@ mod tests {
             ..i
         };
         assert!(!s.delays_shutdown());
+    }
+
+    /// systemd 262's Varlink refusal, as `io.systemd.Shutdown.PowerOff` answered user nthd and
+    /// root on the sid tree while `systemd-inhibit --what=shutdown --mode=block` was held.
+    #[test]
+    fn the_varlink_refusal_names_who_and_why() {
+        let answer: serde_json::Value = serde_json::from_str(
+            r#"{"error":"io.systemd.Shutdown.BlockedByInhibitor","parameters":{"who":"backup-agent","why":"nightly backup"}}"#,
+        )
+        .unwrap();
+        let params = answer["parameters"].as_object().unwrap();
+        let error = answer["error"].as_str().unwrap();
+        assert_eq!(
+            varlink_blocker(error, params),
+            Some(("backup-agent".to_string(), "nightly backup".to_string()))
+        );
+        let empty = serde_json::Map::new();
+        assert_eq!(
+            varlink_blocker(VARLINK_BLOCKED, &empty),
+            Some((String::new(), String::new()))
+        );
+        let other = "io.systemd.Shutdown.AlreadyInProgress";
+        assert_eq!(varlink_blocker(other, params), None);
+    }
+
+    /// logind's error name is kept as a field of every refusal, apart from the message.
+    #[test]
+    fn a_refusal_keeps_loginds_error_name() {
+        let e = zbus::Error::MethodError(
+            zbus::names::OwnedErrorName::try_from("org.freedesktop.login1.BlockedByInhibitorLock")
+                .unwrap(),
+            Some("Operation denied due to active block inhibitor".into()),
+            zbus::message::Message::method_call("/", "Ping")
+                .build(&())
+                .unwrap(),
+        );
+        let e = classify("PowerOff", Some(PowerAction::PowerOff), e);
+        let r = e.refusal().expect("a refusal");
+        assert_eq!(r.error, "org.freedesktop.login1.BlockedByInhibitorLock");
+        assert!(r.holders.is_empty() && r.blocked_by().is_empty());
+        let gone = LogindError::NoBus {
+            address: "unix:path=/x".into(),
+            reason: "gone".into(),
+        };
+        assert_eq!(gone.refusal(), None);
+        let hostile = Inhibitor {
+            what: "shutdown".into(),
+            who: "evil\nline".into(),
+            why: "x".repeat(300),
+            mode: "block".into(),
+            uid: 0,
+            pid: 9,
+        };
+        let h = BlockHolder::from(&hostile);
+        assert!(
+            !h.who.contains('\n') && h.why.chars().count() < 200,
+            "{h:?}"
+        );
     }
 }

@@ -37,7 +37,8 @@ pub(crate) fn apply(
         StatusOut::Drill(path) => drill_status(path, view),
     }
     if let Some(result) = rec.outcome.for_webhook() {
-        hooks.send(Event::action(&rec.notice, rec.action, result));
+        let event = Event::action(&rec.notice, rec.action, result);
+        hooks.send(event.with_refusal(rec.outcome.refusal()));
     }
 }
 

@@ -291,6 +291,13 @@ pub(crate) struct ActionView {
     pub result: String,
     /// The error, for `failed`.
     pub error: Option<String>,
+    /// logind's error name when logind refused the call, e.g.
+    /// `org.freedesktop.login1.BlockedByInhibitorLock`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logind_error: Option<String>,
+    /// The holders of block locks on shutdown that kept logind from acting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<crate::logind::BlockHolder>,
     /// A fire drill (`nthd simulate --yes`), not a notice from the platform.
     #[serde(default)]
     pub drill: bool,
@@ -785,6 +792,7 @@ fn record_view(r: &crate::state::Record) -> ActionView {
         .to_string(),
         error: None,
         drill: r.id.is_drill(),
+        ..ActionView::default()
     }
 }
 
@@ -797,6 +805,7 @@ pub(crate) fn action_view(rec: &crate::executor::ActionRecord) -> ActionView {
         Outcome::DryRun => ("dry_run", None),
         Outcome::Failed(e) => ("failed", Some(e.to_string())),
     };
+    let refusal = rec.outcome.refusal();
     ActionView {
         notice_id: rec.notice.id.to_string(),
         kind: Some(rec.notice.kind.name().to_string()),
@@ -804,6 +813,8 @@ pub(crate) fn action_view(rec: &crate::executor::ActionRecord) -> ActionView {
         at: format_rfc3339(rec.at),
         result: result.to_string(),
         error,
+        logind_error: refusal.map(|r| r.error.to_string()),
+        blocked_by: refusal.map(|r| r.blocked_by()).unwrap_or_default(),
         drill: rec.drill(),
     }
 }

@@ -505,6 +505,7 @@ fn drill_view(id: &str) -> ActionView {
         result: "accepted".into(),
         error: None,
         drill: true,
+        ..ActionView::default()
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::WebhookFormat;
+use crate::logind::BlockHolder;
 use crate::notice::{Cloud, Identity, Notice, NoticeStatus};
 use crate::policy::{Action, Decision, PowerAction, When};
 use crate::timefmt::format_rfc3339;
@@ -108,6 +109,8 @@ pub struct Event {
     decision: Option<(Action, Option<SystemTime>, String)>,
     /// Action events.
     result: Option<(PowerAction, ActionResult)>,
+    /// Action events that logind refused: its error name and the block lock holders.
+    refusal: Option<(String, Vec<BlockHolder>)>,
     /// Canceled events.
     reason: Option<String>,
     /// Drained events.
@@ -122,6 +125,7 @@ impl Event {
             time: SystemTime::now(),
             decision: None,
             result: None,
+            refusal: None,
             reason: None,
             drain: None,
         }
@@ -136,6 +140,7 @@ impl Event {
             time: SystemTime::now(),
             decision: None,
             result: None,
+            refusal: None,
             reason: None,
             drain: Some(Box::new(r.clone())),
         }
@@ -157,6 +162,13 @@ impl Event {
         let mut e = Event::new(EventType::Action, n);
         e.result = Some((action, result));
         e
+    }
+
+    /// The same action event, with logind's refusal (`data.result.logind_error` and
+    /// `blocked_by`); not part of the id.
+    pub(crate) fn with_refusal(mut self, refusal: Option<crate::logind::Refusal<'_>>) -> Event {
+        self.refusal = refusal.map(|r| (r.error.to_string(), r.blocked_by()));
+        self
     }
 
     /// `io.nthd.canceled`: what `n` called for will not happen, because of `reason`.
@@ -281,6 +293,8 @@ impl Event {
                     ActionResult::Failed(e) => Some(e),
                     _ => None,
                 },
+                logind_error: self.refusal.as_ref().map(|(e, _)| e.as_str()),
+                blocked_by: self.refusal.as_ref().map_or(&[], |(_, h)| h.as_slice()),
             }),
             reason: self.reason.as_deref(),
             drill: self.is_drill(),
@@ -453,6 +467,12 @@ struct ResultData<'a> {
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a String>,
+    /// logind's error name when it refused, e.g. `org.freedesktop.login1.BlockedByInhibitorLock`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logind_error: Option<&'a str>,
+    /// The holders of block locks on shutdown (`who`, `why`, `pid`, `uid`, `mode`).
+    #[serde(skip_serializing_if = "<[BlockHolder]>::is_empty")]
+    blocked_by: &'a [BlockHolder],
 }
 
 #[cfg(test)]
@@ -627,5 +647,49 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kubelet&lt;!channel&gt;"), "{text}");
+    }
+
+    /// `logind_error` and `blocked_by` appear only on an action logind refused; the id does not
+    /// change with them.
+    #[test]
+    fn a_refused_action_names_loginds_error_and_the_holders() {
+        let (n, c) = (notice("aws-spot-1"), ctx("node-1"));
+        let failed = || ActionResult::Failed("logind refused PowerOff".into());
+        let plain = Event::action(&n, PowerAction::PowerOff, failed());
+        let data = |e: &Event| {
+            let body = e.render(&c, WebhookFormat::CloudEvents).1;
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap()["data"]["result"].clone()
+        };
+        let r = data(&plain);
+        assert!(
+            r.get("logind_error").is_none() && r.get("blocked_by").is_none(),
+            "{r}"
+        );
+        let holder = crate::logind::Inhibitor {
+            what: "shutdown".into(),
+            who: "backup-agent".into(),
+            why: "nightly backup".into(),
+            mode: "block".into(),
+            uid: 0,
+            pid: 812,
+        };
+        let holders = [holder];
+        let refusal = crate::logind::Refusal {
+            error: "org.freedesktop.login1.BlockedByInhibitorLock",
+            holders: &holders,
+        };
+        let refused =
+            Event::action(&n, PowerAction::PowerOff, failed()).with_refusal(Some(refusal));
+        let r = data(&refused);
+        assert_eq!(
+            r["logind_error"],
+            "org.freedesktop.login1.BlockedByInhibitorLock"
+        );
+        assert_eq!(
+            r["blocked_by"],
+            serde_json::json!([{"who": "backup-agent", "why": "nightly backup", "pid": 812,
+                                "uid": 0, "mode": "block"}])
+        );
+        assert_eq!(refused.id(&c), plain.id(&c));
     }
 }

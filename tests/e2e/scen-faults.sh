@@ -174,6 +174,7 @@ scen_block_inhibitor() {
   (( $(nthd_journal_count "50-nthd.rules") == 0 )) || fail "nthd blamed the polkit rule for a block inhibitor"
   (( $(nthd_journal_count "nthd never overrides it") > 0 )) || fail "nthd did not say it never overrides the lock"
   ct_journal -u nthd | grep -F "logind refused PowerOff" | tail -n 1 | indent >&2
+  _refusal_recorded "$sysver"
   expect_no_poweroff 6
   step "the holder exits"
   ct_exec systemctl stop blocker || fail "could not stop the blocker"
@@ -197,6 +198,33 @@ _can_power_off_while_blocked() {
   fi
 }
 _block_held() { ct_exec systemd-inhibit --list --mode=block 2>/dev/null | grep -q backup-agent; }
+# The action record of the refused PowerOff carries logind's error name, as this systemd gives
+# it (258 and later BlockedByInhibitorLock, 257 AccessDenied, older InteractiveAuthorization-
+# Required), and the holder from ListInhibitors: the journal entry (MSG_ACTION_FAILED with
+# NTHD_LOGIND_ERROR and NTHD_BLOCKED_BY) and the status file's last action.
+_refusal_recorded() {
+  local major want entry status
+  major="$(sed -E 's/^s "([0-9]+).*/\1/' <<<"$1")"
+  if ((major >= 258)); then want=org.freedesktop.login1.BlockedByInhibitorLock
+  elif ((major == 257)); then want=org.freedesktop.DBus.Error.AccessDenied
+  else want=org.freedesktop.DBus.Error.InteractiveAuthorizationRequired; fi
+  step "the action record names logind's error ($want) and the holder"
+  entry="$(journal_json "$MSG_ACTION_FAILED" | hjq -sc '[.[] | select(.NTHD_ACTION == "poweroff")] | last // empty')"
+  [[ -n "$entry" ]] || fail "no journal entry MESSAGE_ID=$MSG_ACTION_FAILED for the refused PowerOff"
+  log "journal action: $(hjq -r '"NTHD_LOGIND_ERROR=\(.NTHD_LOGIND_ERROR) NTHD_BLOCKED_BY=\(.NTHD_BLOCKED_BY)"' <<<"$entry")"
+  [[ "$(hjq -r .NTHD_LOGIND_ERROR <<<"$entry")" == "$want" ]] || fail "the journal's action record does not carry $want: $entry"
+  [[ "$(hjq -r .NTHD_BLOCKED_BY <<<"$entry")" == "backup-agent (why: nightly backup, pid "* ]] \
+    || fail "the journal's action record does not name the holder: $entry"
+  wait_until 5 _status_names_the_refusal "$want" \
+    || fail "the status file's last action does not carry $want and the holder: $(ct_exec jq -c '.actions[-1]' /run/nthd/status.json 2>&1)"
+  status="$(ct_exec jq -c '.actions[-1] | {logind_error, blocked_by}' /run/nthd/status.json)"
+  log "status file: $status"
+}
+_status_names_the_refusal() {
+  ct_exec jq -e --arg e "$1" '.actions[-1] | .logind_error == $e and .blocked_by[0].who == "backup-agent"
+    and .blocked_by[0].why == "nightly backup" and .blocked_by[0].mode == "block" and .blocked_by[0].pid > 0' \
+    /run/nthd/status.json >/dev/null 2>&1
+}
 
 # --- Real-system faults: logind or polkitd restarted, the package upgraded, while nthd is
 # idle or waits for a deferred action.  An AWS scheduled event `instance-stop` is deferred to

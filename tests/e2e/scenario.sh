@@ -9,9 +9,10 @@
 IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
 AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
-# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, src/executor.rs MSG_ACTION)
+# MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, src/executor.rs MSG_ACTION*)
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
+MSG_ACTION_FAILED=c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b   # src/executor.rs
 MSG_DRAINED=3c9e1f4a6b2d4e8f9a7c5b3d1e0f2a4c   # src/drain/mod.rs
 
 SCEN=""      # current scenario name
