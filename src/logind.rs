@@ -245,36 +245,6 @@ impl From<&Inhibitor> for BlockHolder {
     }
 }
 
-/// The Varlink error with which logind (systemd 262's `io.systemd.Shutdown`, socket
-/// `/run/systemd/io.systemd.Login`) refuses a power action while a block lock is held. Unlike
-/// the D-Bus error, it names the holder: `{"who":"backup-agent","why":"nightly backup"}`.
-pub(crate) const VARLINK_BLOCKED: &str = "io.systemd.Shutdown.BlockedByInhibitor";
-
-/// The holder a Varlink `io.systemd.Shutdown.BlockedByInhibitor` error names (its `who` and
-/// `why`; it gives no pid or uid, and either may be absent). `None` for any other error.
-///
-/// TODO(varlink): nthd calls `PowerOff` over D-Bus, whose error names nobody, so the holders
-/// come from `ListInhibitors` (which also gives the pid and uid). Once `src/varlink.rs` lands,
-/// calling `io.systemd.Shutdown.PowerOff` with `{"allowInteractiveAuthentication":false}`
-/// where that socket exists (falling back to D-Bus) gets logind's own words through this.
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn varlink_blocker(
-    error: &str,
-    parameters: &serde_json::Map<String, serde_json::Value>,
-) -> Option<(String, String)> {
-    if error != VARLINK_BLOCKED {
-        return None;
-    }
-    let text = |k: &str| {
-        parameters
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    Some((text("who"), text("why")))
-}
-
 /// The D-Bus error name of a zbus error, if it is a D-Bus error reply.
 pub(crate) fn error_name(e: &zbus::Error) -> Option<String> {
     match e {
@@ -834,29 +804,6 @@ mod tests {
             ..i
         };
         assert!(!s.delays_shutdown());
-    }
-
-    /// systemd 262's Varlink refusal, as `io.systemd.Shutdown.PowerOff` answered user nthd and
-    /// root on the sid tree while `systemd-inhibit --what=shutdown --mode=block` was held.
-    #[test]
-    fn the_varlink_refusal_names_who_and_why() {
-        let answer: serde_json::Value = serde_json::from_str(
-            r#"{"error":"io.systemd.Shutdown.BlockedByInhibitor","parameters":{"who":"backup-agent","why":"nightly backup"}}"#,
-        )
-        .unwrap();
-        let params = answer["parameters"].as_object().unwrap();
-        let error = answer["error"].as_str().unwrap();
-        assert_eq!(
-            varlink_blocker(error, params),
-            Some(("backup-agent".to_string(), "nightly backup".to_string()))
-        );
-        let empty = serde_json::Map::new();
-        assert_eq!(
-            varlink_blocker(VARLINK_BLOCKED, &empty),
-            Some((String::new(), String::new()))
-        );
-        let other = "io.systemd.Shutdown.AlreadyInProgress";
-        assert_eq!(varlink_blocker(other, params), None);
     }
 
     /// logind's error name is kept as a field of every refusal, apart from the message.
