@@ -459,9 +459,9 @@ fn metadata_access(
     );
     // Root skips polkit; the daemon runs as nthd, which polkit must allow.
     let as_root = crate::logind::effective_uid() == 0;
-    let diagnosis = crate::imds::denied_diagnosis(root);
-    if as_root && diagnosis.contains("names no owner") {
-        let fix = format!("as root this check reads through systemd-imdsd, but the daemon (user nthd) will be refused: {diagnosis}");
+    let refusal = crate::imds::Refusal::of(root);
+    if as_root && refusal == crate::imds::Refusal::NoOwner {
+        let fix = format!("as root this check reads through systemd-imdsd, but the daemon (user nthd) will be refused: {refusal}");
         return check(NAME, true, Status::Fail, value, Some(fix));
     }
     check(NAME, true, Status::Pass, value, None)

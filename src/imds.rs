@@ -22,7 +22,7 @@ use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 
 pub(crate) mod imdsd;
-pub(crate) use imdsd::{denied_diagnosis, Imdsd};
+pub(crate) use imdsd::{Imdsd, Refusal};
 
 /// How nthd reaches the metadata service (`NTHD_IMDS_VIA`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

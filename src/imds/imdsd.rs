@@ -254,7 +254,7 @@ impl Imdsd {
                 Err(ImdsError::ImdsdDenied {
                     url: url.to_string(),
                     answer: name,
-                    diagnosis: denied_diagnosis(&self.root),
+                    diagnosis: Refusal::of(&self.root).to_string(),
                 })
             }
             "NotSupported" => {
@@ -335,36 +335,61 @@ fn not_configured() -> String {
         .to_string()
 }
 
-/// Why systemd-imdsd refused user nthd, from the files that decide it: the action's owner
-/// annotation (without one, polkit refuses imdsd's question for anyone but root, whatever the
-/// rules say), then nthd's rule.
-pub(crate) fn denied_diagnosis(root: &Path) -> String {
-    let read = |p: &str| std::fs::read_to_string(root.join(p.trim_start_matches('/'))).ok();
-    let policy = read(POLICY);
-    if policy
-        .as_deref()
-        .is_some_and(|p| !p.contains("org.freedesktop.policykit.owner"))
-    {
-        return format!(
-            "the polkit action {ACTION} in {POLICY} names no owner, and systemd-imdsd runs as \
-             user systemd-imds, so polkit refuses its question for every caller but root \
-             (\"Only trusted callers … can pass details\"), whatever the rules grant \
-             (systemd 261 and 262 ship it so). Add <annotate \
-             key=\"org.freedesktop.policykit.owner\">unix-user:systemd-imds</annotate> to that \
-             action (docs/security.md, \"Reading through systemd-imdsd\"), or unlock IMDS \
-             for nthd (systemd.imds.network=unlocked)"
-        );
+/// Why systemd-imdsd refuses user nthd, read from the files that decide it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The action names no owner: polkit refuses imdsd's question for anyone but root,
+    /// whatever the rules say (systemd 261 and 262).
+    NoOwner,
+    /// nthd's rule does not grant the action.
+    NoRule,
+    /// The rule grants it, and polkit still refused.
+    Refused,
+}
+
+impl Refusal {
+    /// The action's owner annotation first, then nthd's rule.
+    pub(crate) fn of(root: &Path) -> Refusal {
+        let read = |p: &str| std::fs::read_to_string(root.join(p.trim_start_matches('/'))).ok();
+        let policy = read(POLICY);
+        if policy
+            .as_deref()
+            .is_some_and(|p| !p.contains("org.freedesktop.policykit.owner"))
+        {
+            return Refusal::NoOwner;
+        }
+        match read(RULE) {
+            Some(r) if r.contains(ACTION) => Refusal::Refused,
+            _ => Refusal::NoRule,
+        }
     }
-    match read(RULE) {
-        Some(r) if r.contains(ACTION) => format!(
-            "{RULE} grants {ACTION} to user nthd, yet polkit refused: another rule may deny it \
-             first, polkit older than 124 cannot identify a caller by its pidfd, and polkit \
-             0.105 reads only the .pkla; see `journalctl -u polkit`"
-        ),
-        _ => format!(
-            "polkit does not grant {ACTION} to user nthd: {RULE} from nthd's package grants \
-             it (reinstall the package), or add a rule for it (docs/security.md)"
-        ),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NoOwner => write!(
+                f,
+                "the polkit action {ACTION} in {POLICY} names no owner, and systemd-imdsd runs \
+                 as user systemd-imds, so polkit refuses its question for every caller but root \
+                 (\"Only trusted callers … can pass details\"), whatever the rules grant \
+                 (systemd 261 and 262 ship it so). Add <annotate \
+                 key=\"org.freedesktop.policykit.owner\">unix-user:systemd-imds</annotate> to \
+                 that action (docs/security.md, \"Reading through systemd-imdsd\"), or unlock \
+                 IMDS for nthd (systemd.imds.network=unlocked)"
+            ),
+            Refusal::Refused => write!(
+                f,
+                "{RULE} grants {ACTION} to user nthd, yet polkit refused: another rule may deny \
+                 it first, polkit older than 124 cannot identify a caller by its pidfd, and \
+                 polkit 0.105 reads only the .pkla; see `journalctl -u polkit`"
+            ),
+            Refusal::NoRule => write!(
+                f,
+                "polkit does not grant {ACTION} to user nthd: {RULE} from nthd's package grants \
+                 it (reinstall the package), or add a rule for it (docs/security.md)"
+            ),
+        }
     }
 }
 
