@@ -73,6 +73,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 # shellcheck source=packaging/repo.sh
 . packaging/repo.sh
+# shellcheck source=packaging/host-tools.sh
+. packaging/host-tools.sh
 assets=target/assets
 dist=target/dist
 
@@ -118,9 +120,8 @@ tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VE
 
 # --- 1. tools -----------------------------------------------------------------
 say "tools"
-installed_targets=$(rustup target list --installed 2>/dev/null || true)
 for a in "${arches[@]}"; do
-    grep -qx "$(triple "$a")" <<<"$installed_targets" || rustup target add "$(triple "$a")"
+    rustup_target_add "$(triple "$a")" || die "rustup target add $(triple "$a") failed"
 done
 installed=$(cargo install --list)
 for spec in "${tools[@]}"; do
@@ -150,8 +151,7 @@ if [[ " ${arches[*]} " == *" aarch64 "* ]]; then
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "please install: ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    apt_install "${missing[@]}" || die "could not install ${missing[*]} (apt-get install ${missing[*]})"
 fi
 
 version=$(cargo metadata --no-deps --format-version 1 |

@@ -22,6 +22,8 @@
 # passed (at the latest on its retry).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=packaging/host-tools.sh
+. packaging/host-tools.sh
 export CARGO_TERM_COLOR=never
 
 TARGET=aarch64-unknown-linux-musl
@@ -43,7 +45,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu
 if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     [ "$(id -u)" = 0 ] || die "needs root to install ${need[*]} (apt-get install ${need[*]})"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; } ||
+    apt_install "${need[@]}" >/dev/null ||
         die "could not install ${need[*]}"
 fi
 qemu=$(command -v qemu-aarch64-static)
@@ -52,10 +54,7 @@ qemu=$(command -v qemu-aarch64-static)
 # arm64 e2e tree's debootstrap, which may run first on a new machine).
 bash tests/binfmt-aarch64.sh || die "aarch64 binaries cannot run here (see above)"
 
-if ! rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
-    say "rustup target add $TARGET"
-    rustup target add "$TARGET" || die "rustup target add $TARGET failed"
-fi
+rustup_target_add "$TARGET" || die "rustup target add $TARGET failed"
 stage_time "setup" ok "$t0"
 
 # --- 2. build the tests (and the aarch64 nthd and testkit binaries they spawn) ------------------

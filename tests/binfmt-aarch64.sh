@@ -6,6 +6,8 @@
 # Debian registers the entry through systemd-binfmt (/usr/lib/binfmt.d) or binfmt-support;
 # neither runs where PID 1 is not systemd (containers, the CI machine), so it is written here.
 set -euo pipefail
+# shellcheck source=packaging/host-tools.sh
+. "$(dirname "$0")/../packaging/host-tools.sh"
 BINFMT=/proc/sys/fs/binfmt_misc
 say() { echo "==> binfmt: $*"; }
 die() { echo "binfmt-aarch64.sh: $*" >&2; exit 1; }
@@ -13,7 +15,7 @@ die() { echo "binfmt-aarch64.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (binfmt_misc registration)"
 if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
     say "installing qemu-user-static"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static >/dev/null; } ||
+    apt_install qemu-user-static >/dev/null ||
         die "could not install qemu-user-static (apt-get install qemu-user-static)"
 fi
 if [ ! -e "$BINFMT/register" ]; then

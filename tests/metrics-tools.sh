@@ -11,15 +11,16 @@
 # Usage: tests/metrics-tools.sh   (as root on Debian, or with both packages installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=packaging/host-tools.sh
+. packaging/host-tools.sh
 
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
 if [ ${#need[@]} -gt 0 ]; then
     echo "metrics-tools.sh: installing ${need[*]}"
-    apt-get update -qq
     # No recommends, and the services are not started: only the binaries are used.
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    apt_install --no-install-recommends "${need[@]}" >/dev/null
 fi
 echo "promtool: $(promtool --version 2>&1 | head -n 1)"
 echo "node_exporter: $(prometheus-node-exporter --version 2>&1 | head -n 1)"

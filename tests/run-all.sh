@@ -3,7 +3,7 @@
 # machine of this kind). It installs what it needs, keeps every build and debootstrapped tree
 # under target/, and runs:
 #   1. cargo fmt --check, shellcheck over every script, clippy -D warnings, cargo test (unit,
-#      mock IMDS, fake logind)
+#      mock IMDS, fake logind), and that every host install waits for a held apt/dpkg lock
 #   2. every artifact for both architectures (packaging/build.sh --all-arches --test-key: static
 #      musl binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS, signed with
 #      a TEST key; tests/signing-key.sh), and the Packer
@@ -21,6 +21,8 @@
 # Usage: tests/run-all.sh [--quick]   (--quick: stage 1 only)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=packaging/host-tools.sh
+. packaging/host-tools.sh
 export CARGO_TERM_COLOR=never
 # Disk: the suite's debug builds (x86_64 and aarch64) were 9 and 6 GB with cargo's defaults,
 # most of it incremental caches and full debug info nothing here reads. Without incremental
@@ -67,7 +69,7 @@ for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-cont
 done
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing ${need[*]}"
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }; then
+    if ! apt_install "${need[@]}" >/dev/null; then
         echo "run-all.sh: could not install ${need[*]}; install them (apt-get install ${need[*]}) and rerun" >&2
         exit 1
     fi
@@ -136,6 +138,7 @@ log_budget_wait() {
 if [ $quick = 0 ]; then
     log_budget_pid=""
     log_budget_start
+    stage "host installs wait for a held apt/dpkg lock (packaging/host-tools.sh)" bash tests/host-tools.sh
     # Signed with a TEST key (nthd-TEST-key.asc, expires within a day): the suite is no release.
     # tests/signing-key.sh holds build.sh to that: the refusal without a key, a killed build
     # leaving no secret, the TEST key's name and expiry after the build.

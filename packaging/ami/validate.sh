@@ -33,9 +33,11 @@
 #     kubelet's own parsing of the NodeConfig files here.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=packaging/host-tools.sh
+. ../host-tools.sh
 if ! command -v packer >/dev/null; then
     [ "$(id -u)" = 0 ] || { echo "validate.sh: install packer (apt-get install packer)" >&2; exit 1; }
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq packer >/dev/null
+    apt_install packer >/dev/null
 fi
 packer version
 
@@ -77,7 +79,7 @@ if ! "$py" -c 'import yaml' 2>/dev/null; then
     py=/usr/bin/python3
     if ! "$py" -c 'import yaml' 2>/dev/null; then
         [ "$(id -u)" = 0 ] || { echo "validate.sh: install PyYAML (apt-get install python3-yaml)" >&2; exit 1; }
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-yaml >/dev/null
+        apt_install python3-yaml >/dev/null
     fi
 fi
 

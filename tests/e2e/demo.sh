@@ -17,6 +17,8 @@
 # (re)built, and stop.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=packaging/host-tools.sh
+. packaging/host-tools.sh
 
 rebuild=0 dry_run=0
 for arg in "$@"; do
@@ -68,7 +70,7 @@ mapfile -t need < <(missing_packages)
 if ((${#need[@]})); then
   echo "==> installing ${need[*]} (apt-get)"
   if ! command -v apt-get >/dev/null ||
-     ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }; then
+     ! apt_install "${need[@]}" >/dev/null; then
     echo "demo.sh: could not install the Debian package(s) ${need[*]}; install them and rerun:" >&2
     echo "  apt-get install ${need[*]}" >&2
     exit 1

@@ -265,7 +265,7 @@ dnf_try() {
 scen_repo_dnf() {
   local www="$SDIR/www" key gh="$SDIR/other-gnupg" url="http://127.0.0.1:$REPO_DNF_PORT"
   [[ -r "$DIST/rpm/repodata/repomd.xml.asc" ]] || fail "no $DIST/rpm: run packaging/build.sh --all-arches --test-key first"
-  command -v dnf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnf >/dev/null; } ||
+  command -v dnf >/dev/null || apt_install dnf >/dev/null ||
     fail "no dnf on the host (apt-get install dnf)"
   REPO_DNF_PROVIDES="$(debian_provides_rpm)" || fail "could not build the provides .rpm"
   mkdir -p "$www"; cp -r "$DIST/rpm" "$www/good"

@@ -17,6 +17,8 @@
 E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="${REPO:-$(cd "$E2E_LIB_DIR/../.." && pwd)}"
 E2E_DIR="${E2E_DIR:-$REPO/target/e2e}"
+# shellcheck source=packaging/host-tools.sh
+. "$E2E_LIB_DIR/../../packaging/host-tools.sh"
 # E2E_SUITE: the Debian release booted (bookworm = Debian 12 with systemd 252, the default;
 # bullseye = Debian 11 with 247; trixie = Debian 13 with 257; sid with the newest, 262 at the
 # time of writing). Each release has its own cached tree.
@@ -705,7 +707,7 @@ wheels_fetch() {
   fi
   if ! python3 -m pip --version >/dev/null 2>&1; then
     log "installing python3-pip (apt-get) to download the CloudEvents SDK's wheels"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; } ||
+    apt_install python3-pip >/dev/null ||
       { log "no pip on the host: apt-get install python3-pip"; return 1; }
   fi
   rm -rf "$tmp"; mkdir -p "$tmp"

@@ -169,8 +169,7 @@ ensure_host_tools() {
   done
   ((${#pkgs[@]})) || return 0
   log "installing ${pkgs[*]} (apt-get)"
-  { command -v apt-get >/dev/null && apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; } ||
+  { command -v apt-get >/dev/null && apt_install "${pkgs[@]}" >/dev/null; } ||
     die "missing host tools; install the Debian package(s): apt-get install ${pkgs[*]}"
   need debootstrap systemd-nspawn nsenter flock
 }

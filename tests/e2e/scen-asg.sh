@@ -32,7 +32,7 @@ _asg_wheels_fetch() {
   fi
   if ! python3 -m pip --version >/dev/null 2>&1; then
     log "installing python3-pip (apt-get) to download botocore's wheels"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null; } ||
+    apt_install python3-pip >/dev/null ||
       { log "no pip on the host: apt-get install python3-pip"; return 1; }
   fi
   rm -rf "$tmp"; mkdir -p "$tmp"
