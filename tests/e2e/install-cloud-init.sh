@@ -95,6 +95,22 @@ EOF
   printf '[Unit]\nDescription=e2e: kubelet stand-in, started as kubeadm starts kubelet\n[Service]\nEnvironmentFile=-/etc/default/kubelet\nExecStart=/bin/sh /e2e/ci/kubelet-standin.sh $KUBELET_EXTRA_ARGS\n' >"$1/kubelet.service"
 }
 
+# What the user-data did with kubelet: --config-dir in /etc/default/kubelet, kubelet restarted
+# with it (the stand-in then read the drop-in's 90s), and its own check of the lock passed in
+# cloud-init's output. Then the stand-in stops: from here kubelet_start's is kubelet (one lock).
+ci_expect_kubelet_wired() {
+  step "kubelet wired by the user-data (--config-dir enabled, restarted, checked)"
+  ct_exec grep -q -- '^KUBELET_EXTRA_ARGS=.*--config-dir=/etc/kubernetes/kubelet.conf.d' /etc/default/kubelet ||
+    fail "the user-data did not enable --config-dir in /etc/default/kubelet: $(ct_exec cat /etc/default/kubelet 2>&1)"
+  ct_journal -u kubelet | grep -q 'kubelet stand-in: args: --config-dir=/etc/kubernetes/kubelet.conf.d;.*shutdownGracePeriod: 90$' ||
+    fail "kubelet was not restarted with --config-dir and the drop-in's 90s: $(ct_journal -u kubelet | tail -n 3)"
+  grep -q 'nthd-verify-kubelet-gns: kubelet holds its delay lock on shutdown; logind InhibitDelayMaxUSec = 90s >= shutdownGracePeriod 90s' \
+    "$SDIR/cloud-init-output.log" || fail "the user-data's check of kubelet's lock did not pass (see cloud-init-output.log)"
+  log "kubelet: $(ct_exec cat /etc/default/kubelet); $(grep -m1 'nthd-verify-kubelet-gns' "$SDIR/cloud-init-output.log")"
+  # From here the harness' own stand-in (kubelet_start) is kubelet: one lock, its drain.
+  ct_exec systemctl stop kubelet.service
+}
+
 scen_cloud_init() {
   local v base ci seed st rc long
   v="$(pkg_version)"; base="http://127.0.0.1:$CI_PORT/nthd"
@@ -139,16 +155,7 @@ scen_cloud_init() {
   local gns=/etc/kubernetes/kubelet.conf.d/50-graceful-node-shutdown.conf
   ct_exec grep -qx 'shutdownGracePeriod: 90s' "$gns" && ct_exec grep -qx 'shutdownGracePeriodCriticalPods: 30s' "$gns" \
     && ct_exec grep -qx 'kind: KubeletConfiguration' "$gns" || fail "kubelet GNS drop-in $gns missing or wrong: $(ct_exec cat "$gns" 2>&1)"
-  step "kubelet wired by the user-data (--config-dir enabled, restarted, checked)"
-  ct_exec grep -q -- '^KUBELET_EXTRA_ARGS=.*--config-dir=/etc/kubernetes/kubelet.conf.d' /etc/default/kubelet ||
-    fail "the user-data did not enable --config-dir in /etc/default/kubelet: $(ct_exec cat /etc/default/kubelet 2>&1)"
-  ct_journal -u kubelet | grep -q 'kubelet stand-in: args: --config-dir=/etc/kubernetes/kubelet.conf.d;.*shutdownGracePeriod: 90$' ||
-    fail "kubelet was not restarted with --config-dir and the drop-in's 90s: $(ct_journal -u kubelet | tail -n 3)"
-  grep -q 'nthd-verify-kubelet-gns: kubelet holds its delay lock on shutdown; logind InhibitDelayMaxUSec = 90s >= shutdownGracePeriod 90s' \
-    "$SDIR/cloud-init-output.log" || fail "the user-data's check of kubelet's lock did not pass (see cloud-init-output.log)"
-  log "kubelet: $(ct_exec cat /etc/default/kubelet); $(grep -m1 'nthd-verify-kubelet-gns' "$SDIR/cloud-init-output.log")"
-  # From here the harness' own stand-in (kubelet_start) is kubelet: one lock, its drain.
-  ct_exec systemctl stop kubelet.service
+  ci_expect_kubelet_wired
   kubelet_start || fail "kubelet stand-in did not take its delay lock"
   mock_start || fail "mock IMDS did not start"
   nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
