@@ -6,7 +6,10 @@
 # cloud-init: NoCloud seed directory, the shipped user-data with only the repository URL
 # and the key substituted; target/dist/apt (the signed repository) served by python3 -m
 # http.server on 127.0.0.1:8080 inside the container (a unit started before
-# cloud-final.service).
+# cloud-final.service). kubelet: a stand-in unit started as kubeadm's packages start kubelet
+# (EnvironmentFile=-/etc/default/kubelet, $KUBELET_EXTRA_ARGS), running before cloud-final, that
+# reads the KubeletConfiguration drop-ins only when given --config-dir= (ci_kubelet_files): the
+# user-data must enable the directory, restart kubelet and see the lock, or cloud-init fails.
 CI_PORT=8080
 # The shipped user-data as the user makes it, on stdout: the repo= URL replaced by $1, and
 # the key's lines (install.sh's dist_key: target/dist/nthd-TEST-key.asc) in place of the placeholder between
@@ -62,7 +65,50 @@ DefaultDependencies=no
 [Service]
 ExecStart=/usr/bin/python3 -m http.server --bind 127.0.0.1 --directory /e2e/ci/www $CI_PORT
 EOF
-  printf '[Unit]\nWants=e2e-http.service\nAfter=e2e-http.service\n' >"$1/final.d/50-e2e-http.conf"
+  printf '[Unit]\nWants=e2e-http.service kubelet.service\nAfter=e2e-http.service kubelet.service\n' >"$1/final.d/50-e2e-http.conf"
+}
+
+# kubelet as kubeadm's packages run it, for the user-data to wire: $1/kubelet.service (bound at
+# /etc/systemd/system/kubelet.service, started before cloud-final) runs $1/kubelet-standin.sh
+# with $KUBELET_EXTRA_ARGS from /etc/default/kubelet. Like kubelet, the stand-in reads
+# KubeletConfiguration drop-ins only from --config-dir=DIR; with a shutdownGracePeriod there
+# it does what kubelet's GNS does at start (logind drop-in 99-kubelet.conf, SIGHUP to logind)
+# and holds the delay lock through nthd-fake-kubelet; without one it runs and holds nothing,
+# which is what a kubelet with an unread drop-in does. Usage: ci_kubelet_files CIDIR
+ci_kubelet_files() {
+  mkdir -p "$SDIR/bin"
+  ln -f "$E2E_FAKE_KUBELET" "$SDIR/bin/nthd-fake-kubelet" 2>/dev/null || cp -f "$E2E_FAKE_KUBELET" "$SDIR/bin/nthd-fake-kubelet"
+  cat >"$1/kubelet-standin.sh" <<'EOF'
+#!/bin/sh
+dir=""
+for a in "$@"; do case "$a" in --config-dir=*) dir=${a#--config-dir=};; esac; done
+g=""
+[ -z "$dir" ] || g=$(cat "$dir"/*.conf 2>/dev/null | sed -n 's/^shutdownGracePeriod: *\([0-9]*\)s$/\1/p' | tail -n 1)
+echo "kubelet stand-in: args: $*; config-dir: ${dir:-none}; shutdownGracePeriod: ${g:-unset}"
+[ -n "$g" ] || exec sleep infinity
+mkdir -p /etc/systemd/logind.conf.d
+printf '[Login]\nInhibitDelayMaxSec=%s\n' "$g" >/etc/systemd/logind.conf.d/99-kubelet.conf
+kill -HUP "$(systemctl show -p MainPID --value systemd-logind)"
+exec /e2e/bin/nthd-fake-kubelet --record /e2e/ci/kubelet-standin.jsonl --drain-secs 1
+EOF
+  chmod 0755 "$1/kubelet-standin.sh"
+  printf '[Unit]\nDescription=e2e: kubelet stand-in, started as kubeadm starts kubelet\n[Service]\nEnvironmentFile=-/etc/default/kubelet\nExecStart=/bin/sh /e2e/ci/kubelet-standin.sh $KUBELET_EXTRA_ARGS\n' >"$1/kubelet.service"
+}
+
+# What the user-data did with kubelet: --config-dir in /etc/default/kubelet, kubelet restarted
+# with it (the stand-in then read the drop-in's 90s), and its own check of the lock passed in
+# cloud-init's output. Then the stand-in stops: from here kubelet_start's is kubelet (one lock).
+ci_expect_kubelet_wired() {
+  step "kubelet wired by the user-data (--config-dir enabled, restarted, checked)"
+  ct_exec grep -q -- '^KUBELET_EXTRA_ARGS=.*--config-dir=/etc/kubernetes/kubelet.conf.d' /etc/default/kubelet ||
+    fail "the user-data did not enable --config-dir in /etc/default/kubelet: $(ct_exec cat /etc/default/kubelet 2>&1)"
+  ct_journal -u kubelet | grep -q 'kubelet stand-in: args: --config-dir=/etc/kubernetes/kubelet.conf.d;.*shutdownGracePeriod: 90$' ||
+    fail "kubelet was not restarted with --config-dir and the drop-in's 90s: $(ct_journal -u kubelet | tail -n 3)"
+  grep -q 'nthd-verify-kubelet-gns: kubelet holds its delay lock on shutdown; logind InhibitDelayMaxUSec = 90s >= shutdownGracePeriod 90s' \
+    "$SDIR/cloud-init-output.log" || fail "the user-data's check of kubelet's lock did not pass (see cloud-init-output.log)"
+  log "kubelet: $(ct_exec cat /etc/default/kubelet); $(grep -m1 'nthd-verify-kubelet-gns' "$SDIR/cloud-init-output.log")"
+  # From here the harness' own stand-in (kubelet_start) is kubelet: one lock, its drain.
+  ct_exec systemctl stop kubelet.service
 }
 
 scen_cloud_init() {
@@ -77,12 +123,14 @@ scen_cloud_init() {
   # nthd's dependencies are installed: the user-data's apt-get update sees nthd's repository only.
   : >"$ci/sources.list.empty"
   ci_boot_files "$ci"
+  ci_kubelet_files "$ci"
   # cloud-init runs inside the boot (cloud-final is part of multi-user.target).
   E2E_BOOT_TIMEOUT=300 boot --bind-ro="$seed:/var/lib/cloud/seed/nocloud" \
        --bind-ro="$ci/sources.list.empty:/etc/apt/sources.list" \
        --bind-ro="$ci/ds-identify.cfg:/etc/cloud/ds-identify.cfg" \
        --bind-ro="$ci/99-e2e.cfg:/etc/cloud/cloud.cfg.d/99-e2e.cfg" \
        --bind-ro="$ci/e2e-http.service:/etc/systemd/system/e2e-http.service" \
+       --bind-ro="$ci/kubelet.service:/etc/systemd/system/kubelet.service" \
        --bind-ro="$ci/final.d:/etc/systemd/system/cloud-final.service.d"
   step "cloud-init status --wait"
   local t0; t0="$(now_ms)"
@@ -107,6 +155,7 @@ scen_cloud_init() {
   local gns=/etc/kubernetes/kubelet.conf.d/50-graceful-node-shutdown.conf
   ct_exec grep -qx 'shutdownGracePeriod: 90s' "$gns" && ct_exec grep -qx 'shutdownGracePeriodCriticalPods: 30s' "$gns" \
     && ct_exec grep -qx 'kind: KubeletConfiguration' "$gns" || fail "kubelet GNS drop-in $gns missing or wrong: $(ct_exec cat "$gns" 2>&1)"
+  ci_expect_kubelet_wired
   kubelet_start || fail "kubelet stand-in did not take its delay lock"
   mock_start || fail "mock IMDS did not start"
   nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not come back after reconfiguration"
