@@ -726,9 +726,7 @@ fn kubelet_lock(list: &[crate::logind::Inhibitor]) -> Check {
 
 /// logind's drain budget against the cloud's notice lead time, and where it is set.
 fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
-    let lead = c
-        .cloud
-        .map_or(Duration::from_secs(120), Cloud::notice_lead_time);
+    let lead = notice_lead(c.cloud);
     let settings = inhibit_delay_settings(c.root);
     let last = settings.last();
     let origin = last
@@ -752,8 +750,32 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
              (kubernetes#102818): remove InhibitDelayMaxSec from {file}"
         );
         (Status::Warn, Some(fix))
-    } else if budget > lead {
-        longer_than_the_notice(c.cloud, c.lifecycle, lead, budget)
+    } else {
+        drain_verdict(c.cloud, c.lifecycle, budget)
+    };
+    // Required only when it fails: a drain longer than the notice is cut off mid-way.
+    check("drain budget", st == Status::Fail, st, value, fix)
+}
+
+/// The lead time of the notice that bounds the drain: the cloud's shortest, 2 minutes when the
+/// cloud is unknown.
+fn notice_lead(cloud: Option<Cloud>) -> Duration {
+    cloud.map_or(Duration::from_secs(120), Cloud::notice_lead_time)
+}
+
+/// The drain-budget check's verdict on a budget (logind's `InhibitDelayMaxUSec`, which kubelet
+/// sets to `shutdownGracePeriod`) when no other drop-in overrides kubelet's: it fails above the
+/// notice's lead time (see [`longer_than_the_notice`]) and recommends the lead time minus
+/// [`POWER_OFF_MARGIN`]. docs/clouds.md's grace-period table states this rule per cloud, and
+/// tests/docs.rs checks the table against this function.
+pub(crate) fn drain_verdict(
+    cloud: Option<Cloud>,
+    lifecycle: Option<Lifecycle>,
+    budget: Duration,
+) -> (Status, Option<String>) {
+    let lead = notice_lead(cloud);
+    if budget > lead {
+        longer_than_the_notice(cloud, lifecycle, lead, budget)
     } else if budget < Duration::from_secs(15) {
         let fix = "too short to drain anything useful (5s is logind's default, which means \
                    kubelet's shutdownGracePeriod is not set): set shutdownGracePeriod in the \
@@ -761,9 +783,7 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
         (Status::Warn, Some(fix.into()))
     } else {
         (Status::Pass, None)
-    };
-    // Required only when it fails: a drain longer than the notice is cut off mid-way.
-    check("drain budget", st == Status::Fail, st, value, fix)
+    }
 }
 
 /// An ACPI shutdown from the platform must go through logind and honour kubelet's lock.
@@ -893,16 +913,24 @@ const GCP_MAINTENANCE_LEAD: Duration = Duration::from_secs(60);
 
 /// What to set when kubelet's drain outlasts the notice. EKS's Amazon Linux 2023 AMIs (1.34
 /// and later) ship `shutdownGracePeriod: 2m30s`, longer than the 2-minute spot notice.
+/// The check fails above the lead time and names the lead time minus this as the value to set:
+/// the one rule docs/clouds.md's table states.
 fn drain_too_long_fix(lead: Duration) -> String {
-    let fit = lead.saturating_sub(Duration::from_secs(10));
+    let fit = lead.saturating_sub(POWER_OFF_MARGIN);
     format!(
-        "the drain can take longer than the platform waits, so the instance is cut off \
-         mid-drain: set shutdownGracePeriod to at most {} (and shutdownGracePeriodCriticalPods \
-         to a part of it, e.g. 30s) in the KubeletConfiguration, then restart kubelet. EKS \
-         Amazon Linux 2023 AMIs (1.34+) default to 2m30s, longer than the 2 min spot notice",
-        format_duration(fit)
+        "the drain can take longer than the platform waits ({}), so the instance is cut off \
+         mid-drain: set shutdownGracePeriod to at most {} (the notice minus {} for the power-off \
+         itself; and shutdownGracePeriodCriticalPods to a part of it, e.g. 30s) in the \
+         KubeletConfiguration, then restart kubelet (docs/clouds.md, grace periods). EKS Amazon \
+         Linux 2023 AMIs (1.34+) default to 2m30s, longer than the 2 min spot notice",
+        format_duration(lead),
+        format_duration(fit),
+        format_duration(POWER_OFF_MARGIN)
     )
 }
+
+/// What the recommended `shutdownGracePeriod` leaves of the notice for the power-off itself.
+const POWER_OFF_MARGIN: Duration = Duration::from_secs(10);
 
 /// A block inhibitor on shutdown makes logind refuse nthd's PowerOff until it is released.
 fn no_block_inhibitor(list: &[crate::logind::Inhibitor]) -> Check {

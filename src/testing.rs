@@ -42,6 +42,23 @@ pub mod assets {
     pub use crate::assets::render;
 }
 
+pub mod check {
+    use std::time::Duration;
+
+    use crate::notice::{Cloud, Lifecycle};
+
+    /// `nthd check`'s drain-budget verdict on `budget`: the status (`pass`, `fail`, `warn`,
+    /// `info`) and the fix it names.
+    pub fn drain_verdict(
+        cloud: Option<Cloud>,
+        lifecycle: Option<Lifecycle>,
+        budget: Duration,
+    ) -> (String, Option<String>) {
+        let (st, fix) = crate::check::drain_verdict(cloud, lifecycle, budget);
+        (format!("{st:?}").to_lowercase(), fix)
+    }
+}
+
 pub mod config {
     pub use crate::config::Cli;
 }

@@ -844,3 +844,279 @@ fn matches_example(want: &str, got: &str) -> bool {
     }
     true
 }
+
+// ---------------------------------------------------------------------- grace periods (#32)
+
+/// One row of docs/clouds.md's grace-period table.
+struct GraceRow {
+    line: usize,
+    cloud: Option<nthd::testing::notice::Cloud>,
+    lifecycle: Option<nthd::testing::notice::Lifecycle>,
+    lead: Option<std::time::Duration>,
+    fits: std::time::Duration,
+    fails_above: Option<std::time::Duration>,
+    text: String,
+}
+
+/// A duration cell (`1m50s`), or `None` for `—` and `never …`.
+fn duration_cell(cell: &str, file: &str, line: usize) -> Option<std::time::Duration> {
+    let c = cell.trim_matches('`');
+    if c == "—" || c.starts_with("never") {
+        return None;
+    }
+    Some(
+        nthd::testing::timefmt::parse_duration(c)
+            .unwrap_or_else(|e| panic!("{file}:{line}: `{c}` is not a duration: {e}")),
+    )
+}
+
+/// docs/clouds.md's grace-period table, the one place the grace-period numbers are stated.
+fn grace_rows() -> Vec<GraceRow> {
+    use nthd::testing::notice::{Cloud, Lifecycle};
+    const FILE: &str = "docs/clouds.md";
+    let text = read(FILE);
+    let body = block(&text, "grace-periods", FILE);
+    let first = text[..text.find(body).unwrap()].lines().count();
+    let mut rows = vec![];
+    for (i, l) in body.lines().enumerate() {
+        let Some(c) = cells(l) else { continue };
+        if c[0] == "cloud" {
+            continue;
+        }
+        let line = first + i;
+        assert_eq!(
+            c.len(),
+            6,
+            "{FILE}:{line}: a grace-period row has 6 cells: {l}"
+        );
+        let cloud = match c[0].as_str() {
+            "not detected" => None,
+            name => Some(
+                *Cloud::ALL
+                    .iter()
+                    .find(|k| k.name().eq_ignore_ascii_case(name))
+                    .unwrap_or_else(|| panic!("{FILE}:{line}: no cloud {name}")),
+            ),
+        };
+        let lifecycle = match c[1].as_str() {
+            "unknown" => None,
+            "spot" => Some(Lifecycle::Spot),
+            "preemptible" => Some(Lifecycle::Preemptible),
+            "on-demand" => Some(Lifecycle::OnDemand),
+            other => panic!(
+                "{FILE}:{line}: capacity {other} is none of spot, preemptible, on-demand, unknown"
+            ),
+        };
+        rows.push(GraceRow {
+            line,
+            cloud,
+            lifecycle,
+            lead: duration_cell(&c[3], FILE, line),
+            fits: duration_cell(&c[4], FILE, line)
+                .unwrap_or_else(|| panic!("{FILE}:{line}: the fits column needs a duration")),
+            fails_above: duration_cell(&c[5], FILE, line),
+            text: l.to_string(),
+        });
+    }
+    rows
+}
+
+#[test]
+fn the_grace_period_table_is_what_nthd_check_computes() {
+    use nthd::testing::check::drain_verdict;
+    use nthd::testing::notice::Cloud;
+    use nthd::testing::timefmt::format_duration;
+    use std::time::Duration;
+    let rows = grace_rows();
+    // Every cloud, on spot and on-demand, and the undetected cloud have a row.
+    for cloud in Cloud::ALL {
+        for lc in ["spot", "on-demand"] {
+            assert!(
+                rows.iter().any(|r| r.cloud == Some(cloud)
+                    && r.lifecycle.map(nthd::testing::notice::Lifecycle::name) == Some(lc)),
+                "docs/clouds.md's grace-period table has no row for {cloud} {lc}"
+            );
+        }
+    }
+    assert!(rows
+        .iter()
+        .any(|r| r.cloud.is_none() && r.lifecycle.is_none()));
+    let sec = Duration::from_secs(1);
+    for r in &rows {
+        let at = |budget| drain_verdict(r.cloud, r.lifecycle, budget);
+        let cell = |d| format_duration(d);
+        let f = format!("docs/clouds.md:{}", r.line);
+        // What check names as the value to set, from the fix it gives for a too-long drain.
+        let over = r.fails_above.map_or(Duration::from_secs(3600), |d| d + sec);
+        let (st, fix) = at(over);
+        let fix = fix.unwrap_or_default();
+        let named = fix
+            .split("at most ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("nothing");
+        assert_eq!(
+            named,
+            cell(r.fits),
+            "{f}: nthd check names `at most {named}` for a {} drain, the table {}: {}",
+            cell(over),
+            cell(r.fits),
+            r.text
+        );
+        // The value that fits does not fail (on GCP on-demand it gets the spot note).
+        assert_ne!(
+            at(r.fits).0,
+            "fail",
+            "{f}: nthd check fails {}",
+            cell(r.fits)
+        );
+        match r.fails_above {
+            Some(limit) => {
+                assert_eq!(
+                    st,
+                    "fail",
+                    "{f}: nthd check does not fail {} : {}",
+                    cell(over),
+                    r.text
+                );
+                let (st, _) = at(limit);
+                assert_ne!(
+                    st,
+                    "fail",
+                    "{f}: nthd check already fails at {}, the table says above it: {}",
+                    cell(limit),
+                    r.text
+                );
+                assert_eq!(
+                    r.lead,
+                    Some(limit),
+                    "{f}: check fails above the notice's lead time, so both columns say {}",
+                    cell(limit)
+                );
+            }
+            None => assert_ne!(
+                st,
+                "fail",
+                "{f}: the table says never, but nthd check fails a {} drain: {}",
+                cell(over),
+                r.text
+            ),
+        }
+    }
+}
+
+/// The files outside docs/clouds.md that state a grace-period number, and the cloud a line is
+/// about when it names none (the AMI files are for EKS, so AWS).
+const GRACE_FILES: &[(&str, Option<&str>)] = &[
+    ("README.md", None),
+    ("docs/install.md", None),
+    ("packaging/README.md", None),
+    ("packaging/cloud-init/user-data.yaml", None),
+    ("packaging/ami/README.md", Some("aws")),
+    ("packaging/ami/nthd.pkr.hcl", Some("aws")),
+    ("packaging/ami/validate.sh", Some("aws")),
+    ("packaging/ami/nodeconfig-user-data.mime", Some("aws")),
+    (
+        "packaging/ami/nodeadm.d/50-nthd-graceful-shutdown.yaml",
+        Some("aws"),
+    ),
+];
+
+/// The clouds a line names (EKS is AWS, GKE GCP, AKS Azure).
+fn clouds_named(line: &str) -> Vec<&'static str> {
+    let l = line.to_lowercase();
+    let names: &[(&str, &[&str])] = &[
+        ("aws", &["aws", "eks", "ec2"]),
+        ("gcp", &["gcp", "gke", "google"]),
+        ("azure", &["azure", "aks"]),
+        ("alibaba", &["alibaba"]),
+        ("tencent", &["tencent"]),
+    ];
+    names
+        .iter()
+        .filter(|(_, w)| w.iter().any(|w| l.contains(w)))
+        .map(|(c, _)| *c)
+        .collect()
+}
+
+/// Every grace-period number in a line: (`fits` or `fails above`, the duration, as written).
+/// `at most 110 s`, `at or below `20s``, `SPOT_BUDGET = 110` state what fits; `above 120s`
+/// and `over 60 s` what fails.
+fn grace_numbers(line: &str) -> Vec<(&'static str, std::time::Duration, String)> {
+    let phrases: &[(&str, &str)] = &[
+        ("at most ", "fits"),
+        ("at or below ", "fits"),
+        ("≤ ", "fits"),
+        ("SPOT_BUDGET = ", "fits"),
+        ("above ", "fails above"),
+        ("over ", "fails above"),
+    ];
+    let mut out = vec![];
+    for (p, kind) in phrases {
+        for (i, _) in line.match_indices(p) {
+            let rest = line[i + p.len()..].replace('`', "");
+            let mut w = rest.split_whitespace();
+            let Some(first) = w.next() else { continue };
+            let first = first.trim_end_matches([',', ')', ';', '.']);
+            let written = match w.next().map(|u| u.trim_end_matches([',', ')', ';', '.'])) {
+                Some(u @ ("s" | "min")) if first.chars().all(|c| c.is_ascii_digit()) => {
+                    format!("{first}{u}")
+                }
+                _ if *p == "SPOT_BUDGET = " => format!("{first}s"),
+                _ => first.to_string(),
+            };
+            if written.chars().all(|c| c.is_ascii_digit()) {
+                continue; // `above 0`: a count, not a duration
+            }
+            if let Ok(d) = nthd::testing::timefmt::parse_duration(&written) {
+                out.push((*kind, d, written));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_grace_period_number_is_the_tables() {
+    use nthd::testing::timefmt::format_duration;
+    let rows = grace_rows();
+    let mut checked = 0;
+    for (file, default_cloud) in GRACE_FILES {
+        let text = read(file);
+        for (n, line) in text.lines().enumerate() {
+            let l = line.to_lowercase();
+            if !["grace", "nthd check", "drain", "notice", "budget", "total"]
+                .iter()
+                .any(|w| l.contains(w))
+            {
+                continue;
+            }
+            let named = clouds_named(line);
+            let clouds: Vec<&str> = match (named.is_empty(), default_cloud) {
+                (false, _) => named,
+                (true, Some(c)) => vec![*c],
+                (true, None) => vec!["aws", "gcp", "azure", "alibaba", "tencent"],
+            };
+            for (kind, d, written) in grace_numbers(line) {
+                let right: BTreeSet<String> = rows
+                    .iter()
+                    .filter(|r| r.cloud.is_some_and(|c| clouds.contains(&c.name())))
+                    .filter_map(|r| match kind {
+                        "fits" => Some(r.fits),
+                        _ => r.fails_above,
+                    })
+                    .map(format_duration)
+                    .collect();
+                checked += 1;
+                assert!(
+                    right.contains(&format_duration(d)),
+                    "{file}:{}: `{written}` ({kind}) is not docs/clouds.md's grace-period table: \
+                     for {} it says {kind} {right:?}: {line}",
+                    n + 1,
+                    clouds.join("/"),
+                );
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} grace-period numbers found");
+}

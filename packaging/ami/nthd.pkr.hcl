@@ -35,7 +35,8 @@
 # The grace period must fit into the notice. An EC2 Spot interruption notice
 # comes 2 minutes before the instance is stopped or terminated; `nthd check`
 # fails its drain-budget check on spot nodes when logind's
-# InhibitDelayMaxSec is above 110 s (the notice minus 10 s). EKS's own default
+# InhibitDelayMaxSec is above 120 s and names at most 110 s (the notice minus
+# 10 s; docs/clouds.md's grace-period table). EKS's own default
 # on AL2023 for Kubernetes 1.34 and later is 2m30s / 30s, longer than the
 # notice; the drop-in's 90s / 30s overrides it.
 #
