@@ -1,7 +1,11 @@
 //! The documentation cannot drift silently from what it describes: settings and defaults,
 //! counts, licences, artifact sizes, fuzz targets, `nthd check`'s names, links, metadata
 //! paths and `nthd once`'s output are read from the source of truth and compared with
-//! README.md and docs/*.md. Each test's message names the file to fix.
+//! README.md and docs/*.md. The grace-period table in docs/clouds.md is checked against
+//! `nthd check`'s verdict, and every grace-period number elsewhere against the table. The
+//! `NTHD_*` names, nthd's flags and the nthd versions shown are checked in README.md, docs/,
+//! packaging/README.md, packaging/ami/, the cloud-init example, CHANGELOG.md, bench/README.md
+//! and every man page. Each test's message names the file (and line) to fix.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
@@ -678,6 +682,9 @@ fn every_relative_link_resolves() {
     let mut files: Vec<String> = all_docs().into_iter().map(|(f, _)| f).collect();
     files.push("packaging/README.md".into());
     files.push("tests/e2e/README.md".into());
+    files.push("packaging/ami/README.md".into());
+    files.push("CHANGELOG.md".into());
+    files.push("bench/README.md".into());
     let mut checked = 0;
     for f in &files {
         let text = read(f);
@@ -1119,4 +1126,271 @@ fn every_grace_period_number_is_the_tables() {
         }
     }
     assert!(checked >= 10, "only {checked} grace-period numbers found");
+}
+
+// ------------------------------------------- packaging, CHANGELOG, bench, man pages (#32)
+
+/// Everything an operator reads besides README.md and docs/: packaging's README, the AMI and
+/// cloud-init examples, CHANGELOG, bench/README and every man page (packaging/assets/*.8).
+fn extra_files() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "packaging/README.md",
+        "packaging/ami/README.md",
+        "packaging/ami/nthd.pkr.hcl",
+        "packaging/ami/validate.sh",
+        "packaging/ami/nodeconfig-user-data.mime",
+        "packaging/cloud-init/user-data.yaml",
+        "CHANGELOG.md",
+        "bench/README.md",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (dir, ext) in [
+        ("packaging/ami/nodeadm.d", "yaml"),
+        ("packaging/assets", "8"),
+    ] {
+        let mut more: Vec<String> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .map(|p| format!("{dir}/{}", p.file_name().unwrap().to_string_lossy()))
+            .collect();
+        more.sort();
+        v.extend(more);
+    }
+    v
+}
+
+/// README.md, docs/*.md and [`extra_files`], as (path, text).
+fn every_read_file() -> Vec<(String, String)> {
+    let mut v = all_docs();
+    v.extend(extra_files().into_iter().map(|f| {
+        let t = read(&f);
+        (f, t)
+    }));
+    v
+}
+
+/// Every `NTHD_*` name the code uses: the Rust sources, the scripts and the packaging files
+/// that are not documentation (what the daemon, the suite, the bench and the build read).
+fn nthd_variables_in_code() -> BTreeSet<String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let mut known = BTreeSet::new();
+    for f in String::from_utf8(out.stdout).unwrap().lines() {
+        if f.ends_with(".md") || f.ends_with(".8") || f.starts_with("docs/") {
+            continue;
+        }
+        let Ok(t) = std::fs::read_to_string(root().join(f)) else {
+            continue;
+        };
+        known.extend(nthd_names(&t).into_iter().map(|(_, n)| n));
+        if f.ends_with(".rs") {
+            // A tracing field `nthd_event_id = …` is the journal field NTHD_EVENT_ID.
+            known.extend(
+                nthd_names(&t.to_uppercase())
+                    .into_iter()
+                    .filter_map(|(_, n)| {
+                        t.to_uppercase().contains(&format!("{n} = ")).then_some(n)
+                    }),
+            );
+        }
+    }
+    known
+}
+
+/// Every `NTHD_*` name in a text, with its line number (1-based). A prefix (`NTHD_ACTION_`
+/// before `<KIND>`) is not a name.
+fn nthd_names(text: &str) -> Vec<(usize, String)> {
+    let mut out = vec![];
+    for (n, l) in text.lines().enumerate() {
+        for (i, _) in l.match_indices("NTHD_") {
+            let name: String = l[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if !name.ends_with('_') {
+                out.push((n + 1, name));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_nthd_variable_named_exists() {
+    let known = nthd_variables_in_code();
+    assert!(known.contains("NTHD_POLL_INTERVAL") && known.len() > 40);
+    // Placeholders in usage lines.
+    let placeholders = ["NTHD_X"];
+    let mut checked = 0;
+    for (f, text) in every_read_file() {
+        for (line, name) in nthd_names(&text) {
+            checked += 1;
+            assert!(
+                known.contains(&name) || placeholders.contains(&name.as_str()),
+                "{f}:{line}: names {name}, which no code, script or unit reads"
+            );
+        }
+    }
+    assert!(checked > 100, "only {checked} NTHD_* names found");
+}
+
+/// Every long option of nthd and its subcommands (`--json`), `--help` and `--version`.
+fn nthd_flags() -> BTreeSet<String> {
+    fn walk(c: &clap::Command, out: &mut BTreeSet<String>) {
+        for a in c.get_arguments() {
+            out.extend(a.get_long().map(|l| format!("--{l}")));
+            out.extend(
+                a.get_all_aliases()
+                    .into_iter()
+                    .flatten()
+                    .map(|l| format!("--{l}")),
+            );
+        }
+        for s in c.get_subcommands() {
+            walk(s, out);
+        }
+    }
+    let mut out: BTreeSet<String> = ["--help", "--version"].map(String::from).into();
+    walk(&nthd::testing::config::Cli::command(), &mut out);
+    out
+}
+
+/// The `--flags` given to nthd on a line: the words after `nthd ` (or `nthd\-` in a man page)
+/// up to the end of the code span or a shell operator.
+fn flags_after_nthd(line: &str) -> Vec<String> {
+    let mut out = vec![];
+    let l = line
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fR", "");
+    for (i, _) in l.match_indices("nthd ") {
+        // `nthd check`, `/usr/bin/nthd once`, not `nthd.service` or `the nthd package`.
+        if i > 0 && !matches!(l.as_bytes()[i - 1], b' ' | b'`' | b'/' | b'$' | b'(' | b'"') {
+            continue;
+        }
+        for w in l[i + 5..].split_whitespace() {
+            if w.starts_with('`') || w.contains('`') && !w.starts_with("--") {
+                break;
+            }
+            if ["|", "&&", ";", "||", ">", "2>&1", "#"].contains(&w) {
+                break;
+            }
+            if let Some(f) = w.strip_prefix("--") {
+                let f: String = f
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                if !f.is_empty() {
+                    out.push(format!("--{f}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_nthd_flag_named_exists() {
+    let known = nthd_flags();
+    assert!(
+        known.contains("--json") && known.contains("--deadline-in"),
+        "{known:?}"
+    );
+    let mut checked = 0;
+    for (f, text) in every_read_file() {
+        for (n, line) in text.lines().enumerate() {
+            for flag in flags_after_nthd(line) {
+                checked += 1;
+                assert!(
+                    known.contains(&flag),
+                    "{f}:{}: gives nthd {flag}, which none of its commands takes: {line}",
+                    n + 1
+                );
+            }
+        }
+    }
+    assert!(checked > 10, "only {checked} nthd flags found");
+}
+
+/// Cargo.toml's version.
+fn cargo_version() -> String {
+    let toml = read("Cargo.toml");
+    literals_after(&toml, "version =")
+        .into_iter()
+        .next()
+        .unwrap()
+}
+
+/// Every nthd version a line shows: `nthd 0.2.0`, `nthd_0.2.0_amd64.deb`,
+/// `nthd-0.2.0-1.x86_64.rpm`, `nthd v0.2.0`.
+fn versions_shown(line: &str) -> Vec<String> {
+    let mut out = vec![];
+    for (i, _) in line.match_indices("nthd") {
+        let rest = &line[i + 4..];
+        let Some(rest) = rest
+            .strip_prefix(' ')
+            .or_else(|| rest.strip_prefix('_'))
+            .or_else(|| rest.strip_prefix('-'))
+        else {
+            continue;
+        };
+        let rest = rest.strip_prefix('v').unwrap_or(rest);
+        let v: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let v = v.trim_end_matches('.');
+        if v.split('.').count() == 3 && v.split('.').all(|p| !p.is_empty()) {
+            out.push(v.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_nthd_version_shown_is_cargo_tomls() {
+    let want = cargo_version();
+    // CHANGELOG: the newest heading is this version; older headings and entries are history.
+    let changelog = read("CHANGELOG.md");
+    let newest = changelog.lines().find(|l| l.starts_with("## ")).unwrap();
+    assert!(
+        newest.starts_with(&format!("## {want} ")),
+        "CHANGELOG.md's newest heading is `{newest}`, Cargo.toml's version is {want}"
+    );
+    let mut checked = 0;
+    for (f, text) in every_read_file() {
+        if f == "CHANGELOG.md" {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            // A line explicitly about an older release says so.
+            let l = line.to_lowercase();
+            if [
+                "previous release",
+                "older release",
+                "upgrade from",
+                "upgrading from",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+            {
+                continue;
+            }
+            for v in versions_shown(line) {
+                checked += 1;
+                assert_eq!(
+                    v,
+                    want,
+                    "{f}:{}: shows nthd {v}, Cargo.toml's version is {want}: {line}",
+                    n + 1
+                );
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} versions found");
 }
