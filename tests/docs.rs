@@ -1057,6 +1057,8 @@ fn grace_numbers(line: &str) -> Vec<(&'static str, std::time::Duration, String)>
         ("SPOT_BUDGET = ", "fits"),
         ("above ", "fails above"),
         ("over ", "fails above"),
+        ("about ", "lead time"),
+        ("~", "lead time"),
     ];
     let mut out = vec![];
     for (p, kind) in phrases {
@@ -1088,20 +1090,34 @@ fn every_grace_period_number_is_the_tables() {
     use nthd::testing::timefmt::format_duration;
     let rows = grace_rows();
     let mut checked = 0;
-    for (file, default_cloud) in GRACE_FILES {
-        let text = read(file);
+    let docs: Vec<String> = all_docs()
+        .into_iter()
+        .map(|(f, _)| f)
+        .filter(|f| !["README.md", "docs/install.md", "docs/clouds.md"].contains(&f.as_str()))
+        .collect();
+    let files = GRACE_FILES
+        .iter()
+        .map(|(f, c)| (f.to_string(), *c))
+        .chain(docs.into_iter().map(|f| (f, Some("any"))));
+    for (file, default_cloud) in files {
+        // docs/ besides install.md: only lines that name the grace period itself.
+        let words: &[&str] = match default_cloud {
+            Some("any") => &["shutdowngraceperiod", "grace period"],
+            _ => &["grace", "drain", "notice", "budget", "inhibitdelay"],
+        };
+        let default_cloud = default_cloud.filter(|c| *c != "any");
+        let text = read(&file);
+        let lines: Vec<&str> = text.lines().collect();
         for (n, line) in text.lines().enumerate() {
-            let l = line.to_lowercase();
-            if !["grace", "nthd check", "drain", "notice", "budget", "total"]
-                .iter()
-                .any(|w| l.contains(w))
-            {
+            // About a grace period: the line, or the one before it, says so.
+            let about = format!("{} {line}", lines[n.saturating_sub(1)]).to_lowercase();
+            if !words.iter().any(|w| about.contains(w)) {
                 continue;
             }
             let named = clouds_named(line);
             let clouds: Vec<&str> = match (named.is_empty(), default_cloud) {
                 (false, _) => named,
-                (true, Some(c)) => vec![*c],
+                (true, Some(c)) => vec![c],
                 (true, None) => vec!["aws", "gcp", "azure", "alibaba", "tencent"],
             };
             for (kind, d, written) in grace_numbers(line) {
@@ -1110,6 +1126,7 @@ fn every_grace_period_number_is_the_tables() {
                     .filter(|r| r.cloud.is_some_and(|c| clouds.contains(&c.name())))
                     .filter_map(|r| match kind {
                         "fits" => Some(r.fits),
+                        "lead time" => r.lead,
                         _ => r.fails_above,
                     })
                     .map(format_duration)
