@@ -261,7 +261,7 @@ for a in "${arches[@]}"; do
         check_auditable "$bin"
     fi
 done
-# The packages ship the man page and completions committed in packaging/assets/ (so that a
+# The packages ship the man pages and completions committed in packaging/assets/ (so that a
 # plain `cargo deb` works). Here they are generated afresh from a binary being packaged (one
 # this host can run) and must be identical.
 runnable=target/$(triple "$host_arch")/release/nthd
@@ -271,17 +271,31 @@ if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ -x "$runnable" ]; then
     mkdir -p "$assets"
     "$runnable" generate-assets --out "$assets" ||
         die "'$runnable generate-assets --out $assets' failed (see above)"
-    for f in nthd.8 nthd.bash _nthd nthd.fish; do
-        cmp -s "$assets/$f" "packaging/assets/$f" ||
-            die "packaging/assets/$f is stale or missing; run:
-  cargo run -- generate-assets --out packaging/assets"
+    # Both ways: a page generated but not committed, and a committed one no longer generated.
+    for f in "$assets"/* packaging/assets/*; do
+        cmp -s "$assets/${f##*/}" "packaging/assets/${f##*/}" ||
+            die "packaging/assets/${f##*/} is stale, missing or no longer generated; run:
+  rm packaging/assets/*; cargo run -- generate-assets --out packaging/assets"
     done
     echo "packaging/assets/ matches the binary"
     "$runnable" --version
 fi
-for f in nthd.8 nthd.bash _nthd nthd.fish; do
+for f in nthd.8 nthd-run.8 nthd-status.8 nthd.bash _nthd nthd.fish; do
     [ -s "packaging/assets/$f" ] || die "packaging/assets/$f is missing or empty"
 done
+
+# The Markdown the packages ship, with repository-relative links made to work where it is
+# read: to the shipped copy, else to the file at this version's tag (packaging/README.md,
+# "Links in the shipped docs"). Cargo.toml's asset lists and the tarball take them from here.
+repo_url=$(sed -n 's/^repository = "\(.*\)"$/\1/p' Cargo.toml)
+[ -n "$repo_url" ] || die "Cargo.toml has no repository = \"...\""
+docs_url=${NTHD_DOCS_URL:-$repo_url/blob/v$version}
+say "shipped docs, links to files not shipped -> $docs_url"
+doc_pairs=("README.md=README.md" "packaging/README.md=README.packaging.md")
+for f in docs/*.md; do doc_pairs+=("$f=$f"); done
+rm -rf target/packaging/doc
+perl packaging/doclinks.pl "$docs_url" target/packaging/doc "${doc_pairs[@]}"
+echo "ok (${#doc_pairs[@]} files in target/packaging/doc)"
 
 # --- 3. unit checks -----------------------------------------------------------
 say "systemd-analyze verify"
@@ -310,7 +324,7 @@ make_tarball() {
     local a=$1 name="nthd-$version-$1" d
     d=$tmp/tar/$name
     rm -rf "$tmp/tar"
-    mkdir -p "$d/completions"
+    mkdir -p "$d/completions" "$d/man" "$d/examples"
     install -m 755 "target/$(triple "$a")/release/nthd" "$d/nthd"
     install -m 755 packaging/tarball/install.sh "$d/install.sh"
     install -m 644 systemd/nthd.service "$d/nthd.service"
@@ -319,11 +333,12 @@ make_tarball() {
     install -m 644 polkit/nthd.pkla "$d/nthd.pkla"
     install -m 644 packaging/node-problem-detector/nthd-monitor.json "$d/nthd-monitor.json"
     install -m 644 packaging/default/nthd "$d/nthd.default"
-    install -m 644 packaging/assets/nthd.8 "$d/nthd.8"
+    install -m 644 packaging/assets/*.8 "$d/man/"
+    install -m 644 polkit/50-nthd-reboot.rules.example "$d/examples/"
     install -m 644 packaging/assets/nthd.bash packaging/assets/_nthd packaging/assets/nthd.fish \
         "$d/completions/"
-    install -m 644 LICENSE README.md "$d/"
-    install -d "$d/docs" && install -m 644 docs/*.md "$d/docs/"
+    install -m 644 LICENSE target/packaging/doc/README.md target/packaging/doc/README.packaging.md "$d/"
+    install -d "$d/docs" && install -m 644 target/packaging/doc/docs/*.md "$d/docs/"
     # Reproducible: sorted names, fixed owner and times, no name or time in the gzip header.
     tar -C "$tmp/tar" --sort=name --owner=0 --group=0 --numeric-owner \
         --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
@@ -381,6 +396,12 @@ expect_docs() {
     for f in docs/*.md; do echo "$2/$f"; done >>"$1"
     sort -o "$1" "$1"
 }
+# Adds every man page in packaging/assets/ as a package carries it: PREFIX/NAME.8SUFFIX.
+expect_man() {
+    local f
+    for f in packaging/assets/*.8; do echo "$2/${f##*/}${3:-}"; done >>"$1"
+    sort -o "$1" "$1"
+}
 check_deb() {
     local deb=$1 a=$2 depends
     say "deb contents: $deb"
@@ -400,7 +421,6 @@ check_deb() {
 /usr/share/doc/nthd/examples/nthd.pkr.hcl
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/lintian/overrides/nthd
-/usr/share/man/man8/nthd.8.gz
 /usr/share/nthd/default
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
@@ -408,6 +428,7 @@ check_deb() {
 /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla
 EOF
     expect_docs "$tmp/deb.expected" /usr/share/doc/nthd
+    expect_man "$tmp/deb.expected" /usr/share/man/man8 .gz
     diff -u "$tmp/deb.expected" "$tmp/deb.files" || die "unexpected files in $deb"
     [ "$(dpkg-deb -f "$deb" Architecture)" = "$(deb_arch "$a")" ] ||
         die "$deb: Architecture is $(dpkg-deb -f "$deb" Architecture), not $(deb_arch "$a")"
@@ -442,13 +463,13 @@ check_rpm() {
 /usr/share/doc/nthd/examples/nthd.pkr.hcl
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/licenses/nthd/LICENSE
-/usr/share/man/man8/nthd.8
 /usr/share/nthd/default
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
 EOF
     expect_docs "$tmp/rpm.expected" /usr/share/doc/nthd
+    expect_man "$tmp/rpm.expected" /usr/share/man/man8
     diff -u "$tmp/rpm.expected" "$tmp/rpm.files" || die "unexpected files in $rpmfile"
     [ "$(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile")" = "$a $version-1" ] ||
         die "$rpmfile: $(rpm -qp --qf '%{ARCH} %{VERSION}-%{RELEASE}' "$rpmfile"), not $a $version-1"
@@ -478,19 +499,21 @@ check_tarball() {
 50-nthd.rules
 LICENSE
 README.md
+README.packaging.md
 completions/_nthd
 completions/nthd.bash
 completions/nthd.fish
 install.sh
 nthd
+examples/50-nthd-reboot.rules.example
 nthd-monitor.json
-nthd.8
 nthd.default
 nthd.pkla
 nthd.service
 nthd.sysusers
 EOF
     expect_docs "$tmp/tar.expected" "$name"
+    expect_man "$tmp/tar.expected" "$name/man"
     diff -u "$tmp/tar.expected" "$tmp/tar.files" || die "unexpected files in $tarball"
     tar -xzf "$tarball" -C "$tmp" "$name/install.sh"
     sh -n "$tmp/$name/install.sh" || die "$name/install.sh: syntax error"
@@ -506,6 +529,10 @@ check_raw() {
     ! grep -v '^/usr/' "$tmp/raw.files" || die "$raw has files outside /usr"
     grep -qx /usr/bin/nthd "$tmp/raw.files" || die "$raw has no /usr/bin/nthd"
     grep -qx /usr/libexec/nthd/nthd "$tmp/raw.files" || die "$raw has no /usr/libexec/nthd/nthd (the NPD DaemonSet's)"
+    for f in packaging/assets/*.8 polkit/50-nthd-reboot.rules.example; do
+        case $f in *.8) f=/usr/share/man/man8/${f##*/} ;; *) f=/usr/share/doc/nthd/examples/${f##*/} ;; esac
+        grep -qx "$f" "$tmp/raw.files" || die "$raw has no $f"
+    done
     rm -rf "$tmp/raw"
     unsquashfs -q -d "$tmp/raw" "$raw" usr/lib/extension-release.d usr/bin/nthd >/dev/null
     want=$(case "$a" in x86_64) echo x86-64 ;; aarch64) echo arm64 ;; esac)

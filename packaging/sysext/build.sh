@@ -14,7 +14,8 @@
 # The image is squashfs (mksquashfs, Debian package squashfs-tools), or erofs when
 # mksquashfs is missing and mkfs.erofs (erofs-utils) is there. It holds /usr only:
 #   usr/bin/nthd, usr/lib/systemd/system/nthd.service, usr/lib/sysusers.d/nthd.conf,
-#   usr/share/polkit-1/rules.d/50-nthd.rules, the man page, completions, docs and
+#   usr/share/polkit-1/rules.d/50-nthd.rules, the man pages (nthd(8), nthd-status(8), ...),
+#   completions, usr/share/doc/nthd/examples/ (nthd.default, 50-nthd-reboot.rules.example) and
 #   usr/lib/extension-release.d/extension-release.nthd (ID=_any, ARCHITECTURE=).
 # On the host:  cp nthd-VERSION-ARCH.raw /var/lib/extensions/nthd.raw
 #               systemd-sysext merge   (or refresh)
@@ -46,12 +47,16 @@ i 755 "$bin" usr/libexec/nthd/nthd
 i 644 "$root/systemd/nthd.service" usr/lib/systemd/system/nthd.service
 i 644 "$root/systemd/nthd.sysusers" usr/lib/sysusers.d/nthd.conf
 i 644 "$root/polkit/50-nthd.rules" usr/share/polkit-1/rules.d/50-nthd.rules
-i 644 "$root/packaging/assets/nthd.8" usr/share/man/man8/nthd.8
+for page in "$root"/packaging/assets/*.8; do
+    i 644 "$page" "usr/share/man/man8/${page##*/}"
+done
 i 644 "$root/packaging/node-problem-detector/nthd-monitor.json" usr/share/nthd/node-problem-detector/nthd-monitor.json
 i 644 "$root/packaging/assets/nthd.bash" usr/share/bash-completion/completions/nthd
 i 644 "$root/packaging/assets/_nthd" usr/share/zsh/site-functions/_nthd
 i 644 "$root/packaging/assets/nthd.fish" usr/share/fish/vendor_completions.d/nthd.fish
 i 644 "$root/packaging/default/nthd" usr/share/doc/nthd/examples/nthd.default
+# Where docs/configuration.md says to copy it from, as in the packages.
+i 644 "$root/polkit/50-nthd-reboot.rules.example" usr/share/doc/nthd/examples/50-nthd-reboot.rules.example
 i 644 "$root/LICENSE" usr/share/licenses/nthd/LICENSE
 # extension-release: the file name must match the image name without .raw, or be
 # named after the image's file name on the host; systemd-sysext matches it to the

@@ -9,7 +9,7 @@
 #                                     keeps user nthd, /var/lib/nthd and an edited
 #                                     /etc/default/nthd (as the packages do)
 #   sudo ./install.sh --uninstall --purge   ... and remove those too
-#   --prefix DIR   the binary, man page and completions go under DIR (default /usr);
+#   --prefix DIR   the binary, man pages, docs and completions go under DIR (default /usr);
 #                  with any other prefix the unit, sysusers entry and polkit rule go to
 #                  /etc (for hosts whose /usr is read-only)
 #
@@ -18,9 +18,11 @@
 #   /usr/lib/systemd/system/nthd.service, /usr/lib/sysusers.d/nthd.conf,
 #   /usr/share/polkit-1/rules.d/50-nthd.rules (polkit >= 0.106),
 #   /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla (only where polkit is 0.105,
-#   which reads nothing else), /etc/default/nthd (an existing one is kept), the man page,
-#   bash/zsh/fish completions, /usr/share/doc/nthd/. The list of what was installed is
-#   kept in /var/lib/nthd-install/manifest for --uninstall.
+#   which reads nothing else), /etc/default/nthd (an existing one is kept), the man pages
+#   (nthd(8) and one per command: nthd-status(8), ...), bash/zsh/fish completions,
+#   /usr/share/doc/nthd/ (the README, docs/ and examples/50-nthd-reboot.rules.example,
+#   which docs/configuration.md copies; under --prefix DIR: DIR/share/doc/nthd/). The list
+#   of what was installed is kept in /var/lib/nthd-install/manifest for --uninstall.
 #
 # Refuses (message on stderr, exit 1) when: not root; the binary is for another
 # architecture; systemd is not PID 1 (unless --no-start); systemd is older than 235;
@@ -207,12 +209,14 @@ fi
 put 644 "$here/nthd.sysusers" "$sysusersdir/nthd.conf"
 put 644 "$here/50-nthd.rules" "$rulesdir/50-nthd.rules"
 if [ $pkla = 1 ]; then put 644 "$here/nthd.pkla" "$pkla_path"; fi
-[ ! -r "$here/nthd.8" ] || put 644 "$here/nthd.8" "$prefix/share/man/man8/nthd.8"
+for f in "$here"/man/*.8; do
+    [ ! -r "$f" ] || put 644 "$f" "$prefix/share/man/man8/${f##*/}"
+done
 [ ! -r "$here/nthd-monitor.json" ] || put 644 "$here/nthd-monitor.json" "$prefix/share/nthd/node-problem-detector/nthd-monitor.json"
 [ ! -r "$here/completions/nthd.bash" ] || put 644 "$here/completions/nthd.bash" "$prefix/share/bash-completion/completions/nthd"
 [ ! -r "$here/completions/_nthd" ] || put 644 "$here/completions/_nthd" "$prefix/share/zsh/site-functions/_nthd"
 [ ! -r "$here/completions/nthd.fish" ] || put 644 "$here/completions/nthd.fish" "$prefix/share/fish/vendor_completions.d/nthd.fish"
-for f in README.md LICENSE; do
+for f in README.md README.packaging.md LICENSE examples/50-nthd-reboot.rules.example; do
     [ ! -r "$here/$f" ] || put 644 "$here/$f" "$prefix/share/doc/nthd/$f"
 done
 # The pages the README links to, beside it.

@@ -53,6 +53,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/scen-sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-upgrade.sh
 . "$HERE/scen-upgrade.sh"
+# shellcheck source-path=SCRIPTDIR source=scen-docs.sh
+. "$HERE/scen-docs.sh"
 
 # Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
 # rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
@@ -68,7 +70,7 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
            neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
            sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
            drain-report drain-budget drain-lock-cost asg-complete asg-complete-off
-           imds-locked imds-locked-azure imds-locked-no-grant)
+           imds-locked imds-locked-azure imds-locked-no-grant installed-docs)
 # The scenarios that need systemd-imdsd (systemd >= 261's systemd-imds package, in the sid tree
 # only): run.sh without names leaves them out on a tree that lacks it, or is not built yet
 # (default_scenarios).

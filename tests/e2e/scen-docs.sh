@@ -1,0 +1,71 @@
+# shellcheck shell=bash
+# The documentation as the .deb installs it (sourced by run.sh): the man pages and the
+# Markdown under /usr/share/doc/nthd, read in the booted tree after dpkg -i.
+
+# System pages the man pages may cite although the tree does not carry them (kubelet is not
+# installed; a minimal tree may lack the others' pages). Anything else must be in the tree.
+DOCS_SYSTEM_PAGES=(systemd-logind.8 logind.conf.5 polkit.8 kubelet.1)
+
+# PAGE.N: installed in the tree ($1), or an allowed system page.
+_man_page_resolves() {
+  local root="$1" page="$2" p
+  compgen -G "$root/usr/share/man/man${page##*.}/$page*" >/dev/null && return 0
+  for p in "${DOCS_SYSTEM_PAGES[@]}"; do [[ "$p" == "$page" ]] && return 0; done
+  return 1
+}
+
+# Every cross-reference (\fBx\fR(N), .BR x (N), x(N)) in the installed nthd man pages,
+# one "FILE PAGE.N" a line.
+_man_xrefs() {
+  local f
+  for f in "$1"/usr/share/man/man*/nthd*; do
+    zcat -f "$f" | sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' -e 's/^\.BR \([^ ]*\) (\([1-9]\)).*/\1(\2)/' |
+      grep -oE '[A-Za-z0-9_.:-]+\([1-9]\)' | sed -e "s|^|${f##*/} |" -e 's/(\([1-9]\))$/.\1/'
+  done | sort -u
+}
+
+# Every relative Markdown link outside code under DIR: "FILE TARGET" a line.
+_doc_links() {
+  # shellcheck disable=SC2016  # a perl program, not shell
+  find "$1" -name '*.md' -print0 | xargs -0 perl -ne '
+    if (/^\s*```/) { $f = !$f; next } next if $f;
+    my @p = split /(`[^`]*`)/;
+    for (grep { !/^`/ } @p) { print "$ARGV $1\n" while /\]\(([^)\s]+)\)/g }
+  } continue { if (eof) { close ARGV; $f = 0 }' | grep -vE ' ([a-z][a-z0-9+.-]*:|#)'
+}
+
+scen_installed_docs() {
+  need man zcat perl
+  step "boot"
+  ct_boot "$SCEN" "$SDIR" || fail "container did not boot"
+  step "dpkg -i nthd"
+  nthd_install || fail "nthd package did not install"
+  # The booted tree, from the host: it has no man-db (minbase), the host's man reads it.
+  local root="/proc/$CT_PID/root" out refs=0 links=0 file target page bad=()
+  ct_exec dpkg -L nthd >"$SDIR/dpkg-L.txt" || fail "dpkg -L nthd failed"
+  step "man nthd-status"
+  out="$(MANPATH="$root/usr/share/man" man -w nthd-status)" || fail "man -w nthd-status found nothing"
+  [[ "$out" == "$root/usr/share/man/man8/nthd-status.8.gz" ]] || fail "man -w nthd-status: $out"
+  grep -qx /usr/share/man/man8/nthd-status.8.gz "$SDIR/dpkg-L.txt" || fail "dpkg does not list nthd-status.8.gz"
+  MANPATH="$root/usr/share/man" MANWIDTH=80 man nthd-status >"$SDIR/nthd-status.txt" 2>"$SDIR/man-stderr.txt" \
+    || fail "man nthd-status failed: $(cat "$SDIR/man-stderr.txt")"
+  for want in "NTHD-STATUS(8)" "--npd" "EXIT STATUS" "/run/nthd/status.json" "SEE ALSO"; do
+    grep -qF -- "$want" "$SDIR/nthd-status.txt" || fail "man nthd-status has no '$want'"
+  done
+  step "man page cross-references"
+  while read -r file page; do
+    refs=$((refs + 1))
+    _man_page_resolves "$root" "$page" || bad+=("$file cites ${page%.*}(${page##*.})")
+  done < <(_man_xrefs "$root")
+  ((${#bad[@]} == 0)) || fail "cross-references not in the tree nor allowed: ${bad[*]}"
+  ((refs >= 20)) || fail "only $refs cross-references found in the nthd man pages"
+  step "links under /usr/share/doc/nthd"
+  while read -r file target; do
+    links=$((links + 1))
+    target="${target%%#*}"
+    [[ -e "$(dirname "$file")/$target" ]] || bad+=("${file#"$root"} -> $target")
+  done < <(_doc_links "$root/usr/share/doc/nthd")
+  ((${#bad[@]} == 0)) || fail "links that do not resolve in the installed tree: ${bad[*]}"
+  ((links >= 20)) || fail "only $links relative links found under /usr/share/doc/nthd"
+  log "installed docs: man nthd-status renders; $refs cross-references and $links relative links resolve"
+}
