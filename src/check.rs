@@ -921,8 +921,9 @@ fn drain_too_long_fix(lead: Duration) -> String {
         "the drain can take longer than the platform waits ({}), so the instance is cut off \
          mid-drain: set shutdownGracePeriod to at most {} (the notice minus {} for the power-off \
          itself; and shutdownGracePeriodCriticalPods to a part of it, e.g. 30s) in the \
-         KubeletConfiguration, then restart kubelet (docs/clouds.md, grace periods). EKS Amazon \
-         Linux 2023 AMIs (1.34+) default to 2m30s, longer than the 2 min spot notice",
+         KubeletConfiguration, then restart kubelet (the table in \
+         /usr/share/doc/nthd/docs/clouds.md, \"Grace periods\"). EKS Amazon Linux 2023 AMIs \
+         (1.34+) default to 2m30s, longer than the 2 min spot notice",
         format_duration(lead),
         format_duration(fit),
         format_duration(POWER_OFF_MARGIN)

@@ -54,11 +54,12 @@ PACKAGES=(systemd systemd-sysv dbus "$POLKIT_PACKAGE" libpam-systemd iproute2 cu
 # The tree that runs every scenario (Debian 12, the host's arch, no flavour) also carries what
 # the `observability` scenario runs next to nthd: python3 for the CloudEvents webhook receiver
 # (tests/e2e/receiver.py, the SDK's wheels come from the host's pip cache, the container has no
-# network) and Debian's node_exporter reading nthd's textfile.  Only there: the other trees keep
+# network) and Debian's node_exporter reading nthd's textfile, and man-db, so that the
+# `installed-docs` scenario runs `man nthd-status` on the node itself.  Only there: the other trees keep
 # their cached stamps and their debootstrap time.  (The package list is in the stamp, so adding
 # these rebuilds a tree cached without them.)
 if [[ "$SUITE" == bookworm && "$E2E_ARCH" == "$E2E_HOST_ARCH" && -z "$E2E_FLAVOUR" ]]; then
-  PACKAGES+=(python3 prometheus-node-exporter)
+  PACKAGES+=(python3 prometheus-node-exporter man-db)
 fi
 # The sid tree runs the drain report's and the Auto Scaling completion's scenarios on the newest
 # systemd: python3 for the same receiver and for the botocore mock (tests/e2e/asg-mock.py).
