@@ -101,7 +101,7 @@ _tarball_no_start() {
 
 # A full install, then --uninstall --purge leaves the system as it was.
 _tarball_install_purge() {
-  local out after
+  local out after page
   step "install (systemd running): user through sysusers, enabled, started"
   local t0; t0="$(now_ms)"
   out="$(run_installer sh "$TARDIR/install.sh")" || fail "install.sh failed: $out"
@@ -113,6 +113,11 @@ _tarball_install_purge() {
     || fail "user nthd is not the sysusers entry: $(ct_exec getent passwd nthd)"
   ct_exec test -f /usr/share/polkit-1/rules.d/50-nthd.rules || fail "polkit rule not installed"
   ! ct_exec test -e /var/lib/polkit-1/localauthority/10-vendor.d/nthd.pkla || fail ".pkla installed on polkit 126"
+  for page in nthd nthd-run nthd-once nthd-check nthd-simulate nthd-status; do
+    ct_exec test -s "/usr/share/man/man8/$page.8" || fail "install.sh did not install man page $page(8)"
+  done
+  ct_exec test -s /usr/share/doc/nthd/examples/50-nthd-reboot.rules.example ||
+    fail "install.sh did not install the reboot example that docs/configuration.md copies"
   [[ "$out" == *"polkit 126, grant: /usr/share/polkit-1/rules.d/50-nthd.rules"* ]] || fail "install.sh did not choose the JS rule for polkit 126: $out"
   ct_exec cmp -s /etc/default/nthd "$TARDIR/nthd.default" || fail "/etc/default/nthd is not the shipped file"
   [[ "$(ct_exec runuser -u nthd -- busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager CanPowerOff)" == 's "yes"' ]] \
