@@ -106,6 +106,9 @@ journal_json() {
   journalctl -D "$SDIR/journal" -o json --no-pager -q "MESSAGE_ID=$1" 2>/dev/null
 }
 
+# How much later than the event journald may receive an entry written before it (above).
+JOURNAL_LAG_MS=250
+
 # journald structured logging: nthd's notice entry (MSG_NOTICE) with
 # NTHD_KIND=KIND and NTHD_ACTION=poweroff was written before the stand-in saw
 # PrepareForShutdown, and its action entry (MSG_ACTION, "PowerOff") before
@@ -126,9 +129,15 @@ expect_journal_notice_and_action() {
   [[ "$(hjq -r .NTHD_NOTICE_ID <<<"$n")" == "$(hjq -r .NTHD_NOTICE_ID <<<"$a")" ]] \
     || fail "notice and action entries name different NTHD_NOTICE_IDs"
   [[ "$(hjq -r .MESSAGE <<<"$a")" == *"Manager.PowerOff(false)"* ]] || fail "action entry does not name PowerOff: $(hjq -r .MESSAGE <<<"$a")"
+  # __REALTIME_TIMESTAMP is when journald received the entry, not when nthd wrote it: on a
+  # loaded 2-core machine journald received the notice 4 ms after the stand-in saw
+  # PrepareForShutdown (bare-machine proof, issue 32), although nthd writes it before its
+  # PowerOff call. So the notice may trail PrepareForShutdown by JOURNAL_LAG_MS, no more;
+  # notice before action (one socket, in order) stays exact.
   nts=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$n") / 1000 ))
   ats=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$a") / 1000 ))
-  (( nts <= prep )) || fail "notice journal entry ($nts) is later than PrepareForShutdown ($prep)"
+  (( nts <= prep + JOURNAL_LAG_MS )) ||
+    fail "notice journal entry ($nts) is more than ${JOURNAL_LAG_MS} ms later than PrepareForShutdown ($prep)"
   (( nts <= ats && ats <= CT_EXIT_MS )) || fail "action journal entry at $ats is not between the notice ($nts) and the halt ($CT_EXIT_MS)"
   timing "journal notice +$(fmt_ms $((nts - NOTICE_MS))), action +$(fmt_ms $((ats - NOTICE_MS)))"
 }
