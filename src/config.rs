@@ -458,9 +458,10 @@ pub struct Options {
         env = "NTHD_WEBHOOK_FORMAT",
         default_value = "cloudevents",
         global = true,
-        value_name = "FORMAT"
+        value_name = "FORMAT",
+        value_parser = crate::webhook::FormatSetting::parse
     )]
-    pub webhook_format: String,
+    pub webhook_format: crate::webhook::FormatSetting,
 
     /// `Name: value` lines added to every webhook request (e.g. Authorization). Must be owned by
     /// root and not readable by others: chown root:nthd F; chmod 0640 F.
@@ -719,11 +720,7 @@ impl Options {
         if let Some(p) = &self.webhook_url_file {
             urls.extend(crate::webhook::read_url_file(p)?);
         }
-        let format = <crate::webhook::WebhookFormat as clap::ValueEnum>::from_str(
-            self.webhook_format.trim(),
-            true,
-        )
-        .map_err(|_| WebhookError::BadFormat(self.webhook_format.chars().count()))?;
+        let format = self.webhook_format.format()?;
         Ok(crate::webhook::WebhookOptions {
             urls,
             format,

@@ -22,6 +22,7 @@ use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, W
 use crate::provider::detect::{DetectError, Detection};
 use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::report::{self, Outputs};
+use crate::status::Sight;
 use crate::timefmt;
 use crate::webhook::{Context, Event};
 
@@ -331,7 +332,7 @@ struct Daemon {
     /// Logs the extras' problems once each.
     extras: Reporter,
     /// Whether nthd was blind at the last status update, to log the change once.
-    blind: Option<Option<SourceId>>,
+    blind: Sight,
     watchdog: Watchdog,
     /// Whether READY=1 was sent.
     ready: bool,
@@ -517,7 +518,7 @@ impl Daemon {
                     self.out
                         .webhooks
                         .hooks()
-                        .send(Event::canceled(&notice, &reason));
+                        .send(Event::canceled(&notice, &reason.to_string()));
                 }
                 Effect::Execute { notice, action } => self.execute(&notice, action).await,
             }
@@ -764,7 +765,7 @@ impl Daemon {
             watchdog: Watchdog::new(opts),
             last_status: String::new(),
             extras: Reporter::default(),
-            blind: None,
+            blind: Sight::Seeing,
             ready: false,
             drain,
             opts: opts.clone(),
@@ -841,33 +842,33 @@ impl Daemon {
         self.out.status.update(&facts, changed, now);
         let (blind, age) = self.out.status.health(now);
         let disabled = [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i].is_some()));
-        self.out.metrics.health(blind.is_some(), age, &disabled);
+        self.out.metrics.health(blind.is_blind(), age, &disabled);
         if blind != self.blind {
             self.log_blindness(blind);
         }
     }
 
     /// Says, once per change, that nthd cannot see notices, or sees again.
-    fn log_blindness(&mut self, blind: Option<Option<SourceId>>) {
+    fn log_blindness(&mut self, blind: Sight) {
         let err = self
             .last_error
             .as_ref()
             .map_or_else(|| "no answer yet".to_string(), ToString::to_string);
         match blind {
-            Some(None) => tracing::error!(
+            Sight::Blind => tracing::error!(
                 message_id = MSG_BLIND,
                 "nthd is blind: no metadata read succeeded for over {}; a notice now would be \
                  missed. `nthd status` and the NPD plugin say unknown. Last error: {err}",
                 timefmt::format_duration(self.out.status.blind_after())
             ),
-            Some(Some(src)) => tracing::error!(
+            Sight::BlindTo(src) => tracing::error!(
                 message_id = MSG_BLIND,
                 nthd_source = src.as_str(),
                 "nthd is blind to {}: it keeps failing; notices from it would be missed. Last \
                  error: {err}",
                 src.as_str()
             ),
-            None => tracing::info!("nthd sees the metadata service again"),
+            Sight::Seeing => tracing::info!("nthd sees the metadata service again"),
         }
         self.blind = blind;
     }

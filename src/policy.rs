@@ -366,6 +366,30 @@ fn change(old: &Notice, new: &Notice) -> Change {
     }
 }
 
+/// Why a deferred or pending action will not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The platform no longer lists the event.
+    NoLongerListed,
+    /// The platform says the event was canceled or has completed.
+    Ended(NoticeStatus),
+    /// The notice is still active, but the settings no longer act on it: the policy's reason.
+    NotActedOn(String),
+}
+
+impl std::fmt::Display for CancelReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CancelReason::NoLongerListed => f.write_str("the platform no longer lists this event"),
+            CancelReason::Ended(NoticeStatus::Completed) => {
+                f.write_str("the platform completed this event")
+            }
+            CancelReason::Ended(_) => f.write_str("the platform canceled this event"),
+            CancelReason::NotActedOn(why) => f.write_str(why),
+        }
+    }
+}
+
 /// What the planner asks the daemon to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
@@ -403,8 +427,8 @@ pub enum Effect {
     Canceled {
         /// The notice.
         notice: Notice,
-        /// Why, for the log.
-        reason: String,
+        /// Why, for the log and the `io.nthd.canceled` event.
+        reason: CancelReason,
     },
     /// Carry this out now, then report with [`Planner::record_result`].
     Execute {
@@ -546,7 +570,7 @@ impl Planner {
                 self.wants.remove(&id);
                 out.push(Effect::Canceled {
                     notice: notice.clone(),
-                    reason: "the platform no longer lists this event".into(),
+                    reason: CancelReason::NoLongerListed,
                 });
             }
             out.push(Effect::Gone { notice });
@@ -585,9 +609,13 @@ impl Planner {
         if n.status != NoticeStatus::Active || (power.is_none() && !self.done.contains(&n.id)) {
             if self.wants.get(&n.id).is_some_and(|w| !w.in_flight) {
                 self.wants.remove(&n.id);
+                let reason = match n.status {
+                    NoticeStatus::Active => CancelReason::NotActedOn(decision.reason.clone()),
+                    status => CancelReason::Ended(status),
+                };
                 out.push(Effect::Canceled {
                     notice: n.clone(),
-                    reason: decision.reason.clone(),
+                    reason,
                 });
             }
             return;
@@ -1119,7 +1147,15 @@ mod tests {
         // Canceled: nothing fires.
         n.status = NoticeStatus::Canceled;
         let c = p.observe(std::slice::from_ref(&n), &[SRC], t(NOW + 20), budget);
-        assert!(c.iter().any(|c| matches!(c, Effect::Canceled { .. })));
+        let reason = c.iter().find_map(|c| match c {
+            Effect::Canceled { reason, .. } => Some(reason.clone()),
+            _ => None,
+        });
+        assert_eq!(reason, Some(CancelReason::Ended(NoticeStatus::Canceled)));
+        assert_eq!(
+            reason.unwrap().to_string(),
+            "the platform canceled this event"
+        );
         assert!(executes(&p.tick(at2)).is_empty());
         assert!(p.next_wakeup().is_none());
     }

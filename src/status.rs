@@ -348,13 +348,23 @@ pub(crate) struct Facts<'a> {
 /// textfile.
 pub(crate) const EXTRAS: usize = 3;
 
-/// Which part of the metadata service nthd cannot see.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Blind {
+/// What nthd can see of the metadata service.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Sight {
+    /// Reads succeed: a notice would be seen.
+    #[default]
+    Seeing,
     /// No read at all succeeded within the bound.
-    All,
+    Blind,
     /// This source keeps failing.
-    Source(SourceId),
+    BlindTo(SourceId),
+}
+
+impl Sight {
+    /// Whether a notice could be missed now.
+    pub(crate) fn is_blind(self) -> bool {
+        self != Sight::Seeing
+    }
 }
 
 /// The daemon's side: collects what goes into the file and writes it when it changed.
@@ -378,8 +388,8 @@ pub(crate) struct Tracker {
     last_read_ok: Option<Stamp>,
     /// Longest time without a successful read: overall, and for one failing source.
     blind_after: (Duration, Duration),
-    /// The blindness last built.
-    blind: Option<Blind>,
+    /// The sight last built.
+    blind: Sight,
 }
 
 /// A moment kept for health: measured on the monotonic clock, shown as the wall clock's.
@@ -440,7 +450,7 @@ impl Tracker {
             started: Moment::now().into(),
             last_read_ok: None,
             blind_after: (BLIND_AFTER_MIN, BLIND_AFTER_MIN),
-            blind: None,
+            blind: Sight::Seeing,
         }
     }
 
@@ -451,17 +461,13 @@ impl Tracker {
         self.dirty = true;
     }
 
-    /// Whether nthd is blind (as of the last [`Tracker::update`]): the source it concerns
-    /// (`None` inside: all of them); and how long ago the last successful read was.
-    pub(crate) fn health(&self, now: Moment) -> (Option<Option<SourceId>>, Option<Duration>) {
+    /// What nthd sees (as of the last [`Tracker::update`]), and how long ago the last
+    /// successful read was.
+    pub(crate) fn health(&self, now: Moment) -> (Sight, Option<Duration>) {
         let age = self
             .last_read_ok
             .map(|t| now.mono.saturating_duration_since(t.mono));
-        let blind = self.blind.map(|b| match b {
-            Blind::All => None,
-            Blind::Source(s) => Some(s),
-        });
-        (blind, age)
+        (self.blind, age)
     }
 
     /// How long without a successful read counts as blind (overall).
@@ -470,20 +476,20 @@ impl Tracker {
     }
 
     /// Whether nthd can see notices now: cheap enough for every poll (no allocation).
-    fn blindness(&self, now: Moment) -> Option<Blind> {
+    fn blindness(&self, now: Moment) -> Sight {
         let age = |t: Option<Stamp>| {
             now.mono
                 .saturating_duration_since(t.unwrap_or(self.started).mono)
         };
         if age(self.last_read_ok) > self.blind_after.0 {
-            return Some(Blind::All);
+            return Sight::Blind;
         }
         self.sources
             .iter()
             .find(|(_, (ok, err))| {
                 err.as_ref().is_some_and(|e| e.current) && age(*ok) > self.blind_after.1
             })
-            .map(|(s, _)| Blind::Source(*s))
+            .map_or(Sight::Seeing, |(s, _)| Sight::BlindTo(*s))
     }
 
     /// The cloud is known.
@@ -609,7 +615,7 @@ impl Tracker {
         s.started_at = Some(format_rfc3339(self.started.wall));
         s.last_metadata_ok = shown(self.last_read_ok);
         s.blind_after_seconds = Some(self.blind_after.0.as_secs());
-        s.blind = self.blind.map(|b| self.blind_view(b, f));
+        s.blind = self.blind_view(self.blind, f);
         s.extras_disabled = self
             .extras
             .iter()
@@ -624,17 +630,18 @@ impl Tracker {
             .collect();
     }
 
-    fn blind_view(&self, b: Blind, f: &Facts<'_>) -> BlindView {
+    fn blind_view(&self, sight: Sight, f: &Facts<'_>) -> Option<BlindView> {
         let err = f.metadata_error.unwrap_or("no answer yet");
-        match b {
-            Blind::All => BlindView {
+        Some(match sight {
+            Sight::Seeing => return None,
+            Sight::Blind => BlindView {
                 last_ok: shown(self.last_read_ok),
                 reason: format!(
                     "no metadata read succeeded for over {}: {err}",
                     crate::timefmt::format_duration(self.blind_after.0)
                 ),
             },
-            Blind::Source(src) => {
+            Sight::BlindTo(src) => {
                 let (ok, e) = &self.sources[&src];
                 BlindView {
                     last_ok: shown(*ok),
@@ -646,7 +653,7 @@ impl Tracker {
                     ),
                 }
             }
-        }
+        })
     }
 
     fn build(&mut self, f: &Facts<'_>, now: Moment) -> Status {

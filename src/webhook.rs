@@ -67,6 +67,38 @@ pub enum WebhookFormat {
     Slack,
 }
 
+/// `--webhook-format` as given, parsed once when the settings are read. A name that is no
+/// format is kept as such (only its length: the value sits beside the URLs), because webhooks
+/// are optional: it disables them, loudly, and never stops nthd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatSetting {
+    /// A format nthd knows.
+    Known(WebhookFormat),
+    /// Not a format; how many characters it had.
+    Unknown(usize),
+}
+
+impl FormatSetting {
+    /// Parses `--webhook-format` (case-insensitive, blanks around it ignored). Never fails: see
+    /// [`FormatSetting::format`].
+    pub fn parse(s: &str) -> Result<FormatSetting, std::convert::Infallible> {
+        Ok(
+            match <WebhookFormat as clap::ValueEnum>::from_str(s.trim(), true) {
+                Ok(f) => FormatSetting::Known(f),
+                Err(_) => FormatSetting::Unknown(s.chars().count()),
+            },
+        )
+    }
+
+    /// The format, or why there is none.
+    pub fn format(self) -> Result<WebhookFormat, WebhookError> {
+        match self {
+            FormatSetting::Known(f) => Ok(f),
+            FormatSetting::Unknown(n) => Err(WebhookError::BadFormat(n)),
+        }
+    }
+}
+
 /// The webhook settings.
 #[derive(Clone, Debug)]
 pub struct WebhookOptions {
@@ -352,6 +384,20 @@ pub(crate) fn setup_check(opts: &WebhookOptions) -> Result<(), WebhookError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_format_is_parsed_once_and_a_wrong_one_keeps_only_its_length() {
+        let f = |s: &str| FormatSetting::parse(s).unwrap();
+        assert_eq!(f(" Slack "), FormatSetting::Known(WebhookFormat::Slack));
+        assert_eq!(
+            f("cloudevents").format().unwrap(),
+            WebhookFormat::CloudEvents
+        );
+        let wrong = f("hunter2-secret");
+        assert_eq!(wrong, FormatSetting::Unknown(14));
+        let e = wrong.format().unwrap_err().to_string();
+        assert!(e.contains("14 characters") && !e.contains("hunter2"), "{e}");
+    }
     use super::*;
 
     #[test]

@@ -432,7 +432,7 @@ fn a_clock_step_backwards_keeps_nthd_blind() {
     read_at(&mut t, vec![], vec![unreachable(SRC)], stepped);
     t.update(&f, false, stepped);
     let (blind, age) = t.health(stepped);
-    assert_eq!(blind, Some(None), "the step cleared blindness");
+    assert_eq!(blind, Sight::Blind, "the step cleared blindness");
     assert_eq!(age, Some(Duration::from_secs(41)));
     let st = read(&path).unwrap();
     assert!(st.blind.is_some(), "the file lost blind after the step");
