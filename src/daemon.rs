@@ -826,8 +826,12 @@ impl Daemon {
     /// Keeps the status file up to date (`changed`: the planner's picture moved).
     fn update_status(&mut self, changed: bool) {
         let (listen, textfile) = self.out.metrics.problems();
-        let extras = [self.out.webhooks.problem(), listen, textfile];
-        self.extras.report(extras);
+        let extras = crate::notice::PerExtra {
+            webhooks: self.out.webhooks.problem(),
+            metrics_listen: listen,
+            metrics_textfile: textfile,
+        };
+        self.extras.report(&extras);
         let metadata_error = self.last_error.as_ref().map(ToString::to_string);
         let logind_error = self.logind_error.as_ref().map(ToString::to_string);
         let facts = crate::status::Facts {
@@ -836,12 +840,12 @@ impl Daemon {
             dry_run: self.opts.dry_run,
             metadata_error: metadata_error.as_deref(),
             logind_error: logind_error.as_deref(),
-            extras: [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i])),
+            extras,
         };
         let now = crate::status::Moment::now();
         self.out.status.update(&facts, changed, now);
         let (blind, age) = self.out.status.health(now);
-        let disabled = [0, 1, 2].map(|i| (crate::extras::NAMES[i], extras[i].is_some()));
+        let disabled = extras.map(Option::is_some);
         self.out.metrics.health(blind.is_blind(), age, &disabled);
         if blind != self.blind {
             self.log_blindness(blind);

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Options;
+use crate::notice::PerExtra;
 use crate::sandbox::IpPolicy;
-use crate::status::EXTRAS;
 use crate::webhook::{Context, WebhookOptions, Webhooks};
 
 /// journald `MESSAGE_ID` of "an optional feature is disabled": stable across releases.
@@ -21,11 +21,6 @@ pub(crate) const MSG_EXTRA_DISABLED: &str = "e7b1c0d24f6a4a5e9c3b8d7f6e5a4b3c";
 
 /// How often a disabled webhook setup is tried again.
 pub(crate) const RETRY: Duration = Duration::from_secs(60);
-
-/// The names the status file, the metric and the log use, in [`Facts::extras`] order.
-///
-/// [`Facts::extras`]: crate::status::Facts
-pub(crate) const NAMES: [&str; EXTRAS] = ["webhooks", "metrics_listen", "metrics_textfile"];
 
 /// Webhook delivery, or why there is none.
 pub(crate) struct WebhookSlot {
@@ -137,23 +132,24 @@ fn idle(context: Context) -> Webhooks {
 /// Logs each extra's problem once when it appears or changes, and its recovery.
 #[derive(Default)]
 pub(crate) struct Reporter {
-    last: [Option<String>; EXTRAS],
+    last: PerExtra<Option<String>>,
 }
 
 impl Reporter {
-    /// Compares `now` (in [`NAMES`] order) with what was reported, and logs the differences.
-    pub(crate) fn report(&mut self, now: [Option<&str>; EXTRAS]) {
-        for ((name, last), cur) in NAMES.iter().zip(self.last.iter_mut()).zip(now) {
+    /// Compares `now` with what was reported, and logs the differences.
+    pub(crate) fn report(&mut self, now: &PerExtra<Option<&str>>) {
+        for (extra, cur) in now.iter() {
+            let (name, last, cur) = (extra.name(), self.last.get_mut(extra), *cur);
             if last.as_deref() == cur {
                 continue;
             }
             match cur {
                 Some(reason) => tracing::error!(
                     message_id = MSG_EXTRA_DISABLED,
-                    nthd_extra = *name,
+                    nthd_extra = name,
                     "extra {name} disabled: {reason}"
                 ),
-                None => tracing::info!(nthd_extra = *name, "extra {name} works again"),
+                None => tracing::info!(nthd_extra = name, "extra {name} works again"),
             }
             *last = cur.map(str::to_string);
         }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use prometheus::core::Collector;
 use prometheus::{GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
-use crate::notice::{Cloud, NoticeKind, NoticeStatus, KINDS};
+use crate::notice::{Cloud, NoticeKind, NoticeStatus, PerExtra, KINDS};
 use crate::policy::{Planner, PowerAction};
 use crate::provider::Observation;
 
@@ -360,7 +360,7 @@ impl Metrics {
         &mut self,
         blind: bool,
         read_age: Option<Duration>,
-        disabled: &[(&str, bool)],
+        disabled: &PerExtra<bool>,
     ) {
         if !self.has_reader() {
             return;
@@ -374,9 +374,9 @@ impl Metrics {
                 .with_label_values(&[] as &[&str])
                 .set(a.as_secs_f64().round());
         }
-        for (name, off) in disabled {
+        for (extra, off) in disabled.iter() {
             s.extra_disabled
-                .with_label_values(&[name])
+                .with_label_values(&[extra.name()])
                 .set(if *off { 1.0 } else { 0.0 });
         }
     }
@@ -606,7 +606,10 @@ mod tests {
             textfile: Some(dir.path().join("nthd.prom")),
             listen: None,
         });
-        let extras = [("webhooks", true), ("metrics_listen", false)];
+        let extras = PerExtra {
+            webhooks: true,
+            ..PerExtra::default()
+        };
         m.health(true, Some(Duration::from_secs(45)), &extras);
         let text = m.render();
         assert!(text.contains("\nnthd_metadata_blind 1\n"), "{text}");

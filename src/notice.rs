@@ -506,6 +506,81 @@ pub(crate) fn cap_raw(s: &str) -> String {
     format!("{}…", &s[..end])
 }
 
+/// The optional features. None of them may switch protection off: a setup error disables only
+/// that one, loudly (the status file, `nthd_extra_disabled`, the log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Extra {
+    /// Webhook delivery.
+    Webhooks,
+    /// The `/metrics` server.
+    MetricsListen,
+    /// The metrics textfile.
+    MetricsTextfile,
+}
+
+impl Extra {
+    /// Every extra, in the order the status file and the metric list them.
+    pub(crate) const ALL: [Extra; 3] = [
+        Extra::Webhooks,
+        Extra::MetricsListen,
+        Extra::MetricsTextfile,
+    ];
+
+    /// The name the status file, the metric label and the log use.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Extra::Webhooks => "webhooks",
+            Extra::MetricsListen => "metrics_listen",
+            Extra::MetricsTextfile => "metrics_textfile",
+        }
+    }
+}
+
+/// One value for each [`Extra`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PerExtra<T> {
+    /// For [`Extra::Webhooks`].
+    pub(crate) webhooks: T,
+    /// For [`Extra::MetricsListen`].
+    pub(crate) metrics_listen: T,
+    /// For [`Extra::MetricsTextfile`].
+    pub(crate) metrics_textfile: T,
+}
+
+impl<T> PerExtra<T> {
+    /// The value for `e`.
+    pub(crate) fn get(&self, e: Extra) -> &T {
+        match e {
+            Extra::Webhooks => &self.webhooks,
+            Extra::MetricsListen => &self.metrics_listen,
+            Extra::MetricsTextfile => &self.metrics_textfile,
+        }
+    }
+
+    /// The value for `e`, to change.
+    pub(crate) fn get_mut(&mut self, e: Extra) -> &mut T {
+        match e {
+            Extra::Webhooks => &mut self.webhooks,
+            Extra::MetricsListen => &mut self.metrics_listen,
+            Extra::MetricsTextfile => &mut self.metrics_textfile,
+        }
+    }
+
+    /// Each extra with its value, in [`Extra::ALL`] order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Extra, &T)> {
+        Extra::ALL.into_iter().map(move |e| (e, self.get(e)))
+    }
+
+    /// A value for each extra, from this one's.
+    pub(crate) fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> PerExtra<U> {
+        PerExtra {
+            webhooks: f(&self.webhooks),
+            metrics_listen: f(&self.metrics_listen),
+            metrics_textfile: f(&self.metrics_textfile),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::notice::{Cloud, Identity, Notice, NoticeStatus, SourceId};
+use crate::notice::{Cloud, Identity, Notice, NoticeStatus, PerExtra, SourceId};
 use crate::policy::{decide, Action, Planner, When};
 use crate::provider::Observation;
 use crate::timefmt::format_rfc3339;
@@ -340,13 +340,9 @@ pub(crate) struct Facts<'a> {
     pub(crate) dry_run: bool,
     pub(crate) metadata_error: Option<&'a str>,
     pub(crate) logind_error: Option<&'a str>,
-    /// Each optional feature by name, with the error that disabled it, if one did.
-    pub(crate) extras: [(&'static str, Option<&'a str>); EXTRAS],
+    /// Each optional feature, with the error that disabled it, if one did.
+    pub(crate) extras: PerExtra<Option<&'a str>>,
 }
-
-/// How many optional features the daemon reports on: webhooks, the metrics server, the metrics
-/// textfile.
-pub(crate) const EXTRAS: usize = 3;
 
 /// What nthd can see of the metadata service.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -382,7 +378,7 @@ pub(crate) struct Tracker {
     /// The errors and budget last built, to notice their change without a build.
     last_facts: (Option<String>, Option<String>, Option<Duration>),
     /// The extras' errors last built, and since when each holds.
-    extras: [Option<(String, SystemTime)>; EXTRAS],
+    extras: PerExtra<Option<(String, SystemTime)>>,
     /// When this daemon started, and the newest successful read of any source.
     started: Stamp,
     last_read_ok: Option<Stamp>,
@@ -597,12 +593,12 @@ impl Tracker {
     fn extras_moved(&self, f: &Facts<'_>) -> bool {
         self.extras
             .iter()
-            .zip(f.extras.iter())
-            .any(|(old, (_, new))| old.as_ref().map(|(m, _)| m.as_str()) != *new)
+            .any(|(e, old)| old.as_ref().map(|(m, _)| m.as_str()) != *f.extras.get(e))
     }
 
     fn take_extras(&mut self, f: &Facts<'_>, now: SystemTime) {
-        for (slot, (_, new)) in self.extras.iter_mut().zip(f.extras.iter()) {
+        for (e, new) in f.extras.iter() {
+            let slot = self.extras.get_mut(e);
             match (slot.as_ref(), new) {
                 (Some((m, _)), Some(n)) if m == n => {}
                 (_, Some(n)) => *slot = Some((n.to_string(), now)),
@@ -619,10 +615,9 @@ impl Tracker {
         s.extras_disabled = self
             .extras
             .iter()
-            .zip(f.extras.iter())
-            .filter_map(|(slot, (name, _))| {
+            .filter_map(|(e, slot)| {
                 slot.as_ref().map(|(reason, since)| ExtraView {
-                    name: name.to_string(),
+                    name: e.name().to_string(),
                     reason: reason.clone(),
                     since: format_rfc3339(*since),
                 })

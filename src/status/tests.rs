@@ -39,11 +39,7 @@ fn facts(p: &Planner) -> Facts<'_> {
         dry_run: false,
         metadata_error: None,
         logind_error: None,
-        extras: [
-            ("webhooks", None),
-            ("metrics_listen", None),
-            ("metrics_textfile", None),
-        ],
+        extras: PerExtra::default(),
     }
 }
 
@@ -447,7 +443,8 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     let now = Moment::now();
     read_at(&mut t, vec![SRC], vec![], now);
     let mut f = facts(&p);
-    f.extras[0].1 = Some("the webhook headers file /etc/nthd/h is readable by others (mode 0644)");
+    f.extras.webhooks =
+        Some("the webhook headers file /etc/nthd/h is readable by others (mode 0644)");
     t.update(&f, true, now);
     let st = read(&path).unwrap();
     assert_eq!(st.extras_disabled.len(), 1);
@@ -459,7 +456,7 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     // A notice nthd will act on still says 1: the condition that matters most wins.
     let p2 = planner_with(&[notice(NoticeKind::SpotTerminate, "n1", 120)]);
     let mut f2 = facts(&p2);
-    f2.extras[0].1 = f.extras[0].1;
+    f2.extras.webhooks = f.extras.webhooks;
     t.update(&f2, true, now);
     assert_eq!(npd_verdict(&read(&path), now.wall).0, 1);
     // Fixed: the file no longer lists it.
