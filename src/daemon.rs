@@ -336,6 +336,8 @@ struct Daemon {
     watchdog: Watchdog,
     /// Whether READY=1 was sent.
     ready: bool,
+    /// The last observation changed nothing and left nothing to watch (see [`Daemon::settled`]).
+    settled: bool,
     /// The drain watcher's other end.
     drain: drained::DrainSide,
 }
@@ -767,6 +769,7 @@ impl Daemon {
             extras: Reporter::default(),
             blind: Sight::Seeing,
             ready: false,
+            settled: false,
             drain,
             opts: opts.clone(),
         }
@@ -806,6 +809,11 @@ impl Daemon {
                 self.ready();
             }
             FromProvider::Config(e) => anyhow::bail!("{e}"),
+            FromProvider::Observed(obs) if self.settled && quiet(&obs) => {
+                if self.on_quiet_observation(&obs).await {
+                    return Ok(());
+                }
+            }
             FromProvider::Observed(obs) => self.on_observation(obs).await,
             FromProvider::Identity(id) => self.on_identity(id),
         }
@@ -877,8 +885,40 @@ impl Daemon {
         self.blind = blind;
     }
 
+    /// An empty observation after one that changed nothing: only the reads are counted and
+    /// timed. The planner would decide nothing (it knows no notice), and the status line and
+    /// file would not change (the watchdog tick still writes the file's heartbeat and checks
+    /// blindness). This is most polls of a node's life (docs/performance.md). False when
+    /// something else moved after all (a new source, logind's budget): then the status is
+    /// brought up to date as after a full pass.
+    async fn on_quiet_observation(&mut self, obs: &Observation) -> bool {
+        self.out.metrics.observation(obs);
+        self.out
+            .status
+            .observation(obs, crate::status::Moment::now());
+        let budget = self.budget;
+        self.refresh_budget().await;
+        if self.budget == budget && self.settled(false) {
+            return true;
+        }
+        self.settled = false;
+        self.update_status(false);
+        false
+    }
+
+    /// Whether the state after the last full pass leaves the next quiet observation nothing to
+    /// do: no change, no error, no notice known or action wanted, the status file up to date.
+    fn settled(&self, changed: bool) -> bool {
+        !changed
+            && self.last_error.is_none()
+            && self.logind_error.is_none()
+            && self.planner.is_idle()
+            && !self.out.status.is_dirty()
+    }
+
     /// observe → plan → execute → record, for one observation.
     async fn on_observation(&mut self, obs: Observation) {
+        let empty = quiet(&obs);
         self.out.metrics.observation(&obs);
         self.out
             .status
@@ -910,6 +950,7 @@ impl Daemon {
         self.out.metrics.notices(&self.planner, SystemTime::now());
         self.update_status(changed);
         self.ready();
+        self.settled = empty && self.settled(changed);
     }
 
     /// A deferred action or a retry fell due.
@@ -933,6 +974,11 @@ impl Daemon {
             );
         }
     }
+}
+
+/// An observation with no notice and no error.
+fn quiet(obs: &Observation) -> bool {
+    obs.notices.is_empty() && obs.errors.is_empty()
 }
 
 /// How long a stopping daemon waits for webhook deliveries still under way.

@@ -758,6 +758,12 @@ impl Planner {
     pub fn has_wants(&self) -> bool {
         !self.wants.is_empty()
     }
+
+    /// Whether nothing is known, wanted or under way: then an observation with no notice in it
+    /// changes nothing, at any time.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.known.is_empty() && self.wants.is_empty() && self.shutting_down.is_none()
+    }
 }
 
 #[cfg(test)]

@@ -488,6 +488,11 @@ impl Tracker {
             .map_or(Sight::Seeing, |(s, _)| Sight::BlindTo(*s))
     }
 
+    /// Whether something changed that the file does not show yet.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
     /// The cloud is known.
     pub(crate) fn set_cloud(&mut self, cloud: Cloud, how: &str, watching: &str) {
         self.base.cloud = Some(cloud.name().to_string());
