@@ -244,23 +244,14 @@ async fn faults_are_errors_and_keep_the_last_state() {
 
 mod identity {
     use super::*;
+    use common::provider::mock_imds;
     use nthd::testing::notice::Identity;
     use nthd::testing::provider::alibaba::{INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH};
     use nthd_testkit::imds::identity as mock;
 
-    async fn identity_mock(alibaba_token: TokenMode) -> MockImds {
-        MockImds::builder()
-            .listen("127.0.0.1:0")
-            .config(config(alibaba_token))
-            .identity("alibaba")
-            .start()
-            .await
-            .unwrap()
-    }
-
     #[tokio::test]
     async fn every_key_in_hardened_mode_and_no_lifecycle() {
-        let m = identity_mock(TokenMode::Required).await;
+        let m = mock_imds(config(TokenMode::Required), Some("alibaba")).await;
         let mut p = provider(&m);
         let id = p.identity().await.unwrap();
         assert_eq!(
@@ -281,7 +272,7 @@ mod identity {
 
     #[tokio::test]
     async fn normal_mode_and_a_missing_key() {
-        let m = identity_mock(TokenMode::Refused).await;
+        let m = mock_imds(config(TokenMode::Refused), Some("alibaba")).await;
         assert!(m.clear(ZONE_PATH));
         let mut p = provider(&m);
         let id = p.identity().await.unwrap();

@@ -7,12 +7,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::provider::{client, kinds};
+use common::provider::{client, kinds, mock_imds};
 use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
 use nthd::testing::notice::{NoticeKind, NoticeStatus};
 use nthd::testing::provider::aws::{self, Aws, AwsOptions};
 use nthd::testing::provider::Provider;
-use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
+use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 fn provider(m: &MockImds, opts: AwsOptions) -> Aws {
     common::provider::aws(client(&m.url()), opts)
@@ -522,19 +522,10 @@ async fn the_boost_starts_within_5s_of_a_rebalance_recommendation() {
 
 // ------------------------------------------------------------------------------------ identity
 
-async fn identity_mock() -> MockImds {
-    MockImds::builder()
-        .listen("127.0.0.1:0")
-        .identity("aws")
-        .start()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn identity_reads_every_key_with_the_token() {
     // The values read: the contract's `identity_is_read`.
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     let mut p = provider(&m, AwsOptions::default());
     p.identity().await.unwrap();
     // IMDSv2 only (the mock's default): every read carried the one token.
@@ -554,7 +545,7 @@ async fn identity_reads_every_key_with_the_token() {
 #[tokio::test]
 async fn identity_without_a_life_cycle_key_keeps_the_rest() {
     use nthd::testing::notice::Lifecycle;
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     assert!(m.clear(aws::LIFE_CYCLE_PATH));
     let mut p = provider(&m, AwsOptions::default());
     let id = p.identity().await.unwrap();
@@ -575,7 +566,7 @@ async fn identity_without_a_life_cycle_key_keeps_the_rest() {
 /// Hostile values are dropped (the contract's `hostile_values_are_dropped`), not cut down.
 #[tokio::test]
 async fn identity_values_at_the_length_limit() {
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     let mut p = provider(&m, AwsOptions::default());
     // One character over MAX_IDENTITY is dropped, not cut; exactly MAX_IDENTITY is kept.
     let max = nthd::testing::notice::MAX_IDENTITY;
@@ -591,7 +582,7 @@ async fn identity_values_at_the_length_limit() {
 
 #[tokio::test]
 async fn identity_is_an_error_when_nothing_answers() {
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     for path in [
         aws::INSTANCE_ID_PATH,
         aws::INSTANCE_TYPE_PATH,
@@ -607,7 +598,7 @@ async fn identity_is_an_error_when_nothing_answers() {
         "the first failure is reported: {e:?}"
     );
     // A refused token fails every key.
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     m.config(|c| c.aws_token = TokenMode::Refused);
     let mut p = provider(&m, AwsOptions::default());
     assert!(matches!(

@@ -442,18 +442,11 @@ async fn very_slow_first_call_spans_observations() {
 
 mod identity {
     use super::*;
+    use common::provider::mock_imds;
     use nthd::testing::notice::Lifecycle;
     use nthd::testing::provider::azure::COMPUTE_PATH;
     use nthd_testkit::imds::identity::{self as mock, azure_compute};
-
-    async fn identity_mock() -> MockImds {
-        MockImds::builder()
-            .listen("127.0.0.1:0")
-            .identity("azure")
-            .start()
-            .await
-            .unwrap()
-    }
+    use nthd_testkit::imds::Config;
 
     fn compute(zone: &str, priority: &str) -> Response {
         let doc = azure_compute(
@@ -469,7 +462,7 @@ mod identity {
     #[tokio::test]
     async fn one_read_of_the_compute_document() {
         // The values read: the contract's `identity_is_read`.
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("azure")).await;
         let mut p = provider(&m);
         p.identity().await.unwrap();
         let r = m.requests_for(COMPUTE_PATH);
@@ -483,7 +476,7 @@ mod identity {
 
     #[tokio::test]
     async fn no_zone_is_the_location_and_no_priority_is_unknown() {
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("azure")).await;
         let mut p = provider(&m);
         m.set(COMPUTE_PATH, compute("", "Regular"));
         let id = p.identity().await.unwrap();
@@ -498,7 +491,7 @@ mod identity {
 
     #[tokio::test]
     async fn no_usable_document_is_an_error() {
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("azure")).await;
         let mut p = provider(&m);
         // No document at all (404): the contract's `nothing_answering_is_an_error`.
         m.set(COMPUTE_PATH, Response::text(200, "<html>gateway</html>"));

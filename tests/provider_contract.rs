@@ -8,7 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::provider::{self as shared, client, kinds, nothing_listening, observe_until};
+use common::provider::{
+    self as shared, client, kinds, mock_imds, nothing_listening, observe_until,
+};
 use nthd::testing::imds::ImdsError;
 use nthd::testing::notice::{Cloud, Identity, Lifecycle, NoticeKind};
 use nthd::testing::provider::{self, Provider};
@@ -55,13 +57,7 @@ trait Contract {
 
 /// The mock with this cloud's settings, serving `routes` (and its identity when asked).
 async fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
-    let mut b = MockImds::builder()
-        .listen("127.0.0.1:0")
-        .config(C::config());
-    if identity {
-        b = b.identity(C::CLOUD.name());
-    }
-    let m = b.start().await.unwrap();
+    let m = mock_imds(C::config(), identity.then(|| C::CLOUD.name())).await;
     for (path, r) in routes {
         m.set(path, r);
     }

@@ -801,21 +801,14 @@ async fn the_maintenance_window_is_not_reread_on_every_poll() {
 
 mod identity {
     use super::*;
+    use common::provider::mock_imds;
     use nthd::testing::notice::Lifecycle;
     use nthd::testing::provider::gcp::{PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH};
-
-    async fn identity_mock() -> MockImds {
-        MockImds::builder()
-            .listen("127.0.0.1:0")
-            .identity("gcp")
-            .start()
-            .await
-            .unwrap()
-    }
+    use nthd_testkit::imds::Config;
 
     #[tokio::test]
     async fn the_provisioning_model_decides_the_lifecycle() {
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("gcp")).await;
         let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
         // The values, cut to their last segment: the contract's `identity_is_read`.
         let id = p.identity().await.unwrap();
@@ -832,7 +825,7 @@ mod identity {
 
     #[tokio::test]
     async fn without_a_provisioning_model_the_preemptible_flag_decides() {
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("gcp")).await;
         assert!(m.clear(PROVISIONING_MODEL_PATH));
         let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
         let id = p.identity().await.unwrap();

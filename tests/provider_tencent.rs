@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use common::provider::{client, kinds, observe_until};
+use common::provider::{client, kinds, mock_imds, observe_until};
 use nthd::testing::imds::ImdsError;
 use nthd::testing::notice::{Cloud, NoticeKind};
 use nthd::testing::provider::tencent::{Tencent, SPOT_PATH};
@@ -20,17 +20,16 @@ fn provider(m: &MockImds) -> Tencent {
     common::provider::tencent(client(&m.url()), Duration::from_millis(50))
 }
 
+fn config() -> Config {
+    Config {
+        // Tencent sends no token: AWS enforcement must be off for /latest/ reads.
+        aws_token: TokenMode::Optional,
+        ..Config::default()
+    }
+}
+
 async fn mock() -> MockImds {
-    MockImds::builder()
-        .listen("127.0.0.1:0")
-        .config(Config {
-            // Tencent sends no token: AWS enforcement must be off for /latest/ reads.
-            aws_token: TokenMode::Optional,
-            ..Config::default()
-        })
-        .start()
-        .await
-        .unwrap()
+    mock_imds(config(), None).await
 }
 
 fn deadline_secs(o: &Observation) -> u64 {
@@ -192,16 +191,10 @@ mod identity {
     use nthd::testing::provider::tencent::CHARGE_TYPE_PATH;
     use nthd_testkit::imds::identity as mock;
 
-    async fn identity_mock() -> MockImds {
-        let m = mock().await;
-        m.set_identity("tencent");
-        m
-    }
-
     #[tokio::test]
     async fn the_charge_type_is_the_lifecycle() {
         // Every key as the mock serves it: the contract's `identity_is_read`.
-        let m = identity_mock().await;
+        let m = mock_imds(config(), Some("tencent")).await;
         let mut p = provider(&m);
         assert_eq!(p.identity().await.unwrap().lifecycle, Some(Lifecycle::Spot));
         m.set(CHARGE_TYPE_PATH, Response::text(200, "POSTPAID_BY_HOUR"));
@@ -215,7 +208,7 @@ mod identity {
 
     #[tokio::test]
     async fn a_missing_charge_type_leaves_only_the_lifecycle_unknown() {
-        let m = identity_mock().await;
+        let m = mock_imds(config(), Some("tencent")).await;
         assert!(m.clear(CHARGE_TYPE_PATH));
         let mut p = provider(&m);
         let id = p.identity().await.unwrap();

@@ -12,6 +12,7 @@ use nthd::testing::provider::azure::{Azure, AzureOptions};
 use nthd::testing::provider::gcp::{Gcp, GcpOptions};
 use nthd::testing::provider::tencent::{Tencent, TencentOptions};
 use nthd::testing::provider::{Observation, Provider};
+use nthd_testkit::imds::{Config, MockImds};
 
 /// The client options of the provider tests: 500 ms to connect and to answer, so a hanging
 /// mock fails a read quickly.
@@ -26,6 +27,16 @@ pub(crate) fn fast_client_options() -> ClientOptions {
 /// A metadata client for `base` with [`fast_client_options`].
 pub(crate) fn client(base: &str) -> ImdsClient {
     ImdsClient::new(base, fast_client_options()).unwrap()
+}
+
+/// The mock IMDS on a free local port with `config`, serving the identity keys of `identity`
+/// (a cloud's `--provider` name) when given.
+pub(crate) async fn mock_imds(config: Config, identity: Option<&str>) -> MockImds {
+    let mut b = MockImds::builder().listen("127.0.0.1:0").config(config);
+    if let Some(cloud) = identity {
+        b = b.identity(cloud);
+    }
+    b.start().await.unwrap()
 }
 
 /// A base URL where nothing listens.
