@@ -5,9 +5,10 @@
 //! stays `Terminated`, and XHTML error pages served as `text/plain`.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
-use std::time::{Duration, UNIX_EPOCH};
+mod common;
 
-use nthd::testing::imds::{ClientOptions, ImdsClient};
+use std::time::UNIX_EPOCH;
+
 use nthd::testing::notice::NoticeKind;
 use nthd::testing::provider::aws::{self, Aws, AwsOptions};
 use nthd::testing::provider::{Observation, Provider};
@@ -35,16 +36,7 @@ fn xhtml(status: u16, title: &str) -> Response {
 }
 
 fn provider(m: &MockImds) -> Aws {
-    let client = ImdsClient::new(
-        &m.url(),
-        ClientOptions {
-            request_timeout: Duration::from_millis(500),
-            connect_timeout: Duration::from_millis(500),
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    Aws::new(client, AwsOptions::default())
+    common::provider::aws(common::provider::client(&m.url()), AwsOptions::default())
 }
 
 fn unix(o: &Observation, kind: NoticeKind) -> Option<u64> {

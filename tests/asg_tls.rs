@@ -108,6 +108,26 @@ async fn imds() -> MockImds {
     m
 }
 
+/// The two requests the endpoint saw; the last one the signed CompleteLifecycleAction.
+fn check_signed_completion(heads: &[String], port: u16) {
+    assert_eq!(
+        heads.len(),
+        2,
+        "DescribeLifecycleHooks, CompleteLifecycleAction"
+    );
+    let last = heads[1].to_ascii_lowercase();
+    assert!(last.starts_with("post / http/1.1"), "{last}");
+    assert!(last.contains(&format!("host: localhost:{port}")), "{last}");
+    assert!(last.contains("x-amz-security-token: tls-token"), "{last}");
+    assert!(
+        last.contains("authorization: aws4-hmac-sha256 credential=asiatls/")
+            && last.contains("/us-east-1/autoscaling/aws4_request")
+            && last.contains("signedheaders=content-type;host;x-amz-date;x-amz-security-token"),
+        "{last}"
+    );
+    assert!(last.contains("lifecycleactionresult=abandon"), "{last}");
+}
+
 #[test]
 fn https_to_an_endpoint_whose_ca_is_in_ssl_cert_file() {
     let p = pki();
@@ -139,24 +159,7 @@ fn https_to_an_endpoint_whose_ca_is_in_ssl_cert_file() {
             done.unwrap().unwrap(),
             (1, "g".into(), "h".into(), "ABANDON")
         );
-        let heads = seen.lock().unwrap().clone();
-        assert_eq!(
-            heads.len(),
-            2,
-            "DescribeLifecycleHooks, CompleteLifecycleAction"
-        );
-        let last = heads[1].to_ascii_lowercase();
-        assert!(last.starts_with("post / http/1.1"), "{last}");
-        assert!(last.contains(&format!("host: localhost:{port}")), "{last}");
-        assert!(last.contains("x-amz-security-token: tls-token"), "{last}");
-        assert!(
-            last.contains("authorization: aws4-hmac-sha256 credential=asiatls/")
-                && last.contains("/us-east-1/autoscaling/aws4_request")
-                && last.contains("signedheaders=content-type;host;x-amz-date;x-amz-security-token"),
-            "{last}"
-        );
-        assert!(last.contains("lifecycleactionresult=abandon"), "{last}");
-
+        check_signed_completion(&seen.lock().unwrap(), port);
         // A CA that is not trusted: a connection error naming the endpoint and the action.
         std::fs::write(&bundle, pki().ca_pem).unwrap();
         let err = asg::complete(&cli.opts, Duration::from_secs(5))

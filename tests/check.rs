@@ -595,6 +595,24 @@ fn asg_identity(imds: &MockImds) {
     );
 }
 
+/// Completion on, with an instance profile: passes, naming the instance, the group, the hook
+/// and the endpoint, and no credential.
+fn check_completion_on(v: &serde_json::Value, url: &str) {
+    let c = get(v, "asg lifecycle completion");
+    assert_eq!(c["status"], "pass", "{c}");
+    let value = c["value"].as_str().unwrap();
+    for part in [
+        "i-0123456789abcdef0",
+        "group nodes",
+        "hook nthd-terminate",
+        "heartbeat timeout 2m",
+        url,
+    ] {
+        assert!(value.contains(part), "{part}: {c}");
+    }
+    assert!(!v.to_string().contains("chk-secret") && !v.to_string().contains("chk-token"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asg_completion_off_on_and_dropped_by_the_daemons_unit() {
     let e = env().await;
@@ -614,20 +632,7 @@ async fn asg_completion_off_on_and_dropped_by_the_daemons_unit() {
     ];
     let (ok, v) = run(&e, &on).await;
     assert!(ok, "{v:#}");
-    let c = get(&v, "asg lifecycle completion");
-    assert_eq!(c["status"], "pass", "{c}");
-    let value = c["value"].as_str().unwrap();
-    for part in [
-        "i-0123456789abcdef0",
-        "group nodes",
-        "hook nthd-terminate",
-        "heartbeat timeout 2m",
-        &url,
-    ] {
-        assert!(value.contains(part), "{part}: {c}");
-    }
-    assert!(!v.to_string().contains("chk-secret") && !v.to_string().contains("chk-token"));
-
+    check_completion_on(&v, &url);
     // Run outside nthd.service, whose allow-list drops the endpoint: a failure with the drop-in.
     e.systemd.set_own_unit(Some("session-1.scope"));
     e.systemd

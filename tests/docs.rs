@@ -360,39 +360,9 @@ fn fuzz_targets() -> BTreeSet<String> {
         .collect()
 }
 
-#[test]
-fn the_fuzz_table_lists_every_target_and_every_notice_parser_is_fuzzed() {
-    let targets = fuzz_targets();
-    // fuzz/Cargo.toml builds each one.
-    let cargo = read("fuzz/Cargo.toml");
-    let bins: BTreeSet<String> = literals_after(&cargo, "[[bin]]\nname =")
-        .into_iter()
-        .collect();
-    assert_eq!(
-        bins, targets,
-        "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/ differ"
-    );
-
-    let rows = table_rows("docs/testing.md", "fuzz-targets", "target");
-    assert_eq!(
-        rows, targets,
-        "docs/testing.md's fuzz target table and fuzz/fuzz_targets/ differ"
-    );
-    for (f, text) in all_docs() {
-        for word in ["cargo-fuzz targets", "fuzz targets"] {
-            for (n, line) in numbers_before(&text, word) {
-                assert_eq!(
-                    n,
-                    targets.len(),
-                    "{f} says {n} {word}; fuzz/fuzz_targets has {}: {line}",
-                    targets.len()
-                );
-            }
-        }
-    }
-
-    // Every provider function that parses a metadata body is called by a fuzz target, or named
-    // in the table's block as not fuzzed.
+/// Every provider function that parses a metadata body is called by a fuzz target, or named
+/// in the fuzz table's block as not fuzzed.
+fn every_body_parser_is_fuzzed_or_declared(targets: &BTreeSet<String>) {
     let testing = read("docs/testing.md");
     let table = block(&testing, "fuzz-targets", "docs/testing.md");
     let not_fuzzed = table.split_once("Not fuzzed:").map_or("", |(_, rest)| rest);
@@ -427,6 +397,40 @@ fn the_fuzz_table_lists_every_target_and_every_notice_parser_is_fuzzed() {
             );
         }
     }
+}
+
+#[test]
+fn the_fuzz_table_lists_every_target_and_every_notice_parser_is_fuzzed() {
+    let targets = fuzz_targets();
+    // fuzz/Cargo.toml builds each one.
+    let cargo = read("fuzz/Cargo.toml");
+    let bins: BTreeSet<String> = literals_after(&cargo, "[[bin]]\nname =")
+        .into_iter()
+        .collect();
+    assert_eq!(
+        bins, targets,
+        "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/ differ"
+    );
+
+    let rows = table_rows("docs/testing.md", "fuzz-targets", "target");
+    assert_eq!(
+        rows, targets,
+        "docs/testing.md's fuzz target table and fuzz/fuzz_targets/ differ"
+    );
+    for (f, text) in all_docs() {
+        for word in ["cargo-fuzz targets", "fuzz targets"] {
+            for (n, line) in numbers_before(&text, word) {
+                assert_eq!(
+                    n,
+                    targets.len(),
+                    "{f} says {n} {word}; fuzz/fuzz_targets has {}: {line}",
+                    targets.len()
+                );
+            }
+        }
+    }
+
+    every_body_parser_is_fuzzed_or_declared(&targets);
 }
 
 // --------------------------------------------------------------------------------- licences
@@ -925,12 +929,75 @@ fn grace_rows() -> Vec<GraceRow> {
     rows
 }
 
+/// One row of the grace-period table against what `nthd check` says around its values.
+fn check_grace_row(r: &GraceRow) {
+    use nthd::testing::{check::drain_verdict, timefmt::format_duration};
+    use std::time::Duration;
+    let sec = Duration::from_secs(1);
+    let at = |budget| drain_verdict(r.cloud, r.lifecycle, budget);
+    let cell = |d| format_duration(d);
+    let f = format!("docs/clouds.md:{}", r.line);
+    // What check names as the value to set, from the fix it gives for a too-long drain.
+    let over = r.fails_above.map_or(Duration::from_secs(3600), |d| d + sec);
+    let (st, fix) = at(over);
+    let fix = fix.unwrap_or_default();
+    let named = fix
+        .split("at most ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or("nothing");
+    assert_eq!(
+        named,
+        cell(r.fits),
+        "{f}: nthd check names `at most {named}` for a {} drain, the table {}: {}",
+        cell(over),
+        cell(r.fits),
+        r.text
+    );
+    // The value that fits does not fail (on GCP on-demand it gets the spot note).
+    assert_ne!(
+        at(r.fits).0,
+        "fail",
+        "{f}: nthd check fails {}",
+        cell(r.fits)
+    );
+    match r.fails_above {
+        Some(limit) => {
+            assert_eq!(
+                st,
+                "fail",
+                "{f}: nthd check does not fail {} : {}",
+                cell(over),
+                r.text
+            );
+            let (st, _) = at(limit);
+            assert_ne!(
+                st,
+                "fail",
+                "{f}: nthd check already fails at {}, the table says above it: {}",
+                cell(limit),
+                r.text
+            );
+            assert_eq!(
+                r.lead,
+                Some(limit),
+                "{f}: check fails above the notice's lead time, so both columns say {}",
+                cell(limit)
+            );
+        }
+        None => assert_ne!(
+            st,
+            "fail",
+            "{f}: the table says never, but nthd check fails a {} drain: {}",
+            cell(over),
+            r.text
+        ),
+    }
+}
+
 #[test]
 fn the_grace_period_table_is_what_nthd_check_computes() {
-    use nthd::testing::check::drain_verdict;
     use nthd::testing::notice::Cloud;
-    use nthd::testing::timefmt::format_duration;
-    use std::time::Duration;
     let rows = grace_rows();
     // Every cloud, on spot and on-demand, and the undetected cloud have a row.
     for cloud in Cloud::ALL {
@@ -945,67 +1012,8 @@ fn the_grace_period_table_is_what_nthd_check_computes() {
     assert!(rows
         .iter()
         .any(|r| r.cloud.is_none() && r.lifecycle.is_none()));
-    let sec = Duration::from_secs(1);
     for r in &rows {
-        let at = |budget| drain_verdict(r.cloud, r.lifecycle, budget);
-        let cell = |d| format_duration(d);
-        let f = format!("docs/clouds.md:{}", r.line);
-        // What check names as the value to set, from the fix it gives for a too-long drain.
-        let over = r.fails_above.map_or(Duration::from_secs(3600), |d| d + sec);
-        let (st, fix) = at(over);
-        let fix = fix.unwrap_or_default();
-        let named = fix
-            .split("at most ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("nothing");
-        assert_eq!(
-            named,
-            cell(r.fits),
-            "{f}: nthd check names `at most {named}` for a {} drain, the table {}: {}",
-            cell(over),
-            cell(r.fits),
-            r.text
-        );
-        // The value that fits does not fail (on GCP on-demand it gets the spot note).
-        assert_ne!(
-            at(r.fits).0,
-            "fail",
-            "{f}: nthd check fails {}",
-            cell(r.fits)
-        );
-        match r.fails_above {
-            Some(limit) => {
-                assert_eq!(
-                    st,
-                    "fail",
-                    "{f}: nthd check does not fail {} : {}",
-                    cell(over),
-                    r.text
-                );
-                let (st, _) = at(limit);
-                assert_ne!(
-                    st,
-                    "fail",
-                    "{f}: nthd check already fails at {}, the table says above it: {}",
-                    cell(limit),
-                    r.text
-                );
-                assert_eq!(
-                    r.lead,
-                    Some(limit),
-                    "{f}: check fails above the notice's lead time, so both columns say {}",
-                    cell(limit)
-                );
-            }
-            None => assert_ne!(
-                st,
-                "fail",
-                "{f}: the table says never, but nthd check fails a {} drain: {}",
-                cell(over),
-                r.text
-            ),
-        }
+        check_grace_row(r);
     }
 }
 

@@ -22,6 +22,21 @@ fn spot() -> Response {
     )
 }
 
+/// The refusal names the holder of the block inhibitor, and does not blame polkit.
+fn check_refusal_is_explained(systemd: u32, log: &str) {
+    assert!(
+        log.contains(
+            "logind refused PowerOff: backup-agent (why: nightly backup, pid 4242, uid 4321, mode \
+             block) holds a block inhibitor on shutdown"
+        ) && log.contains("nthd never overrides it"),
+        "systemd {systemd}: {log}"
+    );
+    assert!(
+        !log.contains("Install the rule") && !log.contains("Install /usr/share/polkit-1"),
+        "systemd {systemd}: the polkit rule is blamed for a block inhibitor: {log}"
+    );
+}
+
 async fn holder_named_then_poweroff_after_release(systemd: u32) {
     let bus = PrivateBus::start().unwrap();
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
@@ -56,18 +71,7 @@ async fn holder_named_then_poweroff_after_release(systemd: u32) {
         "systemd {systemd}: {}",
         n.log()
     );
-    let log = n.log();
-    assert!(
-        log.contains(
-            "logind refused PowerOff: backup-agent (why: nightly backup, pid 4242, uid 4321, mode \
-             block) holds a block inhibitor on shutdown"
-        ) && log.contains("nthd never overrides it"),
-        "systemd {systemd}: {log}"
-    );
-    assert!(
-        !log.contains("Install the rule") && !log.contains("Install /usr/share/polkit-1"),
-        "systemd {systemd}: the polkit rule is blamed for a block inhibitor: {log}"
-    );
+    check_refusal_is_explained(systemd, &n.log());
     assert_eq!(successes(&logind, "PowerOff"), 0);
 
     // Released: the next retry (NTHD_RETRY_DELAY=300ms here) powers off, once.

@@ -79,9 +79,9 @@ struct Budget {
     bytes: usize,
 }
 
-async fn run(duration: Duration, poll: &str, budget: Budget) {
-    let bus = PrivateBus::start().unwrap();
-    let _logind = FakeLogind::serve(bus.address()).await.unwrap();
+/// The metadata of the three clouds at once: AWS and Azure notices full of oddities, and every
+/// Tencent read failing in turn.
+async fn odd_metadata() -> MockImds {
     let imds = MockImds::start("127.0.0.1:0").await.unwrap();
     imds.set(azure::NAME_PATH, Response::text(200, "vm1"));
     imds.set(azure::EVENTS_PATH, azure_doc(0));
@@ -90,6 +90,51 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
     // Tencent's reads carry no AWS token: the mock must not require one under /latest/.
     imds.config(|c| c.aws_token = TokenMode::Optional);
     imds.set(tencent::SPOT_PATH, failing_in_turn());
+    imds
+}
+
+/// One daemon's log against the budget and the rules for what a line may hold.
+fn check_log(
+    name: &str,
+    log: &str,
+    budget: &Budget,
+    duration: Duration,
+    polls: usize,
+    failed: usize,
+) {
+    let lines = log.lines().count();
+    eprintln!(
+        "{name}: {lines} lines, {} bytes over {:?} ({polls} Azure polls, {failed} failed \
+         Tencent reads)",
+        log.len(),
+        duration
+    );
+    assert!(
+        lines <= budget.lines && log.len() <= budget.bytes,
+        "{name}: {lines} lines / {} bytes is over the budget of {} / {}:\n{}",
+        log.len(),
+        budget.lines,
+        budget.bytes,
+        &log[..log.len().min(20_000)]
+    );
+    assert!(
+        !log.contains('\x1b') && !log.contains('\r') && !log.contains('\u{202e}'),
+        "{name}: raw control characters in the log"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")),
+        "{name}: a forged line:\n{log}"
+    );
+    assert!(
+        log.lines().all(|l| l.len() <= 4096),
+        "{name}: a line over 4 KiB"
+    );
+}
+
+async fn run(duration: Duration, poll: &str, budget: Budget) {
+    let bus = PrivateBus::start().unwrap();
+    let _logind = FakeLogind::serve(bus.address()).await.unwrap();
+    let imds = odd_metadata().await;
     let state_aws = tempfile::tempdir().unwrap();
     let state_azure = tempfile::tempdir().unwrap();
     let state_tencent = tempfile::tempdir().unwrap();
@@ -126,34 +171,7 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
     let polls = imds.count(azure::EVENTS_PATH);
     let failed = imds.count(tencent::SPOT_PATH);
     for (name, n) in [("aws", &a), ("azure", &z), ("tencent", &t)] {
-        let log = n.log();
-        let lines = log.lines().count();
-        eprintln!(
-            "{name}: {lines} lines, {} bytes over {:?} ({polls} Azure polls, {failed} failed \
-             Tencent reads)",
-            log.len(),
-            duration
-        );
-        assert!(
-            lines <= budget.lines && log.len() <= budget.bytes,
-            "{name}: {lines} lines / {} bytes is over the budget of {} / {}:\n{}",
-            log.len(),
-            budget.lines,
-            budget.bytes,
-            &log[..log.len().min(20_000)]
-        );
-        assert!(
-            !log.contains('\x1b') && !log.contains('\r') && !log.contains('\u{202e}'),
-            "{name}: raw control characters in the log"
-        );
-        assert!(
-            !log.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")),
-            "{name}: a forged line:\n{log}"
-        );
-        assert!(
-            log.lines().all(|l| l.len() <= 4096),
-            "{name}: a line over 4 KiB"
-        );
+        check_log(name, &n.log(), &budget, duration, polls, failed);
     }
     for (what, n) in [("Azure polls", polls), ("failed Tencent reads", failed)] {
         assert!(

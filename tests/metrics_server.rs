@@ -112,6 +112,39 @@ fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, std::iter::Iterator::count)
 }
 
+/// The most fds nthd (`pid`) holds idle over a second: the count moves by one or two (the
+/// metadata client's pooled connection).
+async fn idle_fds(pid: u32) -> usize {
+    let mut fds_idle = 0;
+    for _ in 0..50 {
+        fds_idle = fds_idle.max(fds(pid));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fds_idle
+}
+
+/// All the clients at once against `addr`, each answer checked: the most fds nthd (`pid`)
+/// held meanwhile, and the slowest scrape.
+async fn storm_of_clients(addr: &str, pid: u32, fds_idle: usize) -> (usize, Duration) {
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| tokio::spawn(run_client(addr.to_string(), client(i))))
+        .collect();
+    let mut peak_fds = fds_idle;
+    while !clients.iter().all(tokio::task::JoinHandle::is_finished) {
+        peak_fds = peak_fds.max(fds(pid));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut slowest_scrape = Duration::ZERO;
+    for (i, c) in clients.into_iter().enumerate() {
+        let (took, resp) = c.await.unwrap();
+        check(client(i), &resp);
+        if client(i) == Client::Scrape {
+            slowest_scrape = slowest_scrape.max(took);
+        }
+    }
+    (peak_fds, slowest_scrape)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_hostile_connections_neither_stall_the_loop_nor_grow_without_bound() {
     let bus = PrivateBus::start().unwrap();
@@ -135,34 +168,13 @@ async fn a_thousand_hostile_connections_neither_stall_the_loop_nor_grow_without_
     let (_, first) = run_client(addr.clone(), Client::Scrape).await;
     check(Client::Scrape, &first);
     let pid = n.child.id();
-    // The idle count moves by one or two (the metadata client's pooled connection): take the
-    // most over a second.
-    let mut fds_idle = 0;
-    for _ in 0..50 {
-        fds_idle = fds_idle.max(fds(pid));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let fds_idle = idle_fds(pid).await;
 
     let t0 = Instant::now();
     let polls0 = imds.count(aws::SPOT_PATH);
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| tokio::spawn(run_client(addr.clone(), client(i))))
-        .collect();
-    let mut peak_fds = fds_idle;
-    while !clients.iter().all(tokio::task::JoinHandle::is_finished) {
-        peak_fds = peak_fds.max(fds(pid));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (peak_fds, slowest_scrape) = storm_of_clients(&addr, pid, fds_idle).await;
     let storm = t0.elapsed();
     let polls = imds.count(aws::SPOT_PATH) - polls0;
-    let mut slowest_scrape = Duration::ZERO;
-    for (i, c) in clients.into_iter().enumerate() {
-        let (took, resp) = c.await.unwrap();
-        check(client(i), &resp);
-        if client(i) == Client::Scrape {
-            slowest_scrape = slowest_scrape.max(took);
-        }
-    }
     let gap = notify.longest_watchdog_gap(t0);
     eprintln!(
         "{CLIENTS} connections in {storm:.1?}: slowest scrape {slowest_scrape:.1?}, nthd fds \

@@ -32,10 +32,7 @@ async fn simulate_narrates_without_yes_and_acts_with_it() {
     let logind = FakeLogind::serve(bus.address()).await.unwrap();
     let addr = bus.address().to_string();
 
-    let a = addr.clone();
-    let out = tokio::task::spawn_blocking(move || nthd(&a, &["simulate", "spot-terminate"], &[]))
-        .await
-        .unwrap();
+    let out = off_the_runtime(&addr, &["simulate", "spot-terminate"]).await;
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{s}");
     assert!(
@@ -44,12 +41,7 @@ async fn simulate_narrates_without_yes_and_acts_with_it() {
     );
     assert_eq!(logind.power_off_count(), 0, "never without --yes");
 
-    let a = addr.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        nthd(&a, &["simulate", "spot-hibernate", "--yes"], &[])
-    })
-    .await
-    .unwrap();
+    let out = off_the_runtime(&addr, &["simulate", "spot-hibernate", "--yes"]).await;
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("nothing to carry out"), "{s}");
     assert_eq!(
@@ -58,25 +50,11 @@ async fn simulate_narrates_without_yes_and_acts_with_it() {
         "hibernate is logged, never acted on"
     );
 
-    let a = addr.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        nthd(
-            &a,
-            &["simulate", "spot-terminate", "--yes", "--dry-run"],
-            &[],
-        )
-    })
-    .await
-    .unwrap();
+    let out = off_the_runtime(&addr, &["simulate", "spot-terminate", "--yes", "--dry-run"]).await;
     assert!(String::from_utf8_lossy(&out.stdout).contains("dry run"));
     assert_eq!(logind.power_off_count(), 0, "--dry-run wins over --yes");
 
-    let a = addr.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        nthd(&a, &["simulate", "spot-terminate", "--yes"], &[])
-    })
-    .await
-    .unwrap();
+    let out = off_the_runtime(&addr, &["simulate", "spot-terminate", "--yes"]).await;
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{s}");
     assert!(s.contains("done: logind accepted PowerOff"), "{s}");
@@ -90,17 +68,26 @@ async fn simulate_narrates_without_yes_and_acts_with_it() {
     // fake logind preparing for shutdown; a drill would stand down, so that is undone first.)
     logind.set_preparing(false);
     logind.set_power_off_error(Some(("org.freedesktop.DBus.Error.AccessDenied", "denied")));
-    let a = addr.clone();
-    let out =
-        tokio::task::spawn_blocking(move || nthd(&a, &["simulate", "gcp-preempt", "--yes"], &[]))
-            .await
-            .unwrap();
+    let out = off_the_runtime(&addr, &["simulate", "gcp-preempt", "--yes"]).await;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("org.freedesktop.login1.power-off"));
 
     let out = nthd(&addr, &["simulate", "volcano"], &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown notice kind `volcano`"));
+}
+
+/// `nthd ARGS` on the bus at `bus`, on a blocking thread: the fake logind answers on this
+/// runtime meanwhile.
+async fn off_the_runtime(bus: &str, args: &[&str]) -> std::process::Output {
+    let bus = bus.to_string();
+    let args: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        nthd(&bus, &args, &[])
+    })
+    .await
+    .unwrap()
 }
 
 /// A strict-enough parser of the Prometheus text exposition format: every sample belongs to a
@@ -184,7 +171,39 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let m = parse_exposition(&read(&file));
+    check_idle_metrics(&parse_exposition(&read(&file)));
+
+    imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#,
+        ),
+    );
+    assert!(
+        logind
+            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+            .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    check_notice_metrics(&parse_exposition(&read(&file)));
+    check_metrics_endpoint(&listen);
+
+    // Stopped cleanly, nthd leaves no temporary file next to the textfile (it writes a
+    // temporary and renames it; while running, one may exist for a moment).
+    let pid = child.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(child.0.wait().unwrap().success());
+    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The metrics before any notice: none, and the one nthd_info series with the identity.
+fn check_idle_metrics(m: &BTreeMap<String, f64>) {
     assert_eq!(
         m["nthd_notice{kind=\"spot-terminate\",provider=\"aws\"}"],
         0.0
@@ -208,21 +227,10 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     ] {
         assert!(labels.contains(l), "{labels} lacks {l}");
     }
+}
 
-    imds.set(
-        aws::SPOT_PATH,
-        Response::json(
-            200,
-            r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#,
-        ),
-    );
-    assert!(
-        logind
-            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
-            .await
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let m = parse_exposition(&read(&file));
+/// The metrics once the spot notice was acted on.
+fn check_notice_metrics(m: &BTreeMap<String, f64>) {
     assert_eq!(
         m["nthd_notice{kind=\"spot-terminate\",provider=\"aws\"}"],
         1.0
@@ -243,8 +251,11 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     );
     assert!(m["nthd_imds_reads_total{outcome=\"ok\",source=\"aws/spot/instance-action\"}"] >= 2.0);
     assert!(m["nthd_last_successful_poll_timestamp_seconds"] > 1.7e9);
-    // The same text over HTTP.
-    let mut s = std::net::TcpStream::connect(&listen).unwrap();
+}
+
+/// The same text over HTTP at `listen`, and 404 for any other path.
+fn check_metrics_endpoint(listen: &str) {
+    let mut s = std::net::TcpStream::connect(listen).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let mut resp = String::new();
@@ -253,23 +264,11 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     let body = resp.split_once("\r\n\r\n").unwrap().1;
     let m2 = parse_exposition(body);
     assert_eq!(m2["nthd_termination_imminent{provider=\"aws\"}"], 1.0);
-    let mut s = std::net::TcpStream::connect(&listen).unwrap();
+    let mut s = std::net::TcpStream::connect(listen).unwrap();
     s.write_all(b"GET /other HTTP/1.1\r\n\r\n").unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.1 404"), "{resp}");
-
-    // Stopped cleanly, nthd leaves no temporary file next to the textfile (it writes a
-    // temporary and renames it; while running, one may exist for a moment).
-    let pid = child.0.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(child.0.wait().unwrap().success());
-    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 /// Kills the child if the test ends early, so a failed test leaves no daemon behind.
@@ -318,6 +317,46 @@ fn drill_records(dir: &std::path::Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The first drill: PowerOff accepted, recorded done, logged by the executor, counted.
+fn check_first_drill(
+    out: &std::process::Output,
+    logind: &FakeLogind,
+    state_dir: &std::path::Path,
+    textfile: &std::path::Path,
+) {
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("done: logind accepted PowerOff"),
+        "{stdout}"
+    );
+    assert_eq!(logind.power_off_count(), 1);
+    let records = drill_records(state_dir);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(
+        records[0].0.starts_with("simulate/spot-terminate/"),
+        "{records:?}"
+    );
+    assert_eq!(
+        (records[0].1.as_str(), records[0].2.as_str()),
+        ("poweroff", "done")
+    );
+    assert!(
+        stderr.contains("called org.freedesktop.login1.Manager.PowerOff(false) for simulate/"),
+        "the executor's action line: {stderr}"
+    );
+    let prom = std::fs::read_to_string(textfile).unwrap_or_default();
+    assert!(
+        prom.lines().any(|l| l.starts_with("nthd_actions_total{")
+            && l.contains("result=\"ok\"")
+            && l.ends_with(" 1")),
+        "{prom}"
+    );
+}
+
 /// A fire drill takes the path a real notice takes (`executor.rs`): it writes the state record,
 /// counts the action in the metrics, and stands down when a shutdown is already under way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,37 +382,7 @@ async fn simulate_yes_goes_through_the_executor() {
     };
 
     let out = drill(bus.address().to_string(), env.clone()).await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(
-        stdout.contains("done: logind accepted PowerOff"),
-        "{stdout}"
-    );
-    assert_eq!(logind.power_off_count(), 1);
-    let records = drill_records(&state_dir);
-    assert_eq!(records.len(), 1, "{records:?}");
-    assert!(
-        records[0].0.starts_with("simulate/spot-terminate/"),
-        "{records:?}"
-    );
-    assert_eq!(
-        (records[0].1.as_str(), records[0].2.as_str()),
-        ("poweroff", "done")
-    );
-    assert!(
-        stderr.contains("called org.freedesktop.login1.Manager.PowerOff(false) for simulate/"),
-        "the executor's action line: {stderr}"
-    );
-    let prom = std::fs::read_to_string(&textfile).unwrap_or_default();
-    assert!(
-        prom.lines().any(|l| l.starts_with("nthd_actions_total{")
-            && l.contains("result=\"ok\"")
-            && l.ends_with(" 1")),
-        "{prom}"
-    );
+    check_first_drill(&out, &logind, &state_dir, &textfile);
 
     // A shutdown is already under way (someone else's, or the drill's own): stand down.
     logind.set_preparing(true);

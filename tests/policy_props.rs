@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nthd::testing::notice::{Notice, NoticeId, NoticeKind, NoticeStatus, SourceId, KINDS};
-use nthd::testing::policy::{decide, Action, Effect, Planner, PolicyConfig, When};
+use nthd::testing::policy::{decide, Action, Effect, Planner, PolicyConfig, PowerAction, When};
 use proptest::prelude::*;
 
 const SOURCES: [SourceId; 3] = [
@@ -266,105 +266,120 @@ fn check_decide(cfg: &PolicyConfig, n: &Notice, now: SystemTime, budget: Option<
 
 /// Runs one scenario and checks every property on every command.
 fn run(s: &Scenario) {
-    let cfg = &s.cfg;
-    let mut p = Planner::new(cfg.clone());
-    let marked: HashSet<NoticeId> = s
-        .done
-        .iter()
-        .map(|i| NoticeId::from_parts(&[IDS[*i]]))
-        .collect();
-    p.mark_done(marked.iter().cloned());
-
-    let mut now = s.start;
-    let mut results = s.results.iter().copied();
-    // The execution awaiting its result: (id, steps left until it is reported, succeeded).
-    let mut in_flight: Option<(NoticeId, usize, bool)> = None;
-    let mut succeeded: Option<NoticeId> = None;
-    let mut executed: HashMap<NoticeId, u32> = HashMap::new();
-    // (g): ids whose latest listing calls for no power action.
-    let mut withdrawn: HashSet<NoticeId> = HashSet::new();
-
+    let mut r = Run::new(s);
     for (advance, step) in &s.steps {
-        now = now.checked_add(*advance).unwrap_or(now);
-        let cmds = match step {
+        r.now = r.now.checked_add(*advance).unwrap_or(r.now);
+        let cmds = r.apply(step);
+        r.check_effects(&cmds);
+        r.report_result();
+    }
+}
+
+/// One scenario's planner and what the run has seen so far.
+struct Run<'a> {
+    cfg: &'a PolicyConfig,
+    p: Planner,
+    marked: HashSet<NoticeId>,
+    now: SystemTime,
+    results: std::iter::Copied<std::slice::Iter<'a, (bool, usize)>>,
+    /// The execution awaiting its result: (id, steps left until it is reported, succeeded).
+    in_flight: Option<(NoticeId, usize, bool)>,
+    succeeded: Option<NoticeId>,
+    executed: HashMap<NoticeId, u32>,
+    /// (g): ids whose latest listing calls for no power action.
+    withdrawn: HashSet<NoticeId>,
+}
+
+impl<'a> Run<'a> {
+    fn new(s: &'a Scenario) -> Self {
+        let mut p = Planner::new(s.cfg.clone());
+        let marked: HashSet<NoticeId> = s
+            .done
+            .iter()
+            .map(|i| NoticeId::from_parts(&[IDS[*i]]))
+            .collect();
+        p.mark_done(marked.iter().cloned());
+        Run {
+            cfg: &s.cfg,
+            p,
+            marked,
+            now: s.start,
+            results: s.results.iter().copied(),
+            in_flight: None,
+            succeeded: None,
+            executed: HashMap::new(),
+            withdrawn: HashSet::new(),
+        }
+    }
+
+    /// Gives the planner one step; its commands.
+    fn apply(&mut self, step: &Step) -> Vec<Effect> {
+        match step {
             Step::Observe {
                 notices,
                 fresh,
                 budget,
-            } => {
-                let notices: Vec<Notice> = notices.iter().map(|n| n.build(now)).collect();
-                for n in &notices {
-                    check_decide(cfg, n, now, *budget);
-                    let in_flight_now = in_flight.as_ref().is_some_and(|f| f.0 == n.id);
-                    if n.status == NoticeStatus::Active && cfg.action(n.kind).is_power() {
-                        withdrawn.remove(&n.id);
-                    } else if !in_flight_now {
-                        withdrawn.insert(n.id.clone());
-                    }
-                }
-                let fresh: Vec<SourceId> = (0..SOURCES.len())
-                    .filter(|i| fresh & (1 << i) != 0)
-                    .map(|i| SOURCES[i])
-                    .collect();
-                p.observe(&notices, &fresh, now, *budget)
-            }
-            Step::Tick => p.tick(now),
+            } => self.observe(notices, *fresh, *budget),
+            Step::Tick => self.p.tick(self.now),
             Step::Wake => {
-                if let Some(t) = p.next_wakeup() {
-                    now = now.max(t);
+                if let Some(t) = self.p.next_wakeup() {
+                    self.now = self.now.max(t);
                 }
-                p.tick(now)
+                self.p.tick(self.now)
             }
-        };
+        }
+    }
 
-        let deferred: HashMap<NoticeId, SystemTime> = p
+    /// One observation, each notice checked with `decide` on its own and (g) tracked.
+    fn observe(
+        &mut self,
+        notices: &[NoticeSpec],
+        fresh: u8,
+        budget: Option<Duration>,
+    ) -> Vec<Effect> {
+        let (cfg, now) = (self.cfg, self.now);
+        let notices: Vec<Notice> = notices.iter().map(|n| n.build(now)).collect();
+        for n in &notices {
+            check_decide(cfg, n, now, budget);
+            let in_flight_now = self.in_flight.as_ref().is_some_and(|f| f.0 == n.id);
+            if n.status == NoticeStatus::Active && cfg.action(n.kind).is_power() {
+                self.withdrawn.remove(&n.id);
+            } else if !in_flight_now {
+                self.withdrawn.insert(n.id.clone());
+            }
+        }
+        let fresh: Vec<SourceId> = (0..SOURCES.len())
+            .filter(|i| fresh & (1 << i) != 0)
+            .map(|i| SOURCES[i])
+            .collect();
+        self.p.observe(&notices, &fresh, now, budget)
+    }
+
+    /// Every property of one step's commands.
+    fn check_effects(&mut self, cmds: &[Effect]) {
+        let deferred: HashMap<NoticeId, SystemTime> = self
+            .p
             .scheduled()
             .into_iter()
             .map(|(n, _, at)| (n.id.clone(), at))
             .collect();
-        for c in &cmds {
+        for c in cmds {
             match c {
                 Effect::Scheduled { notice, action, at } => {
+                    let now = self.now;
                     // Only the power action set for the notice's kind is ever scheduled.
-                    assert_eq!(cfg.action(notice.kind).power(), Some(*action), "{notice:?}");
+                    assert_eq!(
+                        self.cfg.action(notice.kind).power(),
+                        Some(*action),
+                        "{notice:?}"
+                    );
                     assert!(*at > now, "scheduled at {at:?}, not after now {now:?}");
                     if let Some(d) = notice.deadline {
                         assert!(*at <= d, "scheduled after the deadline");
                     }
                 }
                 Effect::Execute { notice, action } => {
-                    let id = &notice.id;
-                    // (a), (c): nothing after a success, never a done id.
-                    assert!(
-                        succeeded.is_none(),
-                        "{id} executed after {succeeded:?} succeeded"
-                    );
-                    assert!(!marked.contains(id), "{id} was marked done at startup");
-                    // (f): one at a time.
-                    assert!(
-                        in_flight.is_none(),
-                        "{id} executed while {in_flight:?} in flight"
-                    );
-                    // (b): only kinds set to power off or reboot, with the action set for
-                    // the notice's current kind.
-                    assert_eq!(
-                        cfg.action(notice.kind).power(),
-                        Some(*action),
-                        "{id} ({:?}) executed as {action}",
-                        notice.kind
-                    );
-                    // (g): not after the platform re-listed it as nothing to act on.
-                    assert!(
-                        !withdrawn.contains(id),
-                        "{id} executed after it was withdrawn"
-                    );
-                    // (e): a deferred action runs at or after its time.
-                    if let Some(at) = deferred.get(id) {
-                        assert!(*at <= now, "{id} deferred to {at:?} ran at {now:?}");
-                    }
-                    *executed.entry(id.clone()).or_default() += 1;
-                    let (ok, delay) = results.next().unwrap_or((false, 0));
-                    in_flight = Some((id.clone(), delay, ok));
+                    self.check_execute(notice, *action, &deferred);
                 }
                 _ => {}
             }
@@ -375,23 +390,71 @@ fn run(s: &Scenario) {
                 .count()
                 <= 1
         );
+    }
 
-        // Report the result when its time has come.
-        if let Some((id, left, ok)) = in_flight.take() {
+    /// (a), (b), (c), (e), (f), (g) for one execution, which then is in flight.
+    fn check_execute(
+        &mut self,
+        notice: &Notice,
+        action: PowerAction,
+        deferred: &HashMap<NoticeId, SystemTime>,
+    ) {
+        let (id, now, succeeded, in_flight) =
+            (&notice.id, self.now, &self.succeeded, &self.in_flight);
+        // (a), (c): nothing after a success, never a done id.
+        assert!(
+            succeeded.is_none(),
+            "{id} executed after {succeeded:?} succeeded"
+        );
+        assert!(!self.marked.contains(id), "{id} was marked done at startup");
+        // (f): one at a time.
+        assert!(
+            in_flight.is_none(),
+            "{id} executed while {in_flight:?} in flight"
+        );
+        // (b): only kinds set to power off or reboot, with the action set for
+        // the notice's current kind.
+        assert_eq!(
+            self.cfg.action(notice.kind).power(),
+            Some(action),
+            "{id} ({:?}) executed as {action}",
+            notice.kind
+        );
+        // (g): not after the platform re-listed it as nothing to act on.
+        assert!(
+            !self.withdrawn.contains(id),
+            "{id} executed after it was withdrawn"
+        );
+        // (e): a deferred action runs at or after its time.
+        if let Some(at) = deferred.get(id) {
+            assert!(*at <= now, "{id} deferred to {at:?} ran at {now:?}");
+        }
+        *self.executed.entry(id.clone()).or_default() += 1;
+        let (ok, delay) = self.results.next().unwrap_or((false, 0));
+        self.in_flight = Some((id.clone(), delay, ok));
+    }
+
+    /// Reports the result when its time has come.
+    fn report_result(&mut self) {
+        let now = self.now;
+        if let Some((id, left, ok)) = self.in_flight.take() {
             if left == 0 {
-                p.record_result(&id, ok, now);
+                self.p.record_result(&id, ok, now);
                 if ok {
-                    succeeded = Some(id.clone());
-                    assert_eq!(p.shutting_down().map(|s| s.0.as_str()), Some(id.as_str()));
-                    assert!(p.is_done(&id));
-                    assert!(p.next_wakeup().is_none());
+                    assert_eq!(
+                        self.p.shutting_down().map(|s| s.0.as_str()),
+                        Some(id.as_str())
+                    );
+                    assert!(self.p.is_done(&id));
+                    assert!(self.p.next_wakeup().is_none());
+                    self.succeeded = Some(id);
                 }
             } else {
-                in_flight = Some((id, left - 1, ok));
+                self.in_flight = Some((id, left - 1, ok));
             }
         }
-        if succeeded.is_some() {
-            assert!(p.tick(now).is_empty());
+        if self.succeeded.is_some() {
+            assert!(self.p.tick(now).is_empty());
         }
     }
 }

@@ -1,32 +1,23 @@
 //! The Alibaba Cloud provider against the in-process mock IMDS: spot termination-time, hardened
-//! (token) and normal mode, faults.
+//! (token) and normal mode, faults. What every provider does (404 as no notice, identity,
+//! hostile values, nothing answering) is in tests/provider_contract.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+mod common;
 
-use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use std::time::{Duration, UNIX_EPOCH};
+
+use common::provider::{client, kinds, observe_until};
+use nthd::testing::imds::ImdsError;
 use nthd::testing::notice::NoticeKind;
-use nthd::testing::provider::alibaba::{Alibaba, AlibabaOptions, SPOT_PATH, TOKEN_PATH};
-use nthd::testing::provider::{Observation, Provider};
+use nthd::testing::provider::alibaba::{Alibaba, SPOT_PATH, TOKEN_PATH};
+use nthd::testing::provider::Provider;
 use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 const TOKEN_HEADER: &str = "X-aliyun-ecs-metadata-token";
 
 fn provider(m: &MockImds) -> Alibaba {
-    Alibaba::new(
-        ImdsClient::new(
-            &m.url(),
-            ClientOptions {
-                request_timeout: Duration::from_millis(500),
-                connect_timeout: Duration::from_millis(500),
-                ..ClientOptions::default()
-            },
-        )
-        .unwrap(),
-        AlibabaOptions {
-            poll_interval: Duration::from_millis(50),
-        },
-    )
+    common::provider::alibaba(client(&m.url()), Duration::from_millis(50))
 }
 
 fn config(alibaba_token: TokenMode) -> Config {
@@ -47,38 +38,8 @@ async fn mock(alibaba_token: TokenMode) -> MockImds {
         .unwrap()
 }
 
-fn kinds(o: &Observation) -> Vec<NoticeKind> {
-    o.notices.iter().map(|n| n.kind).collect()
-}
-
-async fn observe_until(p: &mut Alibaba, f: impl Fn(&Observation) -> bool) -> Observation {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let due = p.next_due();
-        if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        let o = p.observe().await;
-        if f(&o) {
-            return o;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
-    }
-}
-
 fn gets(m: &MockImds) -> Vec<nthd_testkit::imds::LoggedRequest> {
     m.requests_for(SPOT_PATH)
-}
-
-#[tokio::test]
-async fn not_found_is_no_notice() {
-    let m = mock(TokenMode::Optional).await;
-    let mut p = provider(&m);
-    let o = p.observe().await;
-    assert!(o.ok(), "{:?}", o.errors);
-    assert!(o.notices.is_empty());
-    assert_eq!(o.fresh, ["alibaba/spot/termination-time"]);
-    assert!(p.next_due() > Instant::now());
 }
 
 #[tokio::test]
@@ -283,23 +244,14 @@ async fn faults_are_errors_and_keep_the_last_state() {
 
 mod identity {
     use super::*;
+    use common::provider::mock_imds;
     use nthd::testing::notice::Identity;
     use nthd::testing::provider::alibaba::{INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH};
     use nthd_testkit::imds::identity as mock;
 
-    async fn identity_mock(alibaba_token: TokenMode) -> MockImds {
-        MockImds::builder()
-            .listen("127.0.0.1:0")
-            .config(config(alibaba_token))
-            .identity("alibaba")
-            .start()
-            .await
-            .unwrap()
-    }
-
     #[tokio::test]
     async fn every_key_in_hardened_mode_and_no_lifecycle() {
-        let m = identity_mock(TokenMode::Required).await;
+        let m = mock_imds(config(TokenMode::Required), Some("alibaba")).await;
         let mut p = provider(&m);
         let id = p.identity().await.unwrap();
         assert_eq!(
@@ -320,7 +272,7 @@ mod identity {
 
     #[tokio::test]
     async fn normal_mode_and_a_missing_key() {
-        let m = identity_mock(TokenMode::Refused).await;
+        let m = mock_imds(config(TokenMode::Refused), Some("alibaba")).await;
         assert!(m.clear(ZONE_PATH));
         let mut p = provider(&m);
         let id = p.identity().await.unwrap();
@@ -330,35 +282,5 @@ mod identity {
             id.instance_type.as_deref(),
             Some(mock::ALIBABA_INSTANCE_TYPE)
         );
-    }
-
-    #[tokio::test]
-    async fn hostile_values_are_dropped() {
-        let m = identity_mock(TokenMode::Optional).await;
-        m.set(INSTANCE_ID_PATH, Response::huge(1 << 20));
-        m.set(
-            INSTANCE_TYPE_PATH,
-            Response::text(200, "<!DOCTYPE html><title>Error</title>"),
-        );
-        let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
-        assert_eq!((id.instance_id, id.instance_type), (None, None));
-        assert_eq!(id.zone.as_deref(), Some(mock::ALIBABA_ZONE));
-        m.set(
-            ZONE_PATH,
-            Response::text(200, "cn-hangzhou-h\r\nX-Injected: 1"),
-        );
-        assert!(p.identity().await.is_err(), "nothing clean is left");
-    }
-
-    #[tokio::test]
-    async fn nothing_answering_is_an_error() {
-        let m = identity_mock(TokenMode::Optional).await;
-        for path in [INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH] {
-            m.set(path, Response::fault(Fault::Hang));
-        }
-        let mut p = provider(&m);
-        let e = p.identity().await.unwrap_err();
-        assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
     }
 }

@@ -1,31 +1,21 @@
 //! The AWS provider against the in-process mock IMDS: every source, token handling, faults.
+//! What every provider does (404 as no notice, identity, hostile values, nothing answering) is
+//! in tests/provider_contract.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
+
+mod common;
 
 use std::time::{Duration, Instant};
 
+use common::provider::{client, kinds, mock_imds};
 use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
 use nthd::testing::notice::{NoticeKind, NoticeStatus};
 use nthd::testing::provider::aws::{self, Aws, AwsOptions};
-use nthd::testing::provider::{Observation, Provider};
-use nthd_testkit::imds::{Fault, MockImds, Response, TokenMode};
+use nthd::testing::provider::Provider;
+use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 fn provider(m: &MockImds, opts: AwsOptions) -> Aws {
-    let client = ImdsClient::new(
-        &m.url(),
-        ClientOptions {
-            request_timeout: Duration::from_millis(500),
-            connect_timeout: Duration::from_millis(500),
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    Aws::new(client, opts)
-}
-
-fn kinds(o: &Observation) -> Vec<NoticeKind> {
-    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
-    k.sort();
-    k
+    common::provider::aws(client(&m.url()), opts)
 }
 
 const SPOT_TERMINATE: &str = r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#;
@@ -360,10 +350,8 @@ async fn malformed_truncated_and_oversized_bodies_are_errors() {
 
 #[tokio::test]
 async fn unreachable_endpoint_is_an_error_naming_the_url() {
-    let mut p = Aws::new(
-        ImdsClient::new("http://127.0.0.1:9", ClientOptions::default()).unwrap(),
-        AwsOptions::default(),
-    );
+    let client = ImdsClient::new("http://127.0.0.1:9", ClientOptions::default()).unwrap();
+    let mut p = common::provider::aws(client, AwsOptions::default());
     let o = p.observe().await;
     assert!(o.fresh.is_empty());
     let e = o.errors[0].error.to_string();
@@ -534,31 +522,12 @@ async fn the_boost_starts_within_5s_of_a_rebalance_recommendation() {
 
 // ------------------------------------------------------------------------------------ identity
 
-async fn identity_mock() -> MockImds {
-    MockImds::builder()
-        .listen("127.0.0.1:0")
-        .identity("aws")
-        .start()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn identity_reads_every_key_with_the_token() {
-    use nthd::testing::notice::{Identity, Lifecycle};
-    use nthd_testkit::imds::identity as mock;
-    let m = identity_mock().await;
+    // The values read: the contract's `identity_is_read`.
+    let m = mock_imds(Config::default(), Some("aws")).await;
     let mut p = provider(&m, AwsOptions::default());
-    let id = p.identity().await.unwrap();
-    assert_eq!(
-        id,
-        Identity {
-            instance_id: Some(mock::AWS_INSTANCE_ID.into()),
-            instance_type: Some(mock::AWS_INSTANCE_TYPE.into()),
-            zone: Some(mock::AWS_ZONE.into()),
-            lifecycle: Some(Lifecycle::Spot),
-        }
-    );
+    p.identity().await.unwrap();
     // IMDSv2 only (the mock's default): every read carried the one token.
     for path in [
         aws::INSTANCE_ID_PATH,
@@ -576,7 +545,7 @@ async fn identity_reads_every_key_with_the_token() {
 #[tokio::test]
 async fn identity_without_a_life_cycle_key_keeps_the_rest() {
     use nthd::testing::notice::Lifecycle;
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     assert!(m.clear(aws::LIFE_CYCLE_PATH));
     let mut p = provider(&m, AwsOptions::default());
     let id = p.identity().await.unwrap();
@@ -594,25 +563,11 @@ async fn identity_without_a_life_cycle_key_keeps_the_rest() {
     assert_eq!(p.identity().await.unwrap().lifecycle, None);
 }
 
+/// Hostile values are dropped (the contract's `hostile_values_are_dropped`), not cut down.
 #[tokio::test]
-async fn identity_drops_hostile_values_one_by_one() {
-    let m = identity_mock().await;
+async fn identity_values_at_the_length_limit() {
+    let m = mock_imds(Config::default(), Some("aws")).await;
     let mut p = provider(&m, AwsOptions::default());
-    // Larger than the client's body cap.
-    m.set(aws::INSTANCE_TYPE_PATH, Response::huge(1 << 20));
-    m.set(
-        aws::ZONE_PATH,
-        Response::text(200, "<html><body><h1>404 Not Found</h1></body></html>"),
-    );
-    m.set(
-        aws::INSTANCE_ID_PATH,
-        Response::text(200, "i-0123\x1b[2J\nFAKE: line"),
-    );
-    let id = p.identity().await.unwrap();
-    assert_eq!(id.instance_id, None);
-    assert_eq!(id.instance_type, None);
-    assert_eq!(id.zone, None);
-    assert!(id.lifecycle.is_some(), "the clean key is still read");
     // One character over MAX_IDENTITY is dropped, not cut; exactly MAX_IDENTITY is kept.
     let max = nthd::testing::notice::MAX_IDENTITY;
     m.set(
@@ -627,7 +582,7 @@ async fn identity_drops_hostile_values_one_by_one() {
 
 #[tokio::test]
 async fn identity_is_an_error_when_nothing_answers() {
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     for path in [
         aws::INSTANCE_ID_PATH,
         aws::INSTANCE_TYPE_PATH,
@@ -643,26 +598,14 @@ async fn identity_is_an_error_when_nothing_answers() {
         "the first failure is reported: {e:?}"
     );
     // A refused token fails every key.
-    let m = identity_mock().await;
+    let m = mock_imds(Config::default(), Some("aws")).await;
     m.config(|c| c.aws_token = TokenMode::Refused);
     let mut p = provider(&m, AwsOptions::default());
     assert!(matches!(
         p.identity().await,
         Err(ImdsError::TokenRefused { .. })
     ));
-    // Nothing listening at all.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let client = ImdsClient::new(
-        &format!("http://127.0.0.1:{port}"),
-        ClientOptions::default(),
-    )
-    .unwrap();
-    let mut p = Aws::new(client, AwsOptions::default());
-    assert!(matches!(p.identity().await, Err(ImdsError::Connect { .. })));
+    // Nothing listening at all: the contract's `nothing_answering_is_an_error`.
 }
 
 /// The sources due at one instant go out together, so their answers share a wakeup: with
@@ -682,7 +625,7 @@ async fn sources_due_together_are_read_together() {
         },
     )
     .unwrap();
-    let mut p = Aws::new(client, AwsOptions::default());
+    let mut p = common::provider::aws(client, AwsOptions::default());
     let o = p.observe().await;
     assert_eq!(o.fresh.len(), 4, "every source read: {:?}", o.errors);
     let arrivals: Vec<u64> = m

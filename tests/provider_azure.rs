@@ -1,40 +1,21 @@
 //! The Azure provider against the in-process mock IMDS: Scheduled Events for this VM and
-//! others, the VM name, acknowledgement, faults.
+//! others, the VM name, acknowledgement, faults. What every provider does (no notice, identity,
+//! hostile values, nothing answering) is in tests/provider_contract.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
+
+mod common;
 
 use std::time::{Duration, Instant};
 
-use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use common::provider::{client, kinds, observe_until};
+use nthd::testing::imds::ImdsError;
 use nthd::testing::notice::{NoticeKind, NoticeStatus};
-use nthd::testing::provider::azure::{Azure, AzureOptions, EVENTS_PATH, NAME_PATH};
-use nthd::testing::provider::{Observation, Provider};
+use nthd::testing::provider::azure::{Azure, EVENTS_PATH, NAME_PATH};
+use nthd::testing::provider::Provider;
 use nthd_testkit::imds::{Fault, MockImds, Response};
 
-fn client(m: &MockImds) -> ImdsClient {
-    ImdsClient::new(
-        &m.url(),
-        ClientOptions {
-            request_timeout: Duration::from_millis(500),
-            connect_timeout: Duration::from_millis(500),
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap()
-}
-
 fn provider(m: &MockImds) -> Azure {
-    Azure::new(
-        client(m),
-        AzureOptions {
-            poll_interval: Duration::from_millis(50),
-        },
-    )
-}
-
-fn kinds(o: &Observation) -> Vec<NoticeKind> {
-    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
-    k.sort();
-    k
+    common::provider::azure(client(&m.url()), Duration::from_millis(50))
 }
 
 fn event(id: &str, kind: &str, resources: &[&str], status: &str, not_before: &str) -> String {
@@ -67,22 +48,6 @@ async fn mock(name: &str, events: &[String]) -> MockImds {
     m.set(NAME_PATH, Response::text(200, name));
     m.set(EVENTS_PATH, doc(events));
     m
-}
-
-/// Observes until `f` accepts an observation (each poll waits for `next_due`).
-async fn observe_until(p: &mut Azure, f: impl Fn(&Observation) -> bool) -> Observation {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let due = p.next_due();
-        if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        let o = p.observe().await;
-        if f(&o) {
-            return o;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
-    }
 }
 
 #[tokio::test]
@@ -477,18 +442,11 @@ async fn very_slow_first_call_spans_observations() {
 
 mod identity {
     use super::*;
-    use nthd::testing::notice::{Identity, Lifecycle};
+    use common::provider::mock_imds;
+    use nthd::testing::notice::Lifecycle;
     use nthd::testing::provider::azure::COMPUTE_PATH;
     use nthd_testkit::imds::identity::{self as mock, azure_compute};
-
-    async fn identity_mock() -> MockImds {
-        MockImds::builder()
-            .listen("127.0.0.1:0")
-            .identity("azure")
-            .start()
-            .await
-            .unwrap()
-    }
+    use nthd_testkit::imds::Config;
 
     fn compute(zone: &str, priority: &str) -> Response {
         let doc = azure_compute(
@@ -503,18 +461,10 @@ mod identity {
 
     #[tokio::test]
     async fn one_read_of_the_compute_document() {
-        let m = identity_mock().await;
+        // The values read: the contract's `identity_is_read`.
+        let m = mock_imds(Config::default(), Some("azure")).await;
         let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
-        assert_eq!(
-            id,
-            Identity {
-                instance_id: Some(mock::AZURE_VM_ID.into()),
-                instance_type: Some(mock::AZURE_VM_SIZE.into()),
-                zone: Some("westeurope-1".into()),
-                lifecycle: Some(Lifecycle::Spot),
-            }
-        );
+        p.identity().await.unwrap();
         let r = m.requests_for(COMPUTE_PATH);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].header("Metadata"), Some("true"));
@@ -526,7 +476,7 @@ mod identity {
 
     #[tokio::test]
     async fn no_zone_is_the_location_and_no_priority_is_unknown() {
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("azure")).await;
         let mut p = provider(&m);
         m.set(COMPUTE_PATH, compute("", "Regular"));
         let id = p.identity().await.unwrap();
@@ -540,34 +490,10 @@ mod identity {
     }
 
     #[tokio::test]
-    async fn hostile_fields_are_dropped() {
-        let m = identity_mock().await;
+    async fn no_usable_document_is_an_error() {
+        let m = mock_imds(Config::default(), Some("azure")).await;
         let mut p = provider(&m);
-        let doc = serde_json::json!({
-            "vmId": "x".repeat(nthd::testing::notice::MAX_IDENTITY + 1),
-            "vmSize": "Standard_D2s_v5\u{1b}[31m",
-            "location": "<html>",
-            "zone": "1",
-            "priority": "Spot",
-        });
-        m.set(COMPUTE_PATH, Response::json(200, doc.to_string()));
-        let id = p.identity().await.unwrap();
-        assert_eq!(
-            id,
-            Identity {
-                lifecycle: Some(Lifecycle::Spot),
-                ..Identity::default()
-            }
-        );
-    }
-
-    #[tokio::test]
-    async fn no_document_is_an_error() {
-        let m = identity_mock().await;
-        let mut p = provider(&m);
-        assert!(m.clear(COMPUTE_PATH));
-        let e = p.identity().await.unwrap_err();
-        assert!(matches!(e, ImdsError::Status { status: 404, .. }), "{e:?}");
+        // No document at all (404): the contract's `nothing_answering_is_an_error`.
         m.set(COMPUTE_PATH, Response::text(200, "<html>gateway</html>"));
         let e = p.identity().await.unwrap_err();
         assert!(matches!(e, ImdsError::Malformed { .. }), "{e:?}");

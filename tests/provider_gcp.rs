@@ -1,9 +1,13 @@
 //! The GCP provider against the in-process mock metadata server: values, long-poll latency and
-//! re-arming, faults.
+//! re-arming, faults. What every provider does (404 as no notice, identity, hostile values,
+//! nothing answering) is in tests/provider_contract.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
+
+mod common;
 
 use std::time::{Duration, Instant};
 
+use common::provider::{fast_client_options as fast_client, kinds};
 use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
 use nthd::testing::notice::NoticeKind;
 use nthd::testing::provider::gcp::{Gcp, GcpOptions, MAINTENANCE_PATH, PREEMPTED_PATH};
@@ -13,32 +17,16 @@ use nthd_testkit::imds::{Fault, LoggedRequest, MockImds, Response};
 const RETRY: Duration = Duration::from_millis(100);
 
 fn provider_with(m: &MockImds, wait: Duration, client: ClientOptions) -> Gcp {
-    Gcp::new(
-        ImdsClient::new(&m.url(), client).unwrap(),
-        GcpOptions {
-            wait,
-            retry_interval: RETRY,
-            ..GcpOptions::default()
-        },
-    )
+    let opts = GcpOptions {
+        wait,
+        retry_interval: RETRY,
+        ..GcpOptions::default()
+    };
+    common::provider::gcp(ImdsClient::new(&m.url(), client).unwrap(), opts)
 }
 
 fn provider(m: &MockImds, wait: Duration) -> Gcp {
     provider_with(m, wait, ClientOptions::default())
-}
-
-fn fast_client() -> ClientOptions {
-    ClientOptions {
-        request_timeout: Duration::from_millis(500),
-        connect_timeout: Duration::from_millis(500),
-        ..ClientOptions::default()
-    }
-}
-
-fn kinds(o: &Observation) -> Vec<NoticeKind> {
-    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
-    k.sort();
-    k
 }
 
 fn long_polls(m: &MockImds, path: &str) -> Vec<LoggedRequest> {
@@ -252,13 +240,11 @@ async fn every_maintenance_value() {
 }
 
 #[tokio::test]
-async fn not_found_is_no_notice() {
+async fn a_404_is_long_polled_too() {
+    // 404 as no notice: the contract's `not_found_is_no_notice`.
     let m = MockImds::start("127.0.0.1:0").await.unwrap();
     let mut p = provider(&m, Duration::from_secs(5));
-    let o = p.observe().await;
-    assert!(o.ok(), "{:?}", o.errors);
-    assert!(o.notices.is_empty());
-    assert_eq!(o.fresh.len(), 2);
+    assert!(p.observe().await.notices.is_empty());
     // The 404 carries an ETag too, so it is long-polled and a later value is seen.
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(200), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
@@ -720,7 +706,7 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     );
     m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
     let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
-    let mut p = Gcp::new(
+    let mut p = common::provider::gcp(
         client,
         GcpOptions {
             wait: Duration::from_secs(60),
@@ -788,7 +774,7 @@ async fn the_maintenance_window_is_not_reread_on_every_poll() {
     );
     m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
     let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
-    let mut p = Gcp::new(
+    let mut p = common::provider::gcp(
         client,
         GcpOptions {
             wait: Duration::from_secs(30),
@@ -815,35 +801,18 @@ async fn the_maintenance_window_is_not_reread_on_every_poll() {
 
 mod identity {
     use super::*;
-    use nthd::testing::notice::{Identity, Lifecycle};
-    use nthd::testing::provider::gcp::{
-        INSTANCE_ID_PATH, MACHINE_TYPE_PATH, PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, ZONE_PATH,
-    };
-    use nthd_testkit::imds::identity as mock;
-
-    async fn identity_mock() -> MockImds {
-        MockImds::builder()
-            .listen("127.0.0.1:0")
-            .identity("gcp")
-            .start()
-            .await
-            .unwrap()
-    }
+    use common::provider::mock_imds;
+    use nthd::testing::notice::Lifecycle;
+    use nthd::testing::provider::gcp::{PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH};
+    use nthd_testkit::imds::Config;
 
     #[tokio::test]
-    async fn every_key_with_resource_paths_cut_to_their_last_segment() {
-        let m = identity_mock().await;
+    async fn the_provisioning_model_decides_the_lifecycle() {
+        let m = mock_imds(Config::default(), Some("gcp")).await;
         let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
+        // The values, cut to their last segment: the contract's `identity_is_read`.
         let id = p.identity().await.unwrap();
-        assert_eq!(
-            id,
-            Identity {
-                instance_id: Some(mock::GCP_INSTANCE_ID.into()),
-                instance_type: Some("e2-standard-4".into()),
-                zone: Some("us-central1-a".into()),
-                lifecycle: Some(Lifecycle::Spot),
-            }
-        );
+        assert_eq!(id.lifecycle, Some(Lifecycle::Spot));
         // The mock answers 403 without Metadata-Flavor, so these reads carried it; the
         // provisioning model answered, so the preemptible flag was not read.
         assert_eq!(m.count(PREEMPTIBLE_PATH), 0);
@@ -856,7 +825,7 @@ mod identity {
 
     #[tokio::test]
     async fn without_a_provisioning_model_the_preemptible_flag_decides() {
-        let m = identity_mock().await;
+        let m = mock_imds(Config::default(), Some("gcp")).await;
         assert!(m.clear(PROVISIONING_MODEL_PATH));
         let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
         let id = p.identity().await.unwrap();
@@ -873,44 +842,5 @@ mod identity {
         let id = p.identity().await.unwrap();
         assert_eq!(id.lifecycle, None);
         assert_eq!(id.instance_type.as_deref(), Some("e2-standard-4"));
-    }
-
-    #[tokio::test]
-    async fn hostile_values_are_dropped() {
-        let m = identity_mock().await;
-        m.set(
-            ZONE_PATH,
-            Response::text(200, "projects/1/zones/<script>x</script>"),
-        );
-        m.set(INSTANCE_ID_PATH, Response::huge(1 << 20));
-        m.set(
-            MACHINE_TYPE_PATH,
-            Response::text(200, "projects/1/machineTypes/"),
-        );
-        let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
-        let id = p.identity().await.unwrap();
-        assert_eq!(id.zone, None);
-        assert_eq!(id.instance_id, None);
-        assert_eq!(id.instance_type, None, "an empty last segment is no value");
-        assert_eq!(id.lifecycle, Some(Lifecycle::Spot));
-    }
-
-    #[tokio::test]
-    async fn nothing_answering_is_an_error() {
-        let m = identity_mock().await;
-        for path in [
-            INSTANCE_ID_PATH,
-            MACHINE_TYPE_PATH,
-            ZONE_PATH,
-            PROVISIONING_MODEL_PATH,
-        ] {
-            m.set(path, Response::fault(Fault::Reset));
-        }
-        m.set(PREEMPTIBLE_PATH, Response::status(500));
-        let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
-        let e = p.identity().await.unwrap_err();
-        assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
-        // All five were tried before giving up.
-        assert_eq!(m.count(PREEMPTIBLE_PATH), 1);
     }
 }

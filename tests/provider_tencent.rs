@@ -1,53 +1,35 @@
 //! The Tencent Cloud provider against the in-process mock IMDS: spot termination-time (UTC+8),
-//! 404 as no notice, malformed bodies and faults.
+//! malformed bodies and faults, the charge type. What every provider does (404 as no notice,
+//! identity, hostile values, nothing answering) is in tests/provider_contract.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+mod common;
 
-use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
+use std::time::{Duration, UNIX_EPOCH};
+
+use common::provider::{client, kinds, mock_imds, observe_until};
+use nthd::testing::imds::ImdsError;
 use nthd::testing::notice::{Cloud, NoticeKind};
-use nthd::testing::provider::tencent::{Tencent, TencentOptions, SPOT_PATH};
+use nthd::testing::provider::tencent::{Tencent, SPOT_PATH};
 use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Config, Fault, MockImds, Response, TokenMode};
 
 const SOURCE: &str = "tencent/spot/termination-time";
 
-fn client(base: &str) -> ImdsClient {
-    ImdsClient::new(
-        base,
-        ClientOptions {
-            request_timeout: Duration::from_millis(500),
-            connect_timeout: Duration::from_millis(500),
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap()
+fn provider(m: &MockImds) -> Tencent {
+    common::provider::tencent(client(&m.url()), Duration::from_millis(50))
 }
 
-fn provider(m: &MockImds) -> Tencent {
-    Tencent::new(
-        client(&m.url()),
-        TencentOptions {
-            poll_interval: Duration::from_millis(50),
-        },
-    )
+fn config() -> Config {
+    Config {
+        // Tencent sends no token: AWS enforcement must be off for /latest/ reads.
+        aws_token: TokenMode::Optional,
+        ..Config::default()
+    }
 }
 
 async fn mock() -> MockImds {
-    MockImds::builder()
-        .listen("127.0.0.1:0")
-        .config(Config {
-            // Tencent sends no token: AWS enforcement must be off for /latest/ reads.
-            aws_token: TokenMode::Optional,
-            ..Config::default()
-        })
-        .start()
-        .await
-        .unwrap()
-}
-
-fn kinds(o: &Observation) -> Vec<NoticeKind> {
-    o.notices.iter().map(|n| n.kind).collect()
+    mock_imds(config(), None).await
 }
 
 fn deadline_secs(o: &Observation) -> u64 {
@@ -57,21 +39,6 @@ fn deadline_secs(o: &Observation) -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
-}
-
-async fn observe_until(p: &mut Tencent, f: impl Fn(&Observation) -> bool) -> Observation {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let due = p.next_due();
-        if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        let o = p.observe().await;
-        if f(&o) {
-            return o;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
-    }
 }
 
 #[test]
@@ -113,16 +80,12 @@ fn the_default_endpoint_is_the_link_local_address_and_the_host_name_still_works(
     );
 }
 
+/// The contract's `not_found_is_no_notice` (tests/provider_contract.rs), and how it is read.
 #[tokio::test]
-async fn not_found_is_no_notice() {
+async fn not_found_is_one_get_answered_404() {
     let m = mock().await;
     let mut p = provider(&m);
-    assert_eq!(p.cloud(), Cloud::Tencent);
-    let o = p.observe().await;
-    assert!(o.ok(), "{:?}", o.errors);
-    assert!(o.notices.is_empty());
-    assert_eq!(o.fresh, [SOURCE]);
-    assert!(p.next_due() > Instant::now());
+    assert!(p.observe().await.ok());
     let r = m.requests_for(SPOT_PATH);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].method, "GET");
@@ -224,32 +187,16 @@ async fn faults_are_errors_and_keep_the_last_state() {
 
 mod identity {
     use super::*;
-    use nthd::testing::notice::{Identity, Lifecycle};
-    use nthd::testing::provider::tencent::{
-        CHARGE_TYPE_PATH, INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH,
-    };
+    use nthd::testing::notice::Lifecycle;
+    use nthd::testing::provider::tencent::CHARGE_TYPE_PATH;
     use nthd_testkit::imds::identity as mock;
 
-    async fn identity_mock() -> MockImds {
-        let m = mock().await;
-        m.set_identity("tencent");
-        m
-    }
-
     #[tokio::test]
-    async fn every_key_and_the_charge_type() {
-        let m = identity_mock().await;
+    async fn the_charge_type_is_the_lifecycle() {
+        // Every key as the mock serves it: the contract's `identity_is_read`.
+        let m = mock_imds(config(), Some("tencent")).await;
         let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
-        assert_eq!(
-            id,
-            Identity {
-                instance_id: Some(mock::TENCENT_INSTANCE_ID.into()),
-                instance_type: Some(mock::TENCENT_INSTANCE_TYPE.into()),
-                zone: Some(mock::TENCENT_ZONE.into()),
-                lifecycle: Some(Lifecycle::Spot),
-            }
-        );
+        assert_eq!(p.identity().await.unwrap().lifecycle, Some(Lifecycle::Spot));
         m.set(CHARGE_TYPE_PATH, Response::text(200, "POSTPAID_BY_HOUR"));
         assert_eq!(
             p.identity().await.unwrap().lifecycle,
@@ -261,53 +208,12 @@ mod identity {
 
     #[tokio::test]
     async fn a_missing_charge_type_leaves_only_the_lifecycle_unknown() {
-        let m = identity_mock().await;
+        let m = mock_imds(config(), Some("tencent")).await;
         assert!(m.clear(CHARGE_TYPE_PATH));
         let mut p = provider(&m);
         let id = p.identity().await.unwrap();
         assert_eq!(id.lifecycle, None);
         assert_eq!(id.instance_id.as_deref(), Some(mock::TENCENT_INSTANCE_ID));
         assert_eq!(id.zone.as_deref(), Some(mock::TENCENT_ZONE));
-    }
-
-    #[tokio::test]
-    async fn hostile_values_are_dropped() {
-        let m = identity_mock().await;
-        m.set(ZONE_PATH, Response::huge(1 << 20));
-        m.set(
-            INSTANCE_TYPE_PATH,
-            Response::text(200, "S5.MEDIUM4\u{202e}evil"),
-        );
-        m.set(INSTANCE_ID_PATH, Response::text(200, "   \n"));
-        let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
-        assert_eq!(
-            id,
-            Identity {
-                lifecycle: Some(Lifecycle::Spot),
-                ..Identity::default()
-            }
-        );
-    }
-
-    #[tokio::test]
-    async fn nothing_answering_is_an_error() {
-        // Nothing listens on this port.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut p = Tencent::new(
-            client(&format!("http://127.0.0.1:{port}")),
-            TencentOptions::default(),
-        );
-        let e = p.identity().await.unwrap_err();
-        assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
-        // Every key 404 (a look-alike service): nothing read, an error too.
-        let m = mock().await;
-        let mut p = provider(&m);
-        let e = p.identity().await.unwrap_err();
-        assert!(matches!(e, ImdsError::Status { status: 404, .. }), "{e:?}");
     }
 }

@@ -18,7 +18,6 @@ use std::time::Duration;
 use common::Nthd;
 use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
 use nthd::testing::provider::aws;
-use nthd::testing::provider::tencent::{Tencent, TencentOptions};
 use nthd::testing::provider::Provider;
 use nthd::testing::sandbox::IpPolicy;
 use nthd::testing::webhook::{parse_url, probe, ProbeOutcome, WebhookOptions};
@@ -57,12 +56,7 @@ async fn read_once(base: &str, sandbox: Option<Arc<IpPolicy>>) -> ImdsError {
         },
     )
     .unwrap();
-    let mut p = Tencent::new(
-        client,
-        TencentOptions {
-            poll_interval: Duration::from_millis(50),
-        },
-    );
+    let mut p = common::provider::tencent(client, Duration::from_millis(50));
     let mut obs = p.observe().await;
     assert!(obs.fresh.is_empty(), "the silent listener answered");
     obs.errors.remove(0).error

@@ -144,15 +144,11 @@ fn help_never_shows_a_webhook_url() {
 /// One bad webhook setup: a name, the settings, and what the error must say.
 type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a str);
 
-/// Every way a webhook setting can be wrong, each with the secret in it: `nthd check` fails on
-/// it without echoing the secret.
-#[test]
-fn no_error_path_echoes_a_webhook_secret() {
-    let dir = tempfile::tempdir().unwrap();
-    let urls = dir.path().join("urls");
-    let headers = dir.path().join("headers");
+/// The bad webhook settings, each holding the secret; `urls` and `headers` are the files the
+/// last two name.
+fn bad_webhook_cases(urls: &std::path::Path, headers: &std::path::Path) -> Vec<Case<'static>> {
     let ok_url = format!("http://127.0.0.1:{}/ok/{PLANTED}", common::free_port());
-    let cases: Vec<Case<'_>> = vec![
+    vec![
         (
             "bad scheme",
             vec![("NTHD_WEBHOOK", format!("ftp://x/{PLANTED}"))],
@@ -207,7 +203,17 @@ fn no_error_path_echoes_a_webhook_secret() {
             ],
             "line 1",
         ),
-    ];
+    ]
+}
+
+/// Every way a webhook setting can be wrong, each with the secret in it: `nthd check` fails on
+/// it without echoing the secret.
+#[test]
+fn no_error_path_echoes_a_webhook_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let urls = dir.path().join("urls");
+    let headers = dir.path().join("headers");
+    let cases = bad_webhook_cases(&urls, &headers);
     write(&urls, &format!("# comment\nhttps://x/{PLANTED} z\n"), 0o640);
     write(&headers, &format!("no colon {PLANTED}\n"), 0o640);
     for (name, env, want) in cases {
@@ -284,6 +290,16 @@ fn status_ignores_a_bad_unrelated_setting() {
     assert!(out.contains("NTHD_DEADLINE_KINDS=\"bogus\""), "{out}");
 }
 
+/// `nthd status --npd` on the status file at `status`.
+fn npd_line(status: &std::path::Path) -> String {
+    let npd = common::nthd_command("unix:path=/nonexistent")
+        .args(["status", "--npd"])
+        .env("NTHD_STATUS_FILE", status)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&npd.stdout).to_string()
+}
+
 /// A webhook URL whose password holds a `/` (a cut at the first `/` would show part of it): the
 /// daemon disables webhooks, and its log line, the status file (0644) and the NPD line show the
 /// URL as `https://…` and nothing of its user name, password, path or query.
@@ -331,12 +347,7 @@ async fn a_bad_webhook_url_shows_only_its_scheme_in_the_log_the_status_and_npd()
         log.contains(&format!("extra webhooks disabled: {want}")),
         "{log}"
     );
-    let npd = common::nthd_command("unix:path=/nonexistent")
-        .args(["status", "--npd"])
-        .env("NTHD_STATUS_FILE", &status)
-        .output()
-        .unwrap();
-    let npd = String::from_utf8_lossy(&npd.stdout).to_string();
+    let npd = npd_line(&status);
     assert!(
         npd.starts_with("unknown: webhooks disabled: NTHD_WEBHOOK"),
         "{npd}"

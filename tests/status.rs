@@ -111,6 +111,58 @@ fn scheduled_stop(in_secs: u64) -> String {
     )
 }
 
+/// The human screen and the JSON, as another process reads them.
+fn check_status_screen_and_json(bus: &str, file: &std::path::Path) {
+    let out = common::nthd_command(bus)
+        .args(["status"])
+        .env("NTHD_STATUS_FILE", file)
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("cloud:      aws"), "{screen}");
+    assert!(screen.contains("aws/spot/instance-action"), "{screen}");
+    let out = common::nthd_command(bus)
+        .args(["status", "--json"])
+        .env("NTHD_STATUS_FILE", file)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["cloud"], "aws");
+    assert_eq!(v["notices"].as_array().unwrap().len(), 0);
+    // The identity the mock gives, as the metadata service would.
+    use nthd_testkit::imds::identity as id;
+    assert_eq!(v["instance"]["id"], id::AWS_INSTANCE_ID);
+    assert_eq!(v["instance"]["type"], id::AWS_INSTANCE_TYPE);
+    assert_eq!(v["instance"]["zone"], id::AWS_ZONE);
+    assert_eq!(v["instance"]["lifecycle"], "spot");
+    assert!(
+        screen.contains("instance:   i-0123456789abcdef0, m5.large, us-east-1a, spot"),
+        "{screen}"
+    );
+}
+
+/// The status file, made old by hand on the boot's clock the daemon wrote and on the wall
+/// clock for a file without it, reads as stale.
+async fn made_old_it_reads_as_stale(file: &std::path::Path) {
+    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let boot_ms = s["written_boottime_ms"]
+        .as_u64()
+        .expect("the boot clock's time");
+    if boot_ms > 600_000 {
+        let mut on_boot_clock = s.clone();
+        on_boot_clock["written_boottime_ms"] = (boot_ms - 600_000).into();
+        std::fs::write(file, serde_json::to_vec(&on_boot_clock).unwrap()).unwrap();
+        assert!(matches!(npd(file).await, Npd::Unknown(m) if m.contains("stale")));
+    }
+    let old = SystemTime::now() - Duration::from_secs(600);
+    s["written_at"] = nthd::testing::timefmt::format_rfc3339(old).into();
+    s["written_boottime_ms"] = serde_json::Value::Null;
+    std::fs::write(file, serde_json::to_vec(&s).unwrap()).unwrap();
+    assert!(matches!(npd(file).await, Npd::Unknown(m) if m.contains("stale")));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_npd_plugin_follows_a_notice_through_its_life() {
     let bus = PrivateBus::start().unwrap();
@@ -154,54 +206,11 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
     imds.set(aws::SCHEDULED_PATH, Response::json(200, "[]"));
     npd_until(&file, |r| matches!(r, Npd::Ok(_)), &n).await;
 
-    // The human screen and the JSON, as another process reads them.
-    let out = common::nthd_command(bus.address())
-        .args(["status"])
-        .env("NTHD_STATUS_FILE", &file)
-        .output()
-        .unwrap();
-    let screen = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{screen}");
-    assert!(screen.contains("cloud:      aws"), "{screen}");
-    assert!(screen.contains("aws/spot/instance-action"), "{screen}");
-    let out = common::nthd_command(bus.address())
-        .args(["status", "--json"])
-        .env("NTHD_STATUS_FILE", &file)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], 1);
-    assert_eq!(v["cloud"], "aws");
-    assert_eq!(v["notices"].as_array().unwrap().len(), 0);
-    // The identity the mock gives, as the metadata service would.
-    use nthd_testkit::imds::identity as id;
-    assert_eq!(v["instance"]["id"], id::AWS_INSTANCE_ID);
-    assert_eq!(v["instance"]["type"], id::AWS_INSTANCE_TYPE);
-    assert_eq!(v["instance"]["zone"], id::AWS_ZONE);
-    assert_eq!(v["instance"]["lifecycle"], "spot");
-    assert!(
-        screen.contains("instance:   i-0123456789abcdef0, m5.large, us-east-1a, spot"),
-        "{screen}"
-    );
-
+    check_status_screen_and_json(bus.address(), &file);
     // Stopped: the file stays, and reads as stale once it is old (made old here by hand, on the
     // boot's clock the daemon wrote, and on the wall clock for a file without it).
     assert!(n.stop().await.success());
-    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    let boot_ms = s["written_boottime_ms"]
-        .as_u64()
-        .expect("the boot clock's time");
-    if boot_ms > 600_000 {
-        let mut on_boot_clock = s.clone();
-        on_boot_clock["written_boottime_ms"] = (boot_ms - 600_000).into();
-        std::fs::write(&file, serde_json::to_vec(&on_boot_clock).unwrap()).unwrap();
-        assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("stale")));
-    }
-    let old = SystemTime::now() - Duration::from_secs(600);
-    s["written_at"] = nthd::testing::timefmt::format_rfc3339(old).into();
-    s["written_boottime_ms"] = serde_json::Value::Null;
-    std::fs::write(&file, serde_json::to_vec(&s).unwrap()).unwrap();
-    assert!(matches!(npd(&file).await, Npd::Unknown(m) if m.contains("stale")));
+    made_old_it_reads_as_stale(&file).await;
 }
 
 #[test]

@@ -95,6 +95,23 @@ fn file_has(path: &Path, needle: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
 }
 
+/// A rebalance recommendation (logged, new series: a textfile write at once, which blocks), then
+/// a second later the spot notice.
+async fn rebalance_then_spot(imds: &MockImds) {
+    imds.set(
+        aws::REBALANCE_PATH,
+        Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#.to_string()),
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    imds.set(
+        aws::SPOT_PATH,
+        Response::json(
+            200,
+            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#.to_string(),
+        ),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_textfile_filesystem_never_holds_up_the_daemon() {
     let mount = Mount::new();
@@ -124,20 +141,7 @@ async fn a_frozen_textfile_filesystem_never_holds_up_the_daemon() {
     mount.freeze();
     let thaw = Thaw(&mount);
     let frozen = Instant::now();
-    // A rebalance recommendation (logged, new series: a textfile write at once, which blocks),
-    // then the spot notice.
-    imds.set(
-        aws::REBALANCE_PATH,
-        Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#.to_string()),
-    );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    imds.set(
-        aws::SPOT_PATH,
-        Response::json(
-            200,
-            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#.to_string(),
-        ),
-    );
+    rebalance_then_spot(&imds).await;
     assert!(
         logind
             .wait_for_method("PowerOff", 1, Duration::from_secs(5))

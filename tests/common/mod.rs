@@ -2,6 +2,8 @@
 //! optional sd_notify socket.
 #![allow(dead_code)]
 
+pub(crate) mod provider;
+
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,96 @@
+//! The provider tests' one helper set: the metadata client they all use, the one place each
+//! cloud's provider is built (so a change of a constructor or its options changes only these
+//! lines), and the observation helpers, generic over [`Provider`].
+
+use std::time::{Duration, Instant};
+
+use nthd::testing::imds::{ClientOptions, ImdsClient};
+use nthd::testing::notice::NoticeKind;
+use nthd::testing::provider::alibaba::{Alibaba, AlibabaOptions};
+use nthd::testing::provider::aws::{Aws, AwsOptions};
+use nthd::testing::provider::azure::{Azure, AzureOptions};
+use nthd::testing::provider::gcp::{Gcp, GcpOptions};
+use nthd::testing::provider::tencent::{Tencent, TencentOptions};
+use nthd::testing::provider::{Observation, Provider};
+use nthd_testkit::imds::{Config, MockImds};
+
+/// The client options of the provider tests: 500 ms to connect and to answer, so a hanging
+/// mock fails a read quickly.
+pub(crate) fn fast_client_options() -> ClientOptions {
+    ClientOptions {
+        request_timeout: Duration::from_millis(500),
+        connect_timeout: Duration::from_millis(500),
+        ..ClientOptions::default()
+    }
+}
+
+/// A metadata client for `base` with [`fast_client_options`].
+pub(crate) fn client(base: &str) -> ImdsClient {
+    ImdsClient::new(base, fast_client_options()).unwrap()
+}
+
+/// The mock IMDS on a free local port with `config`, serving the identity keys of `identity`
+/// (a cloud's `--provider` name) when given.
+pub(crate) async fn mock_imds(config: Config, identity: Option<&str>) -> MockImds {
+    let mut b = MockImds::builder().listen("127.0.0.1:0").config(config);
+    if let Some(cloud) = identity {
+        b = b.identity(cloud);
+    }
+    b.start().await.unwrap()
+}
+
+/// A base URL where nothing listens.
+pub(crate) fn nothing_listening() -> String {
+    format!("http://127.0.0.1:{}", super::free_port())
+}
+
+/// The AWS provider on `client`.
+pub(crate) fn aws(client: ImdsClient, opts: AwsOptions) -> Aws {
+    Aws::new(client, opts)
+}
+
+/// The GCP provider on `client`.
+pub(crate) fn gcp(client: ImdsClient, opts: GcpOptions) -> Gcp {
+    Gcp::new(client, opts)
+}
+
+/// The Azure provider on `client`, polling every `poll_interval`.
+pub(crate) fn azure(client: ImdsClient, poll_interval: Duration) -> Azure {
+    Azure::new(client, AzureOptions { poll_interval })
+}
+
+/// The Alibaba Cloud provider on `client`, polling every `poll_interval`.
+pub(crate) fn alibaba(client: ImdsClient, poll_interval: Duration) -> Alibaba {
+    Alibaba::new(client, AlibabaOptions { poll_interval })
+}
+
+/// The Tencent Cloud provider on `client`, polling every `poll_interval`.
+pub(crate) fn tencent(client: ImdsClient, poll_interval: Duration) -> Tencent {
+    Tencent::new(client, TencentOptions { poll_interval })
+}
+
+/// The kinds of the notices observed, sorted.
+pub(crate) fn kinds(o: &Observation) -> Vec<NoticeKind> {
+    let mut k: Vec<_> = o.notices.iter().map(|n| n.kind).collect();
+    k.sort();
+    k
+}
+
+/// Observes until `f` accepts an observation (each read waits for `next_due`); fails after 5 s.
+pub(crate) async fn observe_until<P: Provider>(
+    p: &mut P,
+    f: impl Fn(&Observation) -> bool,
+) -> Observation {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let due = p.next_due();
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let o = p.observe().await;
+        if f(&o) {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
+    }
+}
