@@ -27,7 +27,6 @@ bench/arch.sh 216
 bench/real-idle.sh 116
 bench/run.sh 42
 fuzz/run.sh 118
-packaging/ami/validate.sh 132
 packaging/build.sh 250
 packaging/debian/postinst 42
 packaging/debian/postrm 30
