@@ -8,8 +8,8 @@
 #   tests/shell-functions.sh --self-test   plants a long function and a long top level, and
 #                                          fails unless both are found
 #
-# A function is `name() {` (optionally `function name`) at the start of a line, up to the
-# `}` alone at the same indentation. Here-documents and nested braces are counted as lines of
+# A function is `name() {` (optionally `function name`, optionally a comment after the `{`) at
+# the start of a line, up to the `}` alone at the same indentation. Here-documents and nested braces are counted as lines of
 # the function, which is what a reader has to read.
 #
 # Top-level code is every line outside a function that is not blank, not a comment (the
@@ -23,7 +23,6 @@ cd "$(dirname "$0")/.."
 # shrink, and an entry is an error once its file is within the limit (remove it then).
 legacy_top() {
     cat <<'EOF'
-bench/arch.sh 216
 bench/real-idle.sh 116
 bench/run.sh 42
 fuzz/run.sh 118
@@ -60,7 +59,7 @@ check() {
         }
         FNR == 1 { top_report(); file = FILENAME; top = 0; name = "" }
         name == "" && /^[ \t]*(function[ \t]+)?[A-Za-z_][A-Za-z0-9_:-]*[ \t]*\(\)[ \t]*\{.*\}[ \t]*;?[ \t]*(#.*)?$/ { next }
-        name == "" && match($0, /^[ \t]*(function[ \t]+)?[A-Za-z_][A-Za-z0-9_:-]*[ \t]*\(\)[ \t]*\{?[ \t]*$/) {
+        name == "" && match($0, /^[ \t]*(function[ \t]+)?[A-Za-z_][A-Za-z0-9_:-]*[ \t]*\(\)[ \t]*\{?[ \t]*(#.*)?$/) {
             line = $0; sub(/^[ \t]*(function[ \t]+)?/, "", line); sub(/[ \t]*\(.*/, "", line)
             name = line; start = FNR; match($0, /^[ \t]*/); indent = RLENGTH; next
         }
@@ -85,7 +84,7 @@ self_test() {
     dir="$(mktemp -d)"
     # shellcheck disable=SC2064  # expanded now: dir is local
     trap "rm -rf '$dir'" EXIT
-    { echo '#!/bin/sh'; echo 'long() {'; for i in $(seq 59); do echo "  echo $i"; done; echo '}'
+    { echo '#!/bin/sh'; echo 'long() { # planted'; for i in $(seq 59); do echo "  echo $i"; done; echo '}'
       for i in $(seq 21); do echo "x$i=1"; done; } >"$dir/planted.sh"
     { echo '#!/bin/sh'; echo 'ok() {'; for i in $(seq 58); do echo "  echo $i"; done; echo '}'
       echo 'one() { echo; }'; echo '# a comment'; echo
