@@ -26,7 +26,6 @@ legacy_top() {
 bench/real-idle.sh 116
 bench/run.sh 42
 fuzz/run.sh 118
-packaging/build.sh 250
 packaging/debian/postinst 42
 packaging/debian/postrm 30
 packaging/rpm/post_install.sh 32
