@@ -31,7 +31,6 @@ packaging/debian/postrm 30
 packaging/rpm/post_install.sh 32
 packaging/rpm/pre_install.sh 33
 packaging/sysext/build.sh 49
-packaging/tarball/install.sh 171
 tests/binfmt-aarch64.sh 31
 tests/deny.sh 39
 tests/e2e/demo.sh 76
