@@ -24,7 +24,6 @@ cd "$(dirname "$0")/.."
 legacy_top() {
     cat <<'EOF'
 bench/run.sh 42
-fuzz/run.sh 118
 packaging/debian/postinst 42
 packaging/debian/postrm 30
 packaging/rpm/post_install.sh 32
