@@ -31,7 +31,6 @@ packaging/rpm/pre_install.sh 33
 packaging/sysext/build.sh 49
 tests/binfmt-aarch64.sh 31
 tests/deny.sh 39
-tests/e2e/demo.sh 76
 tests/e2e/lib.sh 41
 tests/e2e/previous-release.sh 40
 tests/e2e/run.sh 28
