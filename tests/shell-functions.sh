@@ -35,7 +35,6 @@ tests/e2e/lib.sh 41
 tests/e2e/previous-release.sh 40
 tests/e2e/run.sh 28
 tests/host-tools.sh 39
-tests/metrics-tools.sh 70
 EOF
 }
 
