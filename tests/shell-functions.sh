@@ -27,8 +27,6 @@ packaging/debian/postinst 42
 packaging/debian/postrm 30
 packaging/rpm/post_install.sh 32
 packaging/rpm/pre_install.sh 33
-tests/binfmt-aarch64.sh 31
-tests/deny.sh 39
 tests/e2e/lib.sh 41
 tests/e2e/previous-release.sh 40
 tests/e2e/run.sh 28
