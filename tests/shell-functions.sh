@@ -28,9 +28,7 @@ packaging/debian/postrm 30
 packaging/rpm/post_install.sh 32
 packaging/rpm/pre_install.sh 33
 tests/e2e/lib.sh 41
-tests/e2e/previous-release.sh 40
 tests/e2e/run.sh 28
-tests/host-tools.sh 39
 EOF
 }
 
