@@ -40,23 +40,27 @@ export REPO
 
 secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0 floor_k=""
 dropins=() envs=()
-while (($#)); do
-  case "$1" in
-    --secs) secs="$2"; shift ;;
-    --out) out="$2"; shift ;;
-    --label) label="$2"; shift ;;
-    --nthd) nthd_bin="$(realpath "$2")"; shift ;;
-    --no-seccomp) dropins+=("SystemCallFilter=") ;;
-    --dropin) dropins+=("$2"); shift ;;
-    --env) envs+=("$2"); shift ;;
-    --loop) loop_every="$2"; shift ;;
-    --strace) strace_secs="$2"; shift ;;
-    --floor) floor_k="$2"; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "real-idle.sh: unknown argument $1" >&2; exit 1 ;;
-  esac
-  shift
-done
+SPOT=/latest/meta-data/spot/instance-action
+
+parse_args() {
+  while (($#)); do
+    case "$1" in
+      --secs) secs="$2"; shift ;;
+      --out) out="$2"; shift ;;
+      --label) label="$2"; shift ;;
+      --nthd) nthd_bin="$(realpath "$2")"; shift ;;
+      --no-seccomp) dropins+=("SystemCallFilter=") ;;
+      --dropin) dropins+=("$2"); shift ;;
+      --env) envs+=("$2"); shift ;;
+      --loop) loop_every="$2"; shift ;;
+      --strace) strace_secs="$2"; shift ;;
+      --floor) floor_k="$2"; shift ;;
+      -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+      *) echo "real-idle.sh: unknown argument $1" >&2; exit 1 ;;
+    esac
+    shift
+  done
+}
 
 # Says why nothing was measured, also as {"error": ...} in --out, and exits with $1.
 give_up() {
@@ -67,17 +71,17 @@ give_up() {
 }
 skip() { give_up 4 "$@"; }
 fail() { give_up 1 "$@"; }
-[[ $EUID -eq 0 ]] || skip "needs root (systemd-nspawn)"
-for t in systemd-nspawn nsenter jq; do command -v "$t" >/dev/null || skip "$t is not installed"; done
-[[ -d "$ROOTFS/usr" ]] || skip "no Debian tree at $ROOTFS (bash tests/e2e/rootfs.sh builds it, or set E2E_ROOTFS)"
-[[ -n "$(nthd_deb_path)" ]] || skip "no nthd .deb (bash packaging/build.sh, or set E2E_NTHD_DEB)"
-[[ -x "$E2E_MOCK_IMDS" ]] || build_testkit
-[[ -x "$E2E_MOCK_IMDS" ]] || skip "no mock IMDS binary at $E2E_MOCK_IMDS"
+# Root, the tools, the tree, the package and the mock, or exit 4.
+preflight() {
+  [[ $EUID -eq 0 ]] || skip "needs root (systemd-nspawn)"
+  for t in systemd-nspawn nsenter jq; do command -v "$t" >/dev/null || skip "$t is not installed"; done
+  [[ -d "$ROOTFS/usr" ]] || skip "no Debian tree at $ROOTFS (bash tests/e2e/rootfs.sh builds it, or set E2E_ROOTFS)"
+  [[ -n "$(nthd_deb_path)" ]] || skip "no nthd .deb (bash packaging/build.sh, or set E2E_NTHD_DEB)"
+  [[ -x "$E2E_MOCK_IMDS" ]] || build_testkit
+  [[ -x "$E2E_MOCK_IMDS" ]] || skip "no mock IMDS binary at $E2E_MOCK_IMDS"
+}
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/nthd-real-idle.XXXXXX")"
 cleanup() { ct_cleanup; rm -rf "$work"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # The host PID of container PID $1 (its innermost NSpid), in the container's PID namespace.
 host_pid() {
@@ -103,42 +107,49 @@ status_kib() { awk -v k="$2:" '$1==k{print $2}' "/proc/$1/status"; }
 # utime+stime+cutime+cstime in clock ticks.
 proc_ticks() { awk '{sub(/.*\) /, ""); print $12 + $13 + $14 + $15}' "/proc/$1/stat"; }
 
-log "booting $ROOTFS"
-ct_boot bench-idle "$work/ct" || fail "the container did not boot"
-ct_net_setup
-nthd_install || fail "the .deb did not install"
-# shellcheck disable=SC2119  # the mock takes no extra arguments here
-mock_start || fail "the mock IMDS did not start"
-set_route /latest/meta-data/events/maintenance/scheduled '[]'
-if [[ -n "$nthd_bin" ]]; then
-  ct_exec install -m 755 "$(ct_put "$nthd_bin" nthd.test)" /usr/bin/nthd
-fi
-if ((${#dropins[@]})); then
-  ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
-         { echo "[Service]"; printf "%s\n" "$@"; } >/etc/systemd/system/nthd.service.d/90-bench.conf &&
-         systemctl daemon-reload' "${dropins[@]}"
-fi
-nthd_configure NTHD_PROVIDER=aws ${envs[@]+"${envs[@]}"} || fail "nthd did not start"
-if [[ "$loop_every" != 0 ]]; then
-  # A copy: ct_put hard-links and chmods, which would touch the repository's file.
-  mkdir -p "$CT_DIR/bin" && cp "$HERE/curl-loop.sh" "$CT_DIR/bin/curl-loop.sh"
-  ct_exec systemd-run --quiet --unit=curl-loop --service-type=simple -E "URL=$MOCK_URL" \
-    -E "EVERY=$loop_every" -p StandardOutput=null /bin/bash /e2e/bin/curl-loop.sh
-fi
-# Let the start-up reads (token, first round of every source, logind) pass.
-sleep 5
-nthd_active || { ct_exec systemctl status --no-pager nthd >&2; fail "nthd is not active"; }
-pid="$(host_pid "$(nthd_main_pid)")" || fail "cannot find nthd's host PID"
-lpid=""
-[[ "$loop_every" == 0 ]] || lpid="$(host_pid "$(ct_exec systemctl show -p MainPID --value curl-loop)")"
+# The container with nthd (and the curl loop) running; sets pid and lpid.
+start_node() {
+  log "booting $ROOTFS"
+  ct_boot bench-idle "$work/ct" || fail "the container did not boot"
+  ct_net_setup
+  nthd_install || fail "the .deb did not install"
+  # shellcheck disable=SC2119  # the mock takes no extra arguments here
+  mock_start || fail "the mock IMDS did not start"
+  set_route /latest/meta-data/events/maintenance/scheduled '[]'
+  if [[ -n "$nthd_bin" ]]; then
+    ct_exec install -m 755 "$(ct_put "$nthd_bin" nthd.test)" /usr/bin/nthd
+  fi
+  if ((${#dropins[@]})); then
+    ct_sh 'mkdir -p /etc/systemd/system/nthd.service.d &&
+           { echo "[Service]"; printf "%s\n" "$@"; } >/etc/systemd/system/nthd.service.d/90-bench.conf &&
+           systemctl daemon-reload' "${dropins[@]}"
+  fi
+  nthd_configure NTHD_PROVIDER=aws ${envs[@]+"${envs[@]}"} || fail "nthd did not start"
+  if [[ "$loop_every" != 0 ]]; then
+    # A copy: ct_put hard-links and chmods, which would touch the repository's file.
+    mkdir -p "$CT_DIR/bin" && cp "$HERE/curl-loop.sh" "$CT_DIR/bin/curl-loop.sh"
+    ct_exec systemd-run --quiet --unit=curl-loop --service-type=simple -E "URL=$MOCK_URL" \
+      -E "EVERY=$loop_every" -p StandardOutput=null /bin/bash /e2e/bin/curl-loop.sh
+  fi
+  # Let the start-up reads (token, first round of every source, logind) pass.
+  sleep 5
+  nthd_active || { ct_exec systemctl status --no-pager nthd >&2; fail "nthd is not active"; }
+  pid="$(host_pid "$(nthd_main_pid)")" || fail "cannot find nthd's host PID"
+  lpid=""
+  [[ "$loop_every" == 0 ]] || lpid="$(host_pid "$(ct_exec systemctl show -p MainPID --value curl-loop)")"
+}
 
-log "nthd is host PID $pid ($(ct_exec nthd --version | head -n1)); measuring ${secs} s"
-t0_ms="$(now_ms)"; threads "$pid" >"$work/t0"; l0="${lpid:+$(proc_ticks "$lpid")}"
-sleep "$secs"
-threads "$pid" >"$work/t1"; l1="${lpid:+$(proc_ticks "$lpid")}"; t1_ms="$(now_ms)"
-rss="$(status_kib "$pid" VmRSS)"; hwm="$(status_kib "$pid" VmHWM)"
-nthd_active || fail "nthd stopped during the window"
-[[ "$(ct_exec systemctl show -p NRestarts --value nthd)" == 0 ]] || fail "nthd restarted during the window"
+# The window: sets t0_ms, t1_ms, l0, l1, rss and hwm; the thread rows are in $work/t0, t1.
+measure() {
+  log "nthd is host PID $pid ($(ct_exec nthd --version | head -n1)); measuring ${secs} s"
+  t0_ms="$(now_ms)"; threads "$pid" >"$work/t0"; l0="${lpid:+$(proc_ticks "$lpid")}"
+  sleep "$secs"
+  threads "$pid" >"$work/t1"; l1="${lpid:+$(proc_ticks "$lpid")}"; t1_ms="$(now_ms)"
+  rss="$(status_kib "$pid" VmRSS)"; hwm="$(status_kib "$pid" VmHWM)"
+  nthd_active || fail "nthd stopped during the window"
+  [[ "$(ct_exec systemctl show -p NRestarts --value nthd)" == 0 ]] || fail "nthd restarted during the window"
+}
+
 # nthd's own requests (its User-Agent is nthd/VERSION; the loop's is curl's) between two instants,
 # all of them or those for one path.
 nthd_requests() {
@@ -147,57 +158,79 @@ nthd_requests() {
     [.[] | select(.t_ms >= $a and .t_ms < $b and (ua | startswith("nthd/"))
                   and ($p == "" or .path == $p))] | length'
 }
-SPOT=/latest/meta-data/spot/instance-action
-reqs="$(nthd_requests "$t0_ms" "$t1_ms")"
-spot="$(nthd_requests "$t0_ms" "$t1_ms" "$SPOT")"
+# Sets strace_json (null without --strace or strace).
+strace_run() {
+  strace_json=null
+  if ((strace_secs > 0)) && command -v strace >/dev/null; then
+    log "strace -f for ${strace_secs} s"
+    s0="$(now_ms)"
+    timeout -s INT "$strace_secs" strace -f -qq -o "$work/strace" -p "$pid" 2>/dev/null || true
+    s1="$(now_ms)"
+    polls="$(nthd_requests "$s0" "$s1" "$SPOT")"
+    strace_json="$(awk -v polls="$polls" -v secs="$strace_secs" '
+        { line = $0; sub(/^[0-9]+ +/, "", line); if (line ~ /^<\.\.\./) next
+          n = split(line, a, "("); name = a[1]; if (name == "" || name ~ /^[+-]/) next; c[name]++; total++ }
+        END { printf "{\"window_s\":%s,\"spot_polls\":%d,\"syscalls\":%d,\"per_poll\":%.1f,\"by_name\":{", secs, polls, total, polls ? total / polls : 0
+              sep = ""; for (k in c) { printf "%s\"%s\":%d", sep, k, c[k]; sep = "," } printf "}}" }' "$work/strace")"
+  fi
+}
 
-strace_json=null
-if ((strace_secs > 0)) && command -v strace >/dev/null; then
-  log "strace -f for ${strace_secs} s"
-  s0="$(now_ms)"
-  timeout -s INT "$strace_secs" strace -f -qq -o "$work/strace" -p "$pid" 2>/dev/null || true
-  s1="$(now_ms)"
-  polls="$(nthd_requests "$s0" "$s1" "$SPOT")"
-  strace_json="$(awk -v polls="$polls" -v secs="$strace_secs" '
-      { line = $0; sub(/^[0-9]+ +/, "", line); if (line ~ /^<\.\.\./) next
-        n = split(line, a, "("); name = a[1]; if (name == "" || name ~ /^[+-]/) next; c[name]++; total++ }
-      END { printf "{\"window_s\":%s,\"spot_polls\":%d,\"syscalls\":%d,\"per_poll\":%.1f,\"by_name\":{", secs, polls, total, polls ? total / polls : 0
-            sep = ""; for (k in c) { printf "%s\"%s\":%d", sep, k, c[k]; sep = "," } printf "}}" }' "$work/strace")"
-fi
+# Sets floor_json (null without --floor).
+floor_run() {
+  floor_json=null
+  if [[ -n "$floor_k" ]]; then
+    cc -O2 -static -o "$work/floor" "$HERE/floor.c" || fail "cannot build bench/floor.c (cc)"
+    log "bench/floor.c, $floor_k GET(s) a second, for ${secs} s"
+    floor_json="$(nsenter --net="/proc/$pid/ns/net" "$work/floor" "$secs" "$floor_k")" ||
+      fail "bench/floor.c could not read the mock"
+  fi
+}
 
-floor_json=null
-if [[ -n "$floor_k" ]]; then
-  cc -O2 -static -o "$work/floor" "$HERE/floor.c" || fail "cannot build bench/floor.c (cc)"
-  log "bench/floor.c, $floor_k GET(s) a second, for ${secs} s"
-  floor_json="$(nsenter --net="/proc/$pid/ns/net" "$work/floor" "$secs" "$floor_k")" ||
-    fail "bench/floor.c could not read the mock"
-fi
+# The JSON result: printed, written to --out, and a one-line summary.
+report() {
+  dropins_json="$(printf '%s\n' ${dropins[@]+"${dropins[@]}"} | jq -R . | jq -sc 'map(select(. != ""))')"
+  version="$(ct_exec nthd --version | head -n1)"
+  result="$(jq -n --arg lbl "$label" --arg version "$version" --argjson secs "$(( t1_ms - t0_ms ))" \
+    --argjson dropins "$dropins_json" --rawfile t0 "$work/t0" --rawfile t1 "$work/t1" \
+    --argjson rss "$rss" --argjson hwm "$hwm" --argjson reqs "$reqs" --argjson spot "$spot" \
+    --argjson strace "$strace_json" --argjson floor "$floor_json" --arg l0 "${l0:-}" --arg l1 "${l1:-}" \
+    --argjson tick "$(getconf CLK_TCK)" --argjson every "$loop_every" '
+    def rows: split("\n") | map(select(. != "") | split(" ") | {tid: .[0], comm: .[1], ns: (.[2]|tonumber),
+              slices: (.[3]|tonumber), vol: (.[4]|tonumber), invol: (.[5]|tonumber)}) | INDEX(.tid);
+    ($secs / 1000) as $w | ($t0 | rows) as $a | ($t1 | rows) as $b |
+    [$b | to_entries[] | .value as $x | ($a[$x.tid] // {ns: 0, slices: 0, vol: 0, invol: 0}) as $y |
+      {tid: $x.tid, comm: $x.comm, cpu_ms: (($x.ns - $y.ns) / 1e6), switches: (($x.vol - $y.vol) + ($x.invol - $y.invol)),
+       voluntary: ($x.vol - $y.vol), nonvoluntary: ($x.invol - $y.invol)}] as $th |
+    ($th | map(.cpu_ms) | add) as $cpu | ($th | map(.switches) | add) as $sw |
+    def r3: . * 1000 | round / 1000;
+    {"label": $lbl, nthd_version: $version, window_s: $w, dropins: $dropins,
+     cpu_s_per_hour: ($cpu / 1000 / $w * 3600 | r3), cpu_method: "schedstat",
+     switches_per_s: ($sw / $w | r3), voluntary_per_s: ($th | map(.voluntary) | add / $w | r3),
+     nonvoluntary_per_s: ($th | map(.nonvoluntary) | add / $w | r3),
+     rss_kib: $rss, peak_rss_kib: $hwm, imds_requests: $reqs, imds_req_per_s: ($reqs / $w | r3),
+     spot_polls: $spot, switches_per_spot_poll: (if $spot > 0 then $sw / $spot | r3 else null end),
+     cpu_us_per_request: (if $reqs > 0 then $cpu * 1000 / $reqs | round else null end),
+     threads: $th, strace: $strace, floor: $floor,
+     curl_loop: (if $every > 0 and $l0 != "" then {every_s: $every,
+       cpu_s_per_hour: ((($l1|tonumber) - ($l0|tonumber)) / $tick / $w * 3600 | r3), cpu_method: "/proc ticks"} else null end)}')"
+  [[ -z "$out" ]] || { mkdir -p "$(dirname "$out")"; printf '%s\n' "$result" >"$out"; }
+  printf '%s\n' "$result"
+  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end)' <<<"$result")"
+}
 
-dropins_json="$(printf '%s\n' ${dropins[@]+"${dropins[@]}"} | jq -R . | jq -sc 'map(select(. != ""))')"
-version="$(ct_exec nthd --version | head -n1)"
-result="$(jq -n --arg lbl "$label" --arg version "$version" --argjson secs "$(( t1_ms - t0_ms ))" \
-  --argjson dropins "$dropins_json" --rawfile t0 "$work/t0" --rawfile t1 "$work/t1" \
-  --argjson rss "$rss" --argjson hwm "$hwm" --argjson reqs "$reqs" --argjson spot "$spot" \
-  --argjson strace "$strace_json" --argjson floor "$floor_json" --arg l0 "${l0:-}" --arg l1 "${l1:-}" \
-  --argjson tick "$(getconf CLK_TCK)" --argjson every "$loop_every" '
-  def rows: split("\n") | map(select(. != "") | split(" ") | {tid: .[0], comm: .[1], ns: (.[2]|tonumber),
-            slices: (.[3]|tonumber), vol: (.[4]|tonumber), invol: (.[5]|tonumber)}) | INDEX(.tid);
-  ($secs / 1000) as $w | ($t0 | rows) as $a | ($t1 | rows) as $b |
-  [$b | to_entries[] | .value as $x | ($a[$x.tid] // {ns: 0, slices: 0, vol: 0, invol: 0}) as $y |
-    {tid: $x.tid, comm: $x.comm, cpu_ms: (($x.ns - $y.ns) / 1e6), switches: (($x.vol - $y.vol) + ($x.invol - $y.invol)),
-     voluntary: ($x.vol - $y.vol), nonvoluntary: ($x.invol - $y.invol)}] as $th |
-  ($th | map(.cpu_ms) | add) as $cpu | ($th | map(.switches) | add) as $sw |
-  def r3: . * 1000 | round / 1000;
-  {"label": $lbl, nthd_version: $version, window_s: $w, dropins: $dropins,
-   cpu_s_per_hour: ($cpu / 1000 / $w * 3600 | r3), cpu_method: "schedstat",
-   switches_per_s: ($sw / $w | r3), voluntary_per_s: ($th | map(.voluntary) | add / $w | r3),
-   nonvoluntary_per_s: ($th | map(.nonvoluntary) | add / $w | r3),
-   rss_kib: $rss, peak_rss_kib: $hwm, imds_requests: $reqs, imds_req_per_s: ($reqs / $w | r3),
-   spot_polls: $spot, switches_per_spot_poll: (if $spot > 0 then $sw / $spot | r3 else null end),
-   cpu_us_per_request: (if $reqs > 0 then $cpu * 1000 / $reqs | round else null end),
-   threads: $th, strace: $strace, floor: $floor,
-   curl_loop: (if $every > 0 and $l0 != "" then {every_s: $every,
-     cpu_s_per_hour: ((($l1|tonumber) - ($l0|tonumber)) / $tick / $w * 3600 | r3), cpu_method: "/proc ticks"} else null end)}')"
-[[ -z "$out" ]] || { mkdir -p "$(dirname "$out")"; printf '%s\n' "$result" >"$out"; }
-printf '%s\n' "$result"
-log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end)' <<<"$result")"
+main() {
+  parse_args "$@"
+  preflight
+  work="$(mktemp -d "${TMPDIR:-/tmp}/nthd-real-idle.XXXXXX")"
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+  start_node
+  measure
+  reqs="$(nthd_requests "$t0_ms" "$t1_ms")"
+  spot="$(nthd_requests "$t0_ms" "$t1_ms" "$SPOT")"
+  strace_run
+  floor_run
+  report
+}
+
+main "$@"

@@ -25,37 +25,30 @@ smoke=0
 real_idle=1
 nthd=target/release/nthd
 args=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --smoke) smoke=1; args+=("$1") ;;
-        --no-real-idle) real_idle=0 ;;
-        --nthd) nthd=${2:?--nthd needs a path}; shift ;;
-        --nthd=*) nthd=${1#*=} ;;
-        *) args+=("$1") ;;
-    esac
-    shift
-done
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --smoke) smoke=1; args+=("$1") ;;
+            --no-real-idle) real_idle=0 ;;
+            --nthd) nthd=${2:?--nthd needs a path}; shift ;;
+            --nthd=*) nthd=${1#*=} ;;
+            *) args+=("$1") ;;
+        esac
+        shift
+    done
+}
 
-for tool in dbus-daemon dbus-send curl; do
-    command -v "$tool" >/dev/null || { echo "bench/run.sh: $tool is not installed" >&2; exit 1; }
-done
-
-echo "bench/run.sh: building (cargo build --release -p nthd -p nthd-testkit)" >&2
-cargo build --release -p nthd -p nthd-testkit >&2
-
-extra=()
-limit=3600
-if [ "$smoke" = 1 ]; then
-    extra+=(--check)
-    limit=300
-fi
-
-[ -x "$nthd" ] || { echo "bench/run.sh: $nthd is not an executable (build it first)" >&2; exit 1; }
-echo "bench/run.sh: nthd under test: $nthd ($("$nthd" --version 2>&1 | head -n 1))" >&2
+check_tools() {
+    local tool
+    for tool in dbus-daemon dbus-send curl; do
+        command -v "$tool" >/dev/null || { echo "bench/run.sh: $tool is not installed" >&2; exit 1; }
+    done
+}
 
 # The real-system idle cost first, while nothing else of this benchmark runs. Its result (or
 # why it could not be measured) goes into the report through --real-idle.
-if [ "$real_idle" = 1 ]; then
+measure_real_idle() {
+    local real_json secs
     real_json=target/bench/real-idle.json
     mkdir -p target/bench
     secs=120
@@ -65,8 +58,28 @@ if [ "$real_idle" = 1 ]; then
         echo '{"error": "bench/real-idle.sh could not measure (its messages are above)"}' >"$real_json"
     fi
     extra+=(--real-idle "$real_json")
-fi
+}
 
-# nthd-bench kills all its children on SIGTERM; the hard kill is a last resort.
-exec timeout --kill-after=20 "$limit" target/release/nthd-bench \
-    --nthd "$nthd" "${extra[@]}" "${args[@]}"
+main() {
+    parse_args "$@"
+    check_tools
+    echo "bench/run.sh: building (cargo build --release -p nthd -p nthd-testkit)" >&2
+    cargo build --release -p nthd -p nthd-testkit >&2
+
+    extra=()
+    limit=3600
+    if [ "$smoke" = 1 ]; then
+        extra+=(--check)
+        limit=300
+    fi
+
+    [ -x "$nthd" ] || { echo "bench/run.sh: $nthd is not an executable (build it first)" >&2; exit 1; }
+    echo "bench/run.sh: nthd under test: $nthd ($("$nthd" --version 2>&1 | head -n 1))" >&2
+    if [ "$real_idle" = 1 ]; then measure_real_idle; fi
+
+    # nthd-bench kills all its children on SIGTERM; the hard kill is a last resort.
+    exec timeout --kill-after=20 "$limit" target/release/nthd-bench \
+        --nthd "$nthd" "${extra[@]}" "${args[@]}"
+}
+
+main "$@"

@@ -27,65 +27,73 @@ results=""
 update=0
 jobs=1
 targets=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --smoke) smoke=1 ;;
-    --time) secs="$2"; shift ;;
-    --time=*) secs="${1#*=}" ;;
-    --runs) runs="$2"; shift ;;
-    --runs=*) runs="${1#*=}" ;;
-    --sanitizer) sanitizer="$2"; shift ;;
-    --sanitizer=*) sanitizer="${1#*=}" ;;
-    --update) update=1 ;;
-    --jobs) jobs="$2"; shift ;;
-    --jobs=*) jobs="${1#*=}" ;;
-    --results) results="$2"; shift ;;
-    --results=*) results="${1#*=}" ;;
-    -h | --help) usage; exit 0 ;;
-    -*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
-    *) targets+=("$1") ;;
-    esac
-    shift
-done
-# An explicit --time/--runs wins over the mode's default.
-if [ "$smoke" = 1 ]; then
-    secs=${secs:-30} runs=${runs:-20000}
-else
-    secs=${secs:-1800} runs=${runs:-10000000}
-fi
-case "$secs$runs$jobs" in *[!0-9]*) echo "run.sh: --time, --runs and --jobs take numbers" >&2; exit 2 ;; esac
-[ "$jobs" -ge 1 ] || { echo "run.sh: --jobs must be at least 1" >&2; exit 2; }
+# Sets the options above and targets; the mode's defaults for --time and --runs.
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --smoke) smoke=1 ;;
+        --time) secs="$2"; shift ;;
+        --time=*) secs="${1#*=}" ;;
+        --runs) runs="$2"; shift ;;
+        --runs=*) runs="${1#*=}" ;;
+        --sanitizer) sanitizer="$2"; shift ;;
+        --sanitizer=*) sanitizer="${1#*=}" ;;
+        --update) update=1 ;;
+        --jobs) jobs="$2"; shift ;;
+        --jobs=*) jobs="${1#*=}" ;;
+        --results) results="$2"; shift ;;
+        --results=*) results="${1#*=}" ;;
+        -h | --help) usage; exit 0 ;;
+        -*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+        *) targets+=("$1") ;;
+        esac
+        shift
+    done
+    # An explicit --time/--runs wins over the mode's default.
+    if [ "$smoke" = 1 ]; then
+        secs=${secs:-30} runs=${runs:-20000}
+    else
+        secs=${secs:-1800} runs=${runs:-10000000}
+    fi
+    case "$secs$runs$jobs" in *[!0-9]*) echo "run.sh: --time, --runs and --jobs take numbers" >&2; exit 2 ;; esac
+    [ "$jobs" -ge 1 ] || { echo "run.sh: --jobs must be at least 1" >&2; exit 2; }
+}
 
-fuzz_dir=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$fuzz_dir")
-cd "$root"
-if [ -z "$results" ]; then
-    if [ "$smoke" = 1 ]; then results=fuzz/logs/results-smoke.md; else results=fuzz/results.md; fi
-fi
+# From the repository root: results, cargo-fuzz, the targets (all by default), their
+# build, and rev.
+prepare() {
+    fuzz_dir=$(cd "$(dirname "$0")" && pwd)
+    root=$(dirname "$fuzz_dir")
+    cd "$root"
+    if [ -z "$results" ]; then
+        if [ "$smoke" = 1 ]; then results=fuzz/logs/results-smoke.md; else results=fuzz/results.md; fi
+    fi
 
-if ! cargo install --list | grep -q '^cargo-fuzz v'; then
-    echo "run.sh: installing cargo-fuzz" >&2
-    cargo install --locked cargo-fuzz
-fi
-export RUSTC_BOOTSTRAP=1
+    if ! cargo install --list | grep -q '^cargo-fuzz v'; then
+        echo "run.sh: installing cargo-fuzz" >&2
+        cargo install --locked cargo-fuzz
+    fi
+    export RUSTC_BOOTSTRAP=1
 
-if [ ${#targets[@]} -eq 0 ]; then
-    mapfile -t targets < <(cargo fuzz list)
-fi
-[ ${#targets[@]} -gt 0 ] || { echo "run.sh: no fuzz targets" >&2; exit 2; }
+    if [ ${#targets[@]} -eq 0 ]; then
+        mapfile -t targets < <(cargo fuzz list)
+    fi
+    [ ${#targets[@]} -gt 0 ] || { echo "run.sh: no fuzz targets" >&2; exit 2; }
 
-echo "run.sh: building the fuzz targets (sanitizer: $sanitizer)" >&2
-cargo fuzz build -O --sanitizer "$sanitizer"
+    echo "run.sh: building the fuzz targets (sanitizer: $sanitizer)" >&2
+    cargo fuzz build -O --sanitizer "$sanitizer"
 
-# FUZZ_REV names the source when it is not a git checkout (e.g. a `git archive` snapshot).
-if [ -n "${FUZZ_REV:-}" ]; then
-    rev=$FUZZ_REV
-elif rev=$(git rev-parse --short HEAD 2>/dev/null); then
-    git diff --quiet HEAD -- src 2>/dev/null || rev="$rev (src/ modified)"
-else
-    rev=unknown
-fi
-mkdir -p fuzz/logs
+    # FUZZ_REV names the source when it is not a git checkout (e.g. a `git archive` snapshot).
+    if [ -n "${FUZZ_REV:-}" ]; then
+        rev=$FUZZ_REV
+    elif rev=$(git rev-parse --short HEAD 2>/dev/null); then
+        git diff --quiet HEAD -- src 2>/dev/null || rev="$rev (src/ modified)"
+    else
+        rev=unknown
+    fi
+    mkdir -p fuzz/logs
+}
+
 # One target: its summary row goes to fuzz/logs/<target>.row; returns libFuzzer's exit code.
 run_one() {
     local t=$1 dict log before start rc wall after crashes done_line execs took rate grown
@@ -136,64 +144,79 @@ run_one() {
     echo "run.sh: $t: $execs runs in $took s ($rate/s), crashes: $crashes" >&2
     return "$rc"
 }
-
-rows=()
-failed=0
-for t in "${targets[@]}"; do rm -f "fuzz/logs/$t.row"; done
-if [ "$jobs" -eq 1 ]; then
-    for t in "${targets[@]}"; do run_one "$t" || failed=1; done
-else
-    # At most $jobs libFuzzer processes at once; `wait -n` frees a slot as each one ends.
-    running=0
-    for t in "${targets[@]}"; do
-        if [ "$running" -ge "$jobs" ]; then
+# Every target, $jobs at a time; fills rows and sets failed.
+run_all() {
+    local t running
+    rows=()
+    failed=0
+    for t in "${targets[@]}"; do rm -f "fuzz/logs/$t.row"; done
+    if [ "$jobs" -eq 1 ]; then
+        for t in "${targets[@]}"; do run_one "$t" || failed=1; done
+    else
+        # At most $jobs libFuzzer processes at once; `wait -n` frees a slot as each one ends.
+        running=0
+        for t in "${targets[@]}"; do
+            if [ "$running" -ge "$jobs" ]; then
+                wait -n || failed=1
+                running=$((running - 1))
+            fi
+            run_one "$t" &
+            running=$((running + 1))
+        done
+        while [ "$running" -gt 0 ]; do
             wait -n || failed=1
             running=$((running - 1))
+        done
+    fi
+    for t in "${targets[@]}"; do
+        if [ -f "fuzz/logs/$t.row" ]; then
+            rows+=("$(cat "fuzz/logs/$t.row")")
+        else
+            rows+=("| $t | 0 | 0 | - | failed (no result, see fuzz/logs/$t.log) | - | $rev | $(date -u +%Y-%m-%d) |")
+            failed=1
         fi
-        run_one "$t" &
-        running=$((running + 1))
     done
-    while [ "$running" -gt 0 ]; do
-        wait -n || failed=1
-        running=$((running - 1))
-    done
-fi
-for t in "${targets[@]}"; do
-    if [ -f "fuzz/logs/$t.row" ]; then
-        rows+=("$(cat "fuzz/logs/$t.row")")
-    else
-        rows+=("| $t | 0 | 0 | - | failed (no result, see fuzz/logs/$t.log) | - | $rev | $(date -u +%Y-%m-%d) |")
-        failed=1
-    fi
-done
+}
 
-if [ "$update" = 1 ] && [ -f "$results" ]; then
-    # Rows of the targets not run this time stay as they were.
-    while IFS= read -r row; do
-        name=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
-        case " ${targets[*]} " in *" $name "*) ;; *) rows+=("$row") ;; esac
-    done < <(grep -E '^\| [a-z0-9_]+ \| [0-9]' "$results" || true)
-fi
-{
-    echo "# Fuzzing results"
-    echo
-    if [ "$smoke" = 1 ]; then
-        echo "Smoke run: up to $runs executions or $secs s per target."
-    else
-        echo "Full campaign: each target until $runs executions or $secs s, whichever came first."
+write_results() {
+    local row name
+    if [ "$update" = 1 ] && [ -f "$results" ]; then
+        # Rows of the targets not run this time stay as they were.
+        while IFS= read -r row; do
+            name=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+            case " ${targets[*]} " in *" $name "*) ;; *) rows+=("$row") ;; esac
+        done < <(grep -E '^\| [a-z0-9_]+ \| [0-9]' "$results" || true)
     fi
-    echo "Written by \`fuzz/run.sh\`; built with $(rustc --version | cut -d' ' -f1-2), sanitizer: $sanitizer,"
-    echo "debug assertions and overflow checks on; $jobs target(s) at a time on $(nproc) CPUs shared with other builds."
-    echo
-    echo "Executions and seconds are libFuzzer's own (\`Done N runs in S second(s)\`); a crash stops"
-    echo "a target early. Corpus: inputs the fuzzer kept in fuzz/corpus-grown (not committed), which"
-    echo "carries over between runs."
-    echo "Commit: the nthd source the target ran against."
-    echo
-    echo "| target | execs | seconds | execs/s | crashes | corpus | commit | date |"
-    echo "|---|---:|---:|---:|---:|---:|---|---|"
-    printf '%s\n' "${rows[@]}" | sort
-} >"$results.tmp"
-mv "$results.tmp" "$results"
-echo "run.sh: wrote $results" >&2
-exit "$failed"
+    {
+        echo "# Fuzzing results"
+        echo
+        if [ "$smoke" = 1 ]; then
+            echo "Smoke run: up to $runs executions or $secs s per target."
+        else
+            echo "Full campaign: each target until $runs executions or $secs s, whichever came first."
+        fi
+        echo "Written by \`fuzz/run.sh\`; built with $(rustc --version | cut -d' ' -f1-2), sanitizer: $sanitizer,"
+        echo "debug assertions and overflow checks on; $jobs target(s) at a time on $(nproc) CPUs shared with other builds."
+        echo
+        echo "Executions and seconds are libFuzzer's own (\`Done N runs in S second(s)\`); a crash stops"
+        echo "a target early. Corpus: inputs the fuzzer kept in fuzz/corpus-grown (not committed), which"
+        echo "carries over between runs."
+        echo "Commit: the nthd source the target ran against."
+        echo
+        echo "| target | execs | seconds | execs/s | crashes | corpus | commit | date |"
+        echo "|---|---:|---:|---:|---:|---:|---|---|"
+        printf '%s\n' "${rows[@]}" | sort
+    } >"$results.tmp"
+    mv "$results.tmp" "$results"
+    echo "run.sh: wrote $results" >&2
+}
+
+main() {
+    parse_args "$@"
+    prepare
+    run_all
+    write_results
+    exit "$failed"
+}
+
+main "$@"

@@ -80,130 +80,152 @@ dist=target/dist
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
-
+triple() { echo "$1-unknown-linux-musl"; }
+deb_arch() { case "$1" in x86_64) echo amd64 ;; aarch64) echo arm64 ;; esac; }
+usage="usage: packaging/build.sh [--all-arches [--test-key] | --test-key | --deb-only]"
 deb_only=0 all_arches=0 test_key=0
 host_arch=$(uname -m)
 arches=("$host_arch")
-usage="usage: packaging/build.sh [--all-arches [--test-key] | --test-key | --deb-only]"
-for arg in "$@"; do
-    case "$arg" in
-        --deb-only) deb_only=1 ;;
-        --all-arches) all_arches=1 arches=(x86_64 aarch64) ;;
-        --test-key) test_key=1 ;;
-        *) die "unknown argument '$arg' ($usage)" ;;
-    esac
-done
-[ $deb_only = 0 ] || [ $((all_arches + test_key)) = 0 ] ||
-    die "--deb-only builds one unsigned .deb: it takes neither --all-arches nor --test-key ($usage)"
-# The release command signs with the release key or says, in the key's own name, that it did
-# not: never a key that looks like the one clients pin. Checked before any slow work.
-if [ $all_arches = 1 ] && [ $test_key = 0 ] && [ -z "${NTHD_SIGNING_KEY:-}" ]; then
-    die "--all-arches is the release build and NTHD_SIGNING_KEY is not set. Either sign with the release key:
+debs=() rpms=() tarballs=() raws=()
+
+# The flags, and what they exclude; sets deb_only, all_arches, test_key and arches.
+parse_args() {
+    local arg a
+    for arg in "$@"; do
+        case "$arg" in
+            --deb-only) deb_only=1 ;;
+            --all-arches) all_arches=1 arches=(x86_64 aarch64) ;;
+            --test-key) test_key=1 ;;
+            *) die "unknown argument '$arg' ($usage)" ;;
+        esac
+    done
+    [ $deb_only = 0 ] || [ $((all_arches + test_key)) = 0 ] ||
+        die "--deb-only builds one unsigned .deb: it takes neither --all-arches nor --test-key ($usage)"
+    # The release command signs with the release key or says, in the key's own name, that it did
+    # not: never a key that looks like the one clients pin. Checked before any slow work.
+    if [ $all_arches = 1 ] && [ $test_key = 0 ] && [ -z "${NTHD_SIGNING_KEY:-}" ]; then
+        die "--all-arches is the release build and NTHD_SIGNING_KEY is not set. Either sign with the release key:
   NTHD_SIGNING_KEY=<fingerprint> GNUPGHOME=<its keyring> packaging/build.sh --all-arches
 (packaging/README.md, \"The release key\", says how to make and keep it), or sign with a TEST key
 made for this run, exported as nthd-TEST-key.asc, which expires within a day:
   packaging/build.sh --all-arches --test-key"
-fi
-[ $test_key = 0 ] || [ -z "${NTHD_SIGNING_KEY:-}" ] ||
-    die "--test-key and NTHD_SIGNING_KEY=$NTHD_SIGNING_KEY both given: drop one (the release key or a TEST key)"
-for a in "${arches[@]}"; do
-    case "$a" in
-        x86_64 | aarch64) ;;
-        *) die "no static build for '$a': nthd packages x86_64 and aarch64" ;;
-    esac
-done
-triple() { echo "$1-unknown-linux-musl"; }
-deb_arch() { case "$1" in x86_64) echo amd64 ;; aarch64) echo arm64 ;; esac; }
-tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION"
-    "cargo-auditable@$CARGO_AUDITABLE_VERSION")
-[ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
+    fi
+    [ $test_key = 0 ] || [ -z "${NTHD_SIGNING_KEY:-}" ] ||
+        die "--test-key and NTHD_SIGNING_KEY=$NTHD_SIGNING_KEY both given: drop one (the release key or a TEST key)"
+    for a in "${arches[@]}"; do
+        case "$a" in
+            x86_64 | aarch64) ;;
+            *) die "no static build for '$a': nthd packages x86_64 and aarch64" ;;
+        esac
+    done
+}
 
 # --- 1. tools -----------------------------------------------------------------
-say "tools"
-for a in "${arches[@]}"; do
-    rustup_target_add "$(triple "$a")" || die "rustup target add $(triple "$a") failed"
-done
-installed=$(cargo install --list)
-for spec in "${tools[@]}"; do
-    name=${spec%@*} version=${spec#*@}
-    if grep -qx "$name v$version:" <<<"$installed"; then
-        echo "$name $version already installed"
-    else
-        cargo install --locked "$name@$version"
+install_tools() {
+    local a installed spec name version missing=() p tools
+    tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION"
+        "cargo-auditable@$CARGO_AUDITABLE_VERSION")
+    [ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
+
+    # --- 1. tools -----------------------------------------------------------------
+    say "tools"
+    for a in "${arches[@]}"; do
+        rustup_target_add "$(triple "$a")" || die "rustup target add $(triple "$a") failed"
+    done
+    installed=$(cargo install --list)
+    for spec in "${tools[@]}"; do
+        name=${spec%@*} version=${spec#*@}
+        if grep -qx "$name v$version:" <<<"$installed"; then
+            echo "$name $version already installed"
+        else
+            cargo install --locked "$name@$version"
+        fi
+    done
+    missing=()
+    if [ $deb_only = 0 ]; then
+        command -v lintian >/dev/null || missing+=(lintian)
+        command -v rpmlint >/dev/null || missing+=(rpmlint)
+        command -v rpm >/dev/null || missing+=(rpm)
+        command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
+        for p in $(repo_missing_tools); do missing+=("$p"); done
     fi
-done
-missing=()
-if [ $deb_only = 0 ]; then
-    command -v lintian >/dev/null || missing+=(lintian)
-    command -v rpmlint >/dev/null || missing+=(rpmlint)
-    command -v rpm >/dev/null || missing+=(rpm)
-    command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
-    for p in $(repo_missing_tools); do missing+=("$p"); done
-fi
-# dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
-command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
-command -v systemd-analyze >/dev/null || missing+=(systemd)
-command -v readelf >/dev/null || missing+=(binutils)
-# C compilers for ring (rustls's crypto, HTTPS webhooks): .cargo/config.toml names them.
-command -v musl-gcc >/dev/null || missing+=(musl-tools)
-if [[ " ${arches[*]} " == *" aarch64 "* ]]; then
-    command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
-fi
-if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || die "please install: ${missing[*]}"
-    apt_install "${missing[@]}" || die "could not install ${missing[*]} (apt-get install ${missing[*]})"
-fi
+    # dpkg-parsechangelog; lintian pulls it in, a plain Debian 12 lacks it.
+    command -v dpkg-parsechangelog >/dev/null || missing+=(dpkg-dev)
+    command -v systemd-analyze >/dev/null || missing+=(systemd)
+    command -v readelf >/dev/null || missing+=(binutils)
+    # C compilers for ring (rustls's crypto, HTTPS webhooks): .cargo/config.toml names them.
+    command -v musl-gcc >/dev/null || missing+=(musl-tools)
+    if [[ " ${arches[*]} " == *" aarch64 "* ]]; then
+        command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+    fi
+    if [ ${#missing[@]} -gt 0 ]; then
+        [ "$(id -u)" = 0 ] || die "please install: ${missing[*]}"
+        apt_install "${missing[@]}" || die "could not install ${missing[*]} (apt-get install ${missing[*]})"
+    fi
+}
 
-version=$(cargo metadata --no-deps --format-version 1 |
-    python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "nthd"))')
-echo "nthd version $version, for ${arches[*]}"
-if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
-    SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
-fi
-export SOURCE_DATE_EPOCH
+# Sets version (Cargo.toml's) and exports SOURCE_DATE_EPOCH.
+read_version() {
+    version=$(cargo metadata --no-deps --format-version 1 |
+        python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "nthd"))')
+    echo "nthd version $version, for ${arches[*]}"
+    if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+        SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+    fi
+    export SOURCE_DATE_EPOCH
+}
 
-# Files that others own but the packages ship.
-[ -f README.md ] || die "README.md is missing (shipped as /usr/share/doc/nthd/README.md)"
-[ -f LICENSE ] || die "LICENSE is missing"
+check_sources() {
+    local sysusers_line
+    # Files that others own but the packages ship.
+    [ -f README.md ] || die "README.md is missing (shipped as /usr/share/doc/nthd/README.md)"
+    [ -f LICENSE ] || die "LICENSE is missing"
 
-# The RPM %pre carries its own copy of the sysusers line (the file is not
-# installed yet when %pre runs); both must say the same.
-sysusers_line=$(grep -E '^u[[:space:]]' systemd/nthd.sysusers)
-grep -qxF "$sysusers_line" packaging/rpm/pre_install.sh ||
-    die "the sysusers line in packaging/rpm/pre_install.sh differs from systemd/nthd.sysusers"
+    # The RPM %pre carries its own copy of the sysusers line (the file is not
+    # installed yet when %pre runs); both must say the same.
+    sysusers_line=$(grep -E '^u[[:space:]]' systemd/nthd.sysusers)
+    grep -qxF "$sysusers_line" packaging/rpm/pre_install.sh ||
+        die "the sysusers line in packaging/rpm/pre_install.sh differs from systemd/nthd.sysusers"
+}
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; signing_key_cleanup' EXIT
-# A killed build runs the EXIT trap too: the TEST key's secret never outlives build.sh.
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-mkdir -p "$dist" target/packaging
-# Builds before the TEST key moved out of target/ kept their throwaway GNUPGHOME here; one
-# that was killed left its secret key behind.
-rm -rf target/packaging/gnupg.*
-if [ $deb_only = 0 ]; then
-    say "signing key (packaging/repo.sh)"
-    signing_key_init test
-fi
+# Sets tmp, removed on exit with the TEST key; the signing key unless --deb-only.
+prepare_workdir() {
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"; signing_key_cleanup' EXIT
+    # A killed build runs the EXIT trap too: the TEST key's secret never outlives build.sh.
+    trap 'exit 129' HUP
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    mkdir -p "$dist" target/packaging
+    # Builds before the TEST key moved out of target/ kept their throwaway GNUPGHOME here; one
+    # that was killed left its secret key behind.
+    rm -rf target/packaging/gnupg.*
+    if [ $deb_only = 0 ]; then
+        say "signing key (packaging/repo.sh)"
+        signing_key_init test
+    fi
+}
 
-# The Debian changelog: the released entries, and one for this version on top if missing.
-# Cargo.toml is the only place a version is written.
-changelog=target/packaging/changelog
-top=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
-if [ "$top" = "$version-1" ]; then
-    cp packaging/debian/changelog "$changelog"
-else
-    {
-        printf 'nthd (%s-1) unstable; urgency=medium\n\n' "$version"
-        printf '  * Release %s. The changes are in the project'"'"'s git history.\n\n' "$version"
-        printf ' -- nthd maintainers <nthd@example.invalid>  %s\n\n' \
-            "$(date -u -R -d "@$SOURCE_DATE_EPOCH")"
-        cat packaging/debian/changelog
-    } >"$changelog"
-fi
-[ "$(dpkg-parsechangelog -l "$changelog" -S Version)" = "$version-1" ] ||
-    die "$changelog is not at $version-1"
+make_changelog() {
+    local changelog top
+    # The Debian changelog: the released entries, and one for this version on top if missing.
+    # Cargo.toml is the only place a version is written.
+    changelog=target/packaging/changelog
+    top=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
+    if [ "$top" = "$version-1" ]; then
+        cp packaging/debian/changelog "$changelog"
+    else
+        {
+            printf 'nthd (%s-1) unstable; urgency=medium\n\n' "$version"
+            printf '  * Release %s. The changes are in the project'"'"'s git history.\n\n' "$version"
+            printf ' -- nthd maintainers <nthd@example.invalid>  %s\n\n' \
+                "$(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+            cat packaging/debian/changelog
+        } >"$changelog"
+    fi
+    [ "$(dpkg-parsechangelog -l "$changelog" -S Version)" = "$version-1" ] ||
+        die "$changelog is not at $version-1"
+}
 
 # --- 2. binaries and generated assets ------------------------------------------
 # A binary must be static: no program interpreter and no shared-library dependency.
@@ -243,79 +265,93 @@ build = sum(p.get("kind") == "build" for p in pkgs)
 print(f"{sys.argv[3]}: .dep-v0 lists {len(pkgs)} crates ({build} build-time), all at their Cargo.lock versions")
 EOF
 }
-# Every binary that is packaged carries its dependency list; only --deb-only, where
-# cargo-auditable may not be installed (the README demo must not wait for it), may skip it.
-build_cmd=(build)
-if [ $deb_only = 0 ] || command -v cargo-auditable >/dev/null; then build_cmd=(auditable build); fi
-for a in "${arches[@]}"; do
-    bin=target/$(triple "$a")/release/nthd
-    if [ "${NTHD_PACKAGE_PREBUILT:-0}" = 1 ]; then
-        say "NTHD_PACKAGE_PREBUILT=1: packaging $bin as it is"
-    else
-        say "cargo ${build_cmd[*]} --release --target $(triple "$a")"
-        cargo "${build_cmd[@]}" --release --locked --target "$(triple "$a")" --bin nthd
-    fi
-    [ -x "$bin" ] || die "$bin is missing"
-    check_static "$bin"
-    if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ "${build_cmd[0]}" = auditable ]; then
-        check_auditable "$bin"
-    fi
-done
-# The packages ship the man pages and completions committed in packaging/assets/ (so that a
-# plain `cargo deb` works). Here they are generated afresh from a binary being packaged (one
-# this host can run) and must be identical.
-runnable=target/$(triple "$host_arch")/release/nthd
-if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ -x "$runnable" ]; then
-    say "generate assets with $runnable"
-    rm -rf "$assets"
-    mkdir -p "$assets"
-    "$runnable" generate-assets --out "$assets" ||
-        die "'$runnable generate-assets --out $assets' failed (see above)"
-    # Both ways: a page generated but not committed, and a committed one no longer generated.
-    for f in "$assets"/* packaging/assets/*; do
-        cmp -s "$assets/${f##*/}" "packaging/assets/${f##*/}" ||
-            die "packaging/assets/${f##*/} is stale, missing or no longer generated; run:
-  rm packaging/assets/*; cargo run -- generate-assets --out packaging/assets"
+build_binaries() {
+    local a bin
+    # Every binary that is packaged carries its dependency list; only --deb-only, where
+    # cargo-auditable may not be installed (the README demo must not wait for it), may skip it.
+    build_cmd=(build)
+    if [ $deb_only = 0 ] || command -v cargo-auditable >/dev/null; then build_cmd=(auditable build); fi
+    for a in "${arches[@]}"; do
+        bin=target/$(triple "$a")/release/nthd
+        if [ "${NTHD_PACKAGE_PREBUILT:-0}" = 1 ]; then
+            say "NTHD_PACKAGE_PREBUILT=1: packaging $bin as it is"
+        else
+            say "cargo ${build_cmd[*]} --release --target $(triple "$a")"
+            cargo "${build_cmd[@]}" --release --locked --target "$(triple "$a")" --bin nthd
+        fi
+        [ -x "$bin" ] || die "$bin is missing"
+        check_static "$bin"
+        if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ "${build_cmd[0]}" = auditable ]; then
+            check_auditable "$bin"
+        fi
     done
-    echo "packaging/assets/ matches the binary"
-    "$runnable" --version
-fi
-for f in nthd.8 nthd-run.8 nthd-status.8 nthd.bash _nthd nthd.fish; do
-    [ -s "packaging/assets/$f" ] || die "packaging/assets/$f is missing or empty"
-done
+}
 
-# The Markdown the packages ship, with repository-relative links made to work where it is
-# read: to the shipped copy, else to the file at this version's tag (packaging/README.md,
-# "Links in the shipped docs"). Cargo.toml's asset lists and the tarball take them from here.
-repo_url=$(sed -n 's/^repository = "\(.*\)"$/\1/p' Cargo.toml)
-[ -n "$repo_url" ] || die "Cargo.toml has no repository = \"...\""
-docs_url=${NTHD_DOCS_URL:-$repo_url/blob/v$version}
-say "shipped docs, links to files not shipped -> $docs_url"
-doc_pairs=("README.md=README.md" "packaging/README.md=README.packaging.md")
-for f in docs/*.md; do doc_pairs+=("$f=$f"); done
-rm -rf target/packaging/doc
-perl packaging/doclinks.pl "$docs_url" target/packaging/doc "${doc_pairs[@]}"
-echo "ok (${#doc_pairs[@]} files in target/packaging/doc)"
+check_assets() {
+    local runnable f
+    # The packages ship the man pages and completions committed in packaging/assets/ (so that a
+    # plain `cargo deb` works). Here they are generated afresh from a binary being packaged (one
+    # this host can run) and must be identical.
+    runnable=target/$(triple "$host_arch")/release/nthd
+    if [ "${NTHD_PACKAGE_PREBUILT:-0}" != 1 ] && [ -x "$runnable" ]; then
+        say "generate assets with $runnable"
+        rm -rf "$assets"
+        mkdir -p "$assets"
+        "$runnable" generate-assets --out "$assets" ||
+            die "'$runnable generate-assets --out $assets' failed (see above)"
+        # Both ways: a page generated but not committed, and a committed one no longer generated.
+        for f in "$assets"/* packaging/assets/*; do
+            cmp -s "$assets/${f##*/}" "packaging/assets/${f##*/}" ||
+                die "packaging/assets/${f##*/} is stale, missing or no longer generated; run:
+  rm packaging/assets/*; cargo run -- generate-assets --out packaging/assets"
+        done
+        echo "packaging/assets/ matches the binary"
+        "$runnable" --version
+    fi
+    for f in nthd.8 nthd-run.8 nthd-status.8 nthd.bash _nthd nthd.fish; do
+        [ -s "packaging/assets/$f" ] || die "packaging/assets/$f is missing or empty"
+    done
+}
+
+ship_docs() {
+    local repo_url docs_url doc_pairs f
+    # The Markdown the packages ship, with repository-relative links made to work where it is
+    # read: to the shipped copy, else to the file at this version's tag (packaging/README.md,
+    # "Links in the shipped docs"). Cargo.toml's asset lists and the tarball take them from here.
+    repo_url=$(sed -n 's/^repository = "\(.*\)"$/\1/p' Cargo.toml)
+    [ -n "$repo_url" ] || die "Cargo.toml has no repository = \"...\""
+    docs_url=${NTHD_DOCS_URL:-$repo_url/blob/v$version}
+    say "shipped docs, links to files not shipped -> $docs_url"
+    doc_pairs=("README.md=README.md" "packaging/README.md=README.packaging.md")
+    for f in docs/*.md; do doc_pairs+=("$f=$f"); done
+    rm -rf target/packaging/doc
+    perl packaging/doclinks.pl "$docs_url" target/packaging/doc "${doc_pairs[@]}"
+    echo "ok (${#doc_pairs[@]} files in target/packaging/doc)"
+}
 
 # --- 3. unit checks -----------------------------------------------------------
-say "systemd-analyze verify"
-# verify insists that ExecStart= exists; point it at a built binary.
-exec_bin=$root/target/$(triple "${arches[0]}")/release/nthd
-sed "s|^ExecStart=/usr/bin/nthd |ExecStart=$exec_bin |" \
-    systemd/nthd.service >"$tmp/nthd.service"
-grep -q "^ExecStart=$exec_bin " "$tmp/nthd.service" ||
-    die "unexpected ExecStart= in systemd/nthd.service"
-systemd-analyze verify --man=no "$tmp/nthd.service"
-echo "ok"
+# Sets exposure.
+check_unit() {
+    local exec_bin
+    say "systemd-analyze verify"
+    # verify insists that ExecStart= exists; point it at a built binary.
+    exec_bin=$root/target/$(triple "${arches[0]}")/release/nthd
+    sed "s|^ExecStart=/usr/bin/nthd |ExecStart=$exec_bin |" \
+        systemd/nthd.service >"$tmp/nthd.service"
+    grep -q "^ExecStart=$exec_bin " "$tmp/nthd.service" ||
+        die "unexpected ExecStart= in systemd/nthd.service"
+    systemd-analyze verify --man=no "$tmp/nthd.service"
+    echo "ok"
 
-say "systemd-analyze security --offline=yes systemd/nthd.service"
-systemd-analyze security --offline=yes --no-pager systemd/nthd.service >"$tmp/security.txt" 2>&1 || true
-exposure=$(sed -n 's/.*Overall exposure level for nthd.service: \([0-9.]*\).*/\1/p' "$tmp/security.txt")
-[ -n "$exposure" ] || { cat "$tmp/security.txt"; die "no exposure level in systemd-analyze output"; }
-grep '✗' "$tmp/security.txt" || true
-echo "exposure: $exposure (max $MAX_EXPOSURE)"
-awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' ||
-    die "exposure $exposure is above $MAX_EXPOSURE"
+    say "systemd-analyze security --offline=yes systemd/nthd.service"
+    systemd-analyze security --offline=yes --no-pager systemd/nthd.service >"$tmp/security.txt" 2>&1 || true
+    exposure=$(sed -n 's/.*Overall exposure level for nthd.service: \([0-9.]*\).*/\1/p' "$tmp/security.txt")
+    [ -n "$exposure" ] || { cat "$tmp/security.txt"; die "no exposure level in systemd-analyze output"; }
+    grep '✗' "$tmp/security.txt" || true
+    echo "exposure: $exposure (max $MAX_EXPOSURE)"
+    awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' ||
+        die "exposure $exposure is above $MAX_EXPOSURE"
+}
 
 # --- 4. packages --------------------------------------------------------------
 # The tarball: for distributions with neither package format. install.sh does what the
@@ -344,49 +380,54 @@ make_tarball() {
         --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
     echo "$dist/$name.tar.gz"
 }
+# Fills debs, and unless --deb-only rpms, tarballs and raws.
+make_packages() {
+    local a t deb rpm_out found
+    for a in "${arches[@]}"; do
+        t=$(triple "$a")
+        say "cargo deb --target $t"
+        deb=$(cargo deb --no-build --target "$t" --output "$dist" | tail -n1)
+        [ -f "$deb" ] || die "cargo deb did not report a package path"
+        debs+=("$deb")
+        [ $deb_only = 0 ] || continue
 
-declare -a debs rpms tarballs raws
-for a in "${arches[@]}"; do
-    t=$(triple "$a")
-    say "cargo deb --target $t"
-    deb=$(cargo deb --no-build --target "$t" --output "$dist" | tail -n1)
-    [ -f "$deb" ] || die "cargo deb did not report a package path"
-    debs+=("$deb")
-    [ $deb_only = 0 ] || continue
+        say "cargo generate-rpm --target $t"
+        rpm_out=$tmp/rpm-$a
+        mkdir -p "$rpm_out"
+        # No automatic requirements: a static binary needs no library, and the systemd, dbus and
+        # polkit requirements are written in Cargo.toml.
+        cargo generate-rpm --target "$t" --arch "$a" --auto-req disabled --output "$rpm_out/"
+        found=("$rpm_out"/nthd-"$version"-1."$a".rpm)
+        [ -f "${found[0]}" ] || die "expected $rpm_out/nthd-$version-1.$a.rpm, got: $(ls "$rpm_out")"
+        mv "${found[0]}" "$dist/"
+        rpms+=("$dist/nthd-$version-1.$a.rpm")
 
-    say "cargo generate-rpm --target $t"
-    rpm_out=$tmp/rpm-$a
-    mkdir -p "$rpm_out"
-    # No automatic requirements: a static binary needs no library, and the systemd, dbus and
-    # polkit requirements are written in Cargo.toml.
-    cargo generate-rpm --target "$t" --arch "$a" --auto-req disabled --output "$rpm_out/"
-    found=("$rpm_out"/nthd-"$version"-1."$a".rpm)
-    [ -f "${found[0]}" ] || die "expected $rpm_out/nthd-$version-1.$a.rpm, got: $(ls "$rpm_out")"
-    mv "${found[0]}" "$dist/"
-    rpms+=("$dist/nthd-$version-1.$a.rpm")
+        say "tarball for $a"
+        [ -f packaging/tarball/install.sh ] || die "packaging/tarball/install.sh is missing"
+        tarballs+=("$(make_tarball "$a")")
 
-    say "tarball for $a"
-    [ -f packaging/tarball/install.sh ] || die "packaging/tarball/install.sh is missing"
-    tarballs+=("$(make_tarball "$a")")
+        say "systemd-sysext image for $a"
+        raws+=("$(sh packaging/sysext/build.sh "target/$t/release/nthd" "$a" "$version" "$dist" | tail -n1)")
+        [ -s "${raws[-1]}" ] || die "packaging/sysext/build.sh made no image for $a"
+    done
+}
 
-    say "systemd-sysext image for $a"
-    raws+=("$(sh packaging/sysext/build.sh "target/$t/release/nthd" "$a" "$version" "$dist" | tail -n1)")
-    [ -s "${raws[-1]}" ] || die "packaging/sysext/build.sh made no image for $a"
-done
-if [ $deb_only = 0 ]; then
-    say "public key"
-    export_public_key
-    echo "  in $dist/$KEY_ASC and $dist/$KEY_GPG"
-    # Every .rpm of this version here, another architecture's from an earlier run too: that
-    # one was signed with that run's key, and the repository must verify with this one.
-    say "rpmsign"
-    sign_rpms "$dist"/nthd-"$version"-1.*.rpm
-    # From here on rpm and rpmlint read an rpm database of their own that holds the key
-    # (sign_rpms made it): they check the signed packages as a client that imported it.
-    rpm() { command rpm --dbpath "$tmp/rpmdb" "$@"; }
-    mkdir -p "$tmp/rpmhome"
-    printf '%%_dbpath %s\n' "$tmp/rpmdb" >"$tmp/rpmhome/.rpmmacros"
-fi
+sign_packages() {
+    if [ $deb_only = 0 ]; then
+        say "public key"
+        export_public_key
+        echo "  in $dist/$KEY_ASC and $dist/$KEY_GPG"
+        # Every .rpm of this version here, another architecture's from an earlier run too: that
+        # one was signed with that run's key, and the repository must verify with this one.
+        say "rpmsign"
+        sign_rpms "$dist"/nthd-"$version"-1.*.rpm
+        # From here on rpm and rpmlint read an rpm database of their own that holds the key
+        # (sign_rpms made it): they check the signed packages as a client that imported it.
+        rpm() { command rpm --dbpath "$tmp/rpmdb" "$@"; }
+        mkdir -p "$tmp/rpmhome"
+        printf '%%_dbpath %s\n' "$tmp/rpmdb" >"$tmp/rpmhome/.rpmmacros"
+    fi
+}
 
 # --- 5. checks ----------------------------------------------------------------
 # Adds docs/*.md as a package carries them, under PREFIX, to the sorted list FILE (the README
@@ -543,33 +584,40 @@ check_raw() {
     echo "ok ($(wc -l <"$tmp/raw.files") files)"
 }
 
-for i in "${!arches[@]}"; do
-    check_deb "${debs[$i]}" "${arches[$i]}"
-done
-if [ $deb_only = 1 ]; then
-    say "package (--deb-only: no .rpm, tarball or lintian)"
-    printf '%s\t%s bytes\n' "${debs[0]}" "$(stat -c %s "${debs[0]}")"
-    echo "systemd-analyze security exposure: $exposure"
-    exit 0
-fi
-for i in "${!arches[@]}"; do
-    check_rpm "${rpms[$i]}" "${arches[$i]}"
-    check_tarball "${tarballs[$i]}" "${arches[$i]}"
-    check_raw "${raws[$i]}" "${arches[$i]}"
-done
+# Every package's contents; --deb-only ends here.
+check_packages() {
+    local i
+    for i in "${!arches[@]}"; do
+        check_deb "${debs[$i]}" "${arches[$i]}"
+    done
+    if [ $deb_only = 1 ]; then
+        say "package (--deb-only: no .rpm, tarball or lintian)"
+        printf '%s\t%s bytes\n' "${debs[0]}" "$(stat -c %s "${debs[0]}")"
+        echo "systemd-analyze security exposure: $exposure"
+        exit 0
+    fi
+    for i in "${!arches[@]}"; do
+        check_rpm "${rpms[$i]}" "${arches[$i]}"
+        check_tarball "${tarballs[$i]}" "${arches[$i]}"
+        check_raw "${raws[$i]}" "${arches[$i]}"
+    done
+}
 
-for deb in "${debs[@]}"; do
-    say "lintian $deb"
-    lintian --fail-on error,warning --info --pedantic --display-experimental "$deb"
-    echo "lintian: no errors, no warnings"
-done
+lint_packages() {
+    local deb rpmfile summary
+    for deb in "${debs[@]}"; do
+        say "lintian $deb"
+        lintian --fail-on error,warning --info --pedantic --display-experimental "$deb"
+        echo "lintian: no errors, no warnings"
+    done
 
-for rpmfile in "${rpms[@]}"; do
-    say "rpmlint $rpmfile"
-    HOME=$tmp/rpmhome rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
-    summary=$(grep -E '[0-9]+ errors, [0-9]+ warnings' "$tmp/rpmlint.txt") || die "no rpmlint summary"
-    grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
-done
+    for rpmfile in "${rpms[@]}"; do
+        say "rpmlint $rpmfile"
+        HOME=$tmp/rpmhome rpmlint -c packaging/rpm/rpmlint.toml "$rpmfile" | tee "$tmp/rpmlint.txt"
+        summary=$(grep -E '[0-9]+ errors, [0-9]+ warnings' "$tmp/rpmlint.txt") || die "no rpmlint summary"
+        grep -qE ' 0 errors, 0 warnings' <<<"$summary" || die "rpmlint: $summary"
+    done
+}
 
 # docs/performance.md quotes every size once, in its sizes block: fail when one is 5 % off, so
 # the block is updated with the change that moves it.
@@ -588,28 +636,56 @@ check_sizes_quoted() {
     echo "sizes: every artifact within 5 % of docs/performance.md's sizes block"
 }
 
-say "SHA256SUMS"
-artifacts=()
-for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=("$(basename "$f")"); done
-# Every artifact of this version in target/dist/, including another architecture's from an
-# earlier run of this version; nothing stale from another version.
-# shellcheck disable=SC2012  # our own artifact names: no spaces, no newlines
-(cd "$dist" && ls nthd_"$version"-1_*.deb nthd-"$version"-1.*.rpm nthd-"$version"-*.tar.gz \
-    nthd-"$version"-*.raw |
-    sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
-cat "$dist/SHA256SUMS"
-sign_sums
+# --- 6. SHA256SUMS (sets artifacts), its signature and the repositories.
+sums_and_repos() {
+    local f
+    say "SHA256SUMS"
+    artifacts=()
+    for f in "${debs[@]}" "${rpms[@]}" "${tarballs[@]}" "${raws[@]}"; do artifacts+=("$(basename "$f")"); done
+    # Every artifact of this version in target/dist/, including another architecture's from an
+    # earlier run of this version; nothing stale from another version.
+    # shellcheck disable=SC2012  # our own artifact names: no spaces, no newlines
+    (cd "$dist" && ls nthd_"$version"-1_*.deb nthd-"$version"-1.*.rpm nthd-"$version"-*.tar.gz \
+        nthd-"$version"-*.raw |
+        sort | xargs sha256sum >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+    cat "$dist/SHA256SUMS"
+    sign_sums
 
-say "apt repository $dist/apt"
-make_apt_repo
-say "rpm repository $dist/rpm"
-make_rpm_repo
+    say "apt repository $dist/apt"
+    make_apt_repo
+    say "rpm repository $dist/rpm"
+    make_rpm_repo
+}
 
-say "artifacts in $dist"
-for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc "$KEY_ASC" "$KEY_GPG"; do
-    printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
-done
-printf '%-40s %9s files\n' apt/ "$(find "$dist/apt" -type f | wc -l)" rpm/ "$(find "$dist/rpm" -type f | wc -l)"
-check_sizes_quoted
-echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (a TEST key, $KEY_ASC: its secret goes with $SIGN_HOME_TMP now)}"
-echo "systemd-analyze security exposure: $exposure"
+summary() {
+    local f
+    say "artifacts in $dist"
+    for f in "${artifacts[@]}" SHA256SUMS SHA256SUMS.asc "$KEY_ASC" "$KEY_GPG"; do
+        printf '%-40s %9s bytes\n' "$f" "$(stat -c %s "$dist/$f")"
+    done
+    printf '%-40s %9s files\n' apt/ "$(find "$dist/apt" -type f | wc -l)" rpm/ "$(find "$dist/rpm" -type f | wc -l)"
+    check_sizes_quoted
+    echo "signed by: $SIGN_FPR${SIGN_HOME_TMP:+ (a TEST key, $KEY_ASC: its secret goes with $SIGN_HOME_TMP now)}"
+    echo "systemd-analyze security exposure: $exposure"
+}
+
+main() {
+    parse_args "$@"
+    install_tools
+    read_version
+    check_sources
+    prepare_workdir
+    make_changelog
+    build_binaries
+    check_assets
+    ship_docs
+    check_unit
+    make_packages
+    sign_packages
+    check_packages
+    lint_packages
+    sums_and_repos
+    summary
+}
+
+main "$@"

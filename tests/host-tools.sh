@@ -21,11 +21,15 @@ direct_calls() {
     git ls-files -z '*.sh' .ci/run ':!packaging/host-tools.sh' | xargs -0 grep -nE \
         '(^[[:space:]]*|[;&|{][[:space:]]*|\$\([[:space:]]*|DEBIAN_FRONTEND=[^ ]+[[:space:]]+)(apt-get[[:space:]]+(-[^ ]+[[:space:]]+)*(update|install)|rustup[[:space:]]+target[[:space:]]+add)'
 }
-if calls=$(direct_calls); then
-    fail "host installs that do not wait for the apt lock (use apt_install / rustup_target_add from packaging/host-tools.sh):"$'\n'"$calls"
-else
-    ok "every host apt-get and rustup target add goes through packaging/host-tools.sh"
-fi
+
+check_direct_calls() {
+    local calls
+    if calls=$(direct_calls); then
+        fail "host installs that do not wait for the apt lock (use apt_install / rustup_target_add from packaging/host-tools.sh):"$'\n'"$calls"
+    else
+        ok "every host apt-get and rustup target add goes through packaging/host-tools.sh"
+    fi
+}
 
 # Holds apt's lists lock (an fcntl lock, as apt takes it) for $1 seconds in the background.
 hold_lists_lock() {
@@ -37,37 +41,55 @@ time.sleep(float(sys.argv[1]))' "$1" &
 }
 
 # 2. A held lock is waited for.
-hold_lists_lock 5
-t0=$SECONDS
-if out=$(apt_get update -qq 2>&1); then
-    waited=$((SECONDS - t0))
-    grep -q "held by process $holder (python3)" <<<"$out" ||
-        fail "apt_get waited without naming the holder (pid $holder): $out"
-    ((waited >= 3)) || fail "apt_get update returned after ${waited}s while the lock was held for 5 s"
-    ok "apt_get update waited ${waited}s for a held lists lock, naming process $holder"
-else
-    fail "apt_get update failed while another process held the lists lock for 5 s: $out"
-fi
-wait "$holder"
+check_lock_waited() {
+    local t0 out waited
+    hold_lists_lock 5
+    t0=$SECONDS
+    if out=$(apt_get update -qq 2>&1); then
+        waited=$((SECONDS - t0))
+        grep -q "held by process $holder (python3)" <<<"$out" ||
+            fail "apt_get waited without naming the holder (pid $holder): $out"
+        ((waited >= 3)) || fail "apt_get update returned after ${waited}s while the lock was held for 5 s"
+        ok "apt_get update waited ${waited}s for a held lists lock, naming process $holder"
+    else
+        fail "apt_get update failed while another process held the lists lock for 5 s: $out"
+    fi
+    wait "$holder"
+}
 
 # 3. The wait is bounded.
-hold_lists_lock 6
-if out=$(NTHD_APT_LOCK_WAIT=1 apt_get update -qq 2>&1); then
-    fail "apt_get update succeeded while the lock was held (NTHD_APT_LOCK_WAIT=1)"
-else
-    { grep -q 'gave up after 1s waiting for the apt/dpkg lock' <<<"$out" && grep -q NTHD_APT_LOCK_WAIT <<<"$out"; } ||
-        fail "the give-up message names neither the wait nor NTHD_APT_LOCK_WAIT: $out"
-    ok "NTHD_APT_LOCK_WAIT=1: gave up, naming the lock and the setting"
-fi
-kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+check_wait_bounded() {
+    local out
+    hold_lists_lock 6
+    if out=$(NTHD_APT_LOCK_WAIT=1 apt_get update -qq 2>&1); then
+        fail "apt_get update succeeded while the lock was held (NTHD_APT_LOCK_WAIT=1)"
+    else
+        { grep -q 'gave up after 1s waiting for the apt/dpkg lock' <<<"$out" && grep -q NTHD_APT_LOCK_WAIT <<<"$out"; } ||
+            fail "the give-up message names neither the wait nor NTHD_APT_LOCK_WAIT: $out"
+        ok "NTHD_APT_LOCK_WAIT=1: gave up, naming the lock and the setting"
+    fi
+    kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+}
 
 # 4. Any other failure is not retried.
-t0=$SECONDS
-if out=$(apt_get install -y -qq nthd-no-such-package 2>&1); then
-    fail "apt_get installed a package that does not exist"
-else
-    grep -q 'Unable to locate package nthd-no-such-package' <<<"$out" || fail "apt's own words are lost: $out"
-    ((SECONDS - t0 < 10)) || fail "a missing package was retried for $((SECONDS - t0))s"
-    ok "a missing package fails at once in apt's words"
-fi
-((fails == 0)) || { echo "host-tools.sh: $fails failed" >&2; exit 1; }
+check_not_retried() {
+    local t0 out
+    t0=$SECONDS
+    if out=$(apt_get install -y -qq nthd-no-such-package 2>&1); then
+        fail "apt_get installed a package that does not exist"
+    else
+        grep -q 'Unable to locate package nthd-no-such-package' <<<"$out" || fail "apt's own words are lost: $out"
+        ((SECONDS - t0 < 10)) || fail "a missing package was retried for $((SECONDS - t0))s"
+        ok "a missing package fails at once in apt's words"
+    fi
+}
+
+main() {
+    check_direct_calls
+    check_lock_waited
+    check_wait_bounded
+    check_not_retried
+    ((fails == 0)) || { echo "host-tools.sh: $fails failed" >&2; exit 1; }
+}
+
+main "$@"

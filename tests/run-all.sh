@@ -30,61 +30,68 @@ export CARGO_TERM_COLOR=never
 # instead of 6.1 GB (docs/testing.md, "Disk").
 export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
-t_suite=$SECONDS
 
 # Prerequisites you install yourself (README "Prerequisites"): fail at once, naming them.
-missing=()
-if ! command -v cargo >/dev/null 2>&1 || ! command -v rustc >/dev/null 2>&1; then
-    if [ -x "$HOME/.cargo/bin/cargo" ]; then
-        missing+=("cargo is not on PATH; add rustup's: . \"\$HOME/.cargo/env\"")
+check_prerequisites() {
+    local missing=() rust_version rust_major rust_minor
+    missing=()
+    if ! command -v cargo >/dev/null 2>&1 || ! command -v rustc >/dev/null 2>&1; then
+        if [ -x "$HOME/.cargo/bin/cargo" ]; then
+            missing+=("cargo is not on PATH; add rustup's: . \"\$HOME/.cargo/env\"")
+        else
+            missing+=("Rust >= 1.85 (cargo, rustc) through rustup: curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\"")
+        fi
     else
-        missing+=("Rust >= 1.85 (cargo, rustc) through rustup: curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\"")
+        rust_version=$(rustc --version | awk '{print $2}')
+        IFS=. read -r rust_major rust_minor _ <<<"$rust_version"
+        if [ "$rust_major" -lt 1 ] || { [ "$rust_major" = 1 ] && [ "$rust_minor" -lt 85 ]; }; then
+            missing+=("Rust >= 1.85; $(command -v rustc) is $rust_version (Debian 12's own is 1.63): install rustup (https://rustup.rs) or run: rustup update stable")
+        fi
     fi
-else
-    rust_version=$(rustc --version | awk '{print $2}')
-    IFS=. read -r rust_major rust_minor _ <<<"$rust_version"
-    if [ "$rust_major" -lt 1 ] || { [ "$rust_major" = 1 ] && [ "$rust_minor" -lt 85 ]; }; then
-        missing+=("Rust >= 1.85; $(command -v rustc) is $rust_version (Debian 12's own is 1.63): install rustup (https://rustup.rs) or run: rustup update stable")
+    command -v gcc >/dev/null 2>&1 || missing+=("gcc (the linker cargo uses): apt-get install gcc")
+    command -v python3 >/dev/null 2>&1 || missing+=("python3 (packaging/build.sh): apt-get install python3")
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "run-all.sh: missing prerequisites:" >&2
+        printf '  - %s\n' "${missing[@]}" >&2
+        exit 1
     fi
-fi
-command -v gcc >/dev/null 2>&1 || missing+=("gcc (the linker cargo uses): apt-get install gcc")
-command -v python3 >/dev/null 2>&1 || missing+=("python3 (packaging/build.sh): apt-get install python3")
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "run-all.sh: missing prerequisites:" >&2
-    printf '  - %s\n' "${missing[@]}" >&2
-    exit 1
-fi
+}
 
 # System packages the tests use (dbus-daemon for the fake logind, pip for botocore (tests/asg.rs
 # installs it into target/asg-python to check nthd's SigV4 signatures), debootstrap and
 # systemd-nspawn for the real-system suite, the linters for the packages).
-need=()
-for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
-            ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
-            dpkg-parsechangelog:dpkg-dev readelf:binutils mksquashfs:squashfs-tools \
-            qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools pip3:python3-pip \
-            aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu shellcheck:shellcheck; do
-    command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "==> installing ${need[*]}"
-    if ! apt_install "${need[@]}" >/dev/null; then
-        echo "run-all.sh: could not install ${need[*]}; install them (apt-get install ${need[*]}) and rerun" >&2
-        exit 1
+install_packages() {
+    local need=() pair
+    need=()
+    for pair in dbus-daemon:dbus debootstrap:debootstrap systemd-nspawn:systemd-container \
+                ip:iproute2 curl:curl lintian:lintian rpmlint:rpmlint rpm:rpm busctl:systemd \
+                dpkg-parsechangelog:dpkg-dev readelf:binutils mksquashfs:squashfs-tools \
+                qemu-aarch64-static:qemu-user-static packer:packer musl-gcc:musl-tools pip3:python3-pip \
+                aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu shellcheck:shellcheck; do
+        command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+    done
+    if [ ${#need[@]} -gt 0 ]; then
+        echo "==> installing ${need[*]}"
+        if ! apt_install "${need[@]}" >/dev/null; then
+            echo "run-all.sh: could not install ${need[*]}; install them (apt-get install ${need[*]}) and rerun" >&2
+            exit 1
+        fi
     fi
-fi
+}
 
 # A fresh clone's run uses about 11.6 GB (11 GB of target/ and fuzz/target/, 0.6 GB of CARGO_HOME;
 # a rerun reuses them): stop now, naming the need, rather than in stage 5 of 20.
 disk_free_gb() { df -Pk . | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
-min_free_gb=${NTHD_SUITE_MIN_FREE_GB:-12}
-if [ "$quick" = 0 ] && [ "$(disk_free_gb)" -lt "$min_free_gb" ]; then
-    echo "run-all.sh: $(disk_free_gb) GB free on $(df -P . | awk 'NR == 2 { print $6 }'), the suite needs about $min_free_gb GB:" \
-        "free some (an old target/ of another checkout: cargo clean; rm -rf target/e2e/runs*)" \
-        "or set NTHD_SUITE_MIN_FREE_GB to go on anyway" >&2
-    exit 1
-fi
+check_disk() {
+    local min_free_gb
+    min_free_gb=${NTHD_SUITE_MIN_FREE_GB:-12}
+    if [ "$quick" = 0 ] && [ "$(disk_free_gb)" -lt "$min_free_gb" ]; then
+        echo "run-all.sh: $(disk_free_gb) GB free on $(df -P . | awk 'NR == 2 { print $6 }'), the suite needs about $min_free_gb GB:" \
+            "free some (an old target/ of another checkout: cargo clean; rm -rf target/e2e/runs*)" \
+            "or set NTHD_SUITE_MIN_FREE_GB to go on anyway" >&2
+        exit 1
+    fi
+}
 
 declare -a names results
 stage() {
@@ -99,8 +106,6 @@ stage() {
     echo "==> $name: $([ $rc = 0 ] && echo ok || echo "FAILED ($rc)") in $((SECONDS - t0))s ($(disk_free_gb) GB free)"
     return $rc
 }
-
-stage "cargo fmt --check" cargo fmt --all -- --check
 # Every shell script in the tree, held to shellcheck like the Rust to clippy: the tracked *.sh,
 # .ci/run and the Debian maintainer scripts; the rpm scriptlets are sh fragments without a
 # shebang. (The bash completion is generated by clap and not ours to lint.)
@@ -108,17 +113,14 @@ shellcheck_all() {
     git ls-files -z '*.sh' ':!packaging/rpm/*.sh' .ci/run packaging/debian/postinst \
         packaging/debian/postrm packaging/debian/prerm | xargs -0 shellcheck -x &&
         shellcheck -s sh packaging/rpm/*.sh &&
-        bash tests/shell-functions.sh
+        bash tests/shell-functions.sh --self-test && bash tests/shell-functions.sh
 }
-stage "shellcheck, no shell function over 60 lines" shellcheck_all
 # The workspace lints (Cargo.toml [workspace.lints]) for nthd and the testkit, and their copy in
 # the fuzz crate, a workspace of its own.
 clippy_all() {
     cargo clippy --workspace --all-targets -- -D warnings &&
         cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 }
-stage "cargo clippy, the workspace lints (nthd, testkit, fuzz)" clippy_all
-stage "cargo test" cargo test --workspace
 # The 10-minute log budget (tests/log_budget.rs: a hostile metadata service at 1 poll/s) needs
 # wall time, not CPU: it runs in the background while the stages below use the machine.
 log_budget_start() {
@@ -135,23 +137,37 @@ log_budget_wait() {
     [ $rc = 0 ] || tail -n 40 target/log-budget.log
     return $rc
 }
-if [ $quick = 0 ]; then
+# Signed with a TEST key (nthd-TEST-key.asc, expires within a day): the suite is no release.
+# tests/signing-key.sh holds build.sh to that: the refusal without a key, a killed build
+# leaving no secret, the TEST key's name and expiry after the build.
+artifacts_all() {
+    bash tests/signing-key.sh --refusal && bash tests/signing-key.sh --killed &&
+        bash packaging/build.sh --all-arches --test-key && bash tests/signing-key.sh --artifacts
+}
+
+# Stage 1, all that --quick runs.
+stages_quick() {
+    stage "cargo fmt --check" cargo fmt --all -- --check
+    stage "shellcheck, no shell function over 60 lines, top-level code within 20" shellcheck_all
+    stage "cargo clippy, the workspace lints (nthd, testkit, fuzz)" clippy_all
+    stage "cargo test" cargo test --workspace
+}
+
+# Stage 2 (the log budget starts in the background first).
+stages_artifacts() {
     log_budget_pid=""
     log_budget_start
     stage "host installs wait for a held apt/dpkg lock (packaging/host-tools.sh)" bash tests/host-tools.sh
-    # Signed with a TEST key (nthd-TEST-key.asc, expires within a day): the suite is no release.
-    # tests/signing-key.sh holds build.sh to that: the refusal without a key, a killed build
-    # leaving no secret, the TEST key's name and expiry after the build.
-    artifacts_all() {
-        bash tests/signing-key.sh --refusal && bash tests/signing-key.sh --killed &&
-            bash packaging/build.sh --all-arches --test-key && bash tests/signing-key.sh --artifacts
-    }
     stage "artifacts, x86_64 and aarch64 (deb, rpm, tarball, sysext, lint), signed with a TEST key" \
         artifacts_all
     stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
     # The upgrade scenarios start from the previous release, built once from its own commit.
     stage "previous release's packages (tests/e2e/previous-release)" bash tests/e2e/previous-release.sh
+}
+
+# Stage 3.
+stages_e2e() {
     stage "real-system e2e, Debian 12 (systemd 252), every scenario but the systemd-imdsd ones" bash tests/e2e/run.sh
     stage "real-system e2e, Debian 11 (systemd 247, polkit 0.105), core set" env E2E_SUITE=bullseye \
         bash tests/e2e/run.sh spot-terminate no-action-defaults polkit-denied-then-restored \
@@ -176,6 +192,10 @@ if [ $quick = 0 ]; then
         bash tests/e2e/run.sh spot-terminate
     stage "installers: tarball, rpm, cloud-init, sysext, signed apt and dnf repositories on booted Debian 11, 12, 13" \
         bash tests/e2e/install.sh
+}
+
+# Stages 4 to 6.
+stages_rest() {
     stage "aarch64 test suite under qemu-user" bash tests/arm64.sh
     stage "benchmark smoke" bash bench/run.sh --smoke
     stage "fuzz smoke" bash fuzz/run.sh --smoke
@@ -185,15 +205,36 @@ if [ $quick = 0 ]; then
     else
         stage "log budget, 10 min of a hostile IMDS" false
     fi
-fi
+}
 
-echo
-pass=0 fail=0
-for i in "${!names[@]}"; do
-    if [ "${results[$i]}" = 0 ]; then pass=$((pass + 1)); echo "  ok      ${names[$i]}"
-    else fail=$((fail + 1)); echo "  FAILED  ${names[$i]}"; fi
-done
-echo "stages: $pass passed, $fail failed"
-t_suite=$((SECONDS - t_suite))
-echo "whole suite: ${t_suite}s ($((t_suite / 60)) min $((t_suite % 60)) s)"
-[ $fail = 0 ]
+# One line per stage, the totals; the status is the suite's.
+summary() {
+    local i pass fail
+    echo
+    pass=0 fail=0
+    for i in "${!names[@]}"; do
+        if [ "${results[$i]}" = 0 ]; then pass=$((pass + 1)); echo "  ok      ${names[$i]}"
+        else fail=$((fail + 1)); echo "  FAILED  ${names[$i]}"; fi
+    done
+    echo "stages: $pass passed, $fail failed"
+    t_suite=$((SECONDS - t_suite))
+    echo "whole suite: ${t_suite}s ($((t_suite / 60)) min $((t_suite % 60)) s)"
+    [ $fail = 0 ]
+}
+
+main() {
+    [ "${1:-}" = "--quick" ] && quick=1
+    t_suite=$SECONDS
+    check_prerequisites
+    install_packages
+    check_disk
+    stages_quick
+    if [ $quick = 0 ]; then
+        stages_artifacts
+        stages_e2e
+        stages_rest
+    fi
+    summary
+}
+
+main "$@"

@@ -35,56 +35,66 @@ set -euo pipefail
 cd "$(dirname "$0")"
 # shellcheck source=packaging/host-tools.sh
 . ../host-tools.sh
-if ! command -v packer >/dev/null; then
-    [ "$(id -u)" = 0 ] || { echo "validate.sh: install packer (apt-get install packer)" >&2; exit 1; }
-    apt_install packer >/dev/null
-fi
-packer version
+
+# Packer, installed if missing (as root).
+ensure_packer() {
+    if ! command -v packer >/dev/null; then
+        [ "$(id -u)" = 0 ] || { echo "validate.sh: install packer (apt-get install packer)" >&2; exit 1; }
+        apt_install packer >/dev/null
+    fi
+    packer version
+}
 
 # 1. The whole template: syntax and format.
-packer fmt -check -diff nthd.pkr.hcl || {
-    echo "validate.sh: nthd.pkr.hcl does not parse, or is not formatted (packer fmt nthd.pkr.hcl)" >&2
-    exit 1
+check_format() {
+    packer fmt -check -diff nthd.pkr.hcl || {
+        echo "validate.sh: nthd.pkr.hcl does not parse, or is not formatted (packer fmt nthd.pkr.hcl)" >&2
+        exit 1
+    }
 }
 
-# 2. Validate what Packer 1.6.6 knows.
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# Blank out a top-level `packer {` block and the `metadata_options {` block, by brace depth;
-# blank lines keep Packer's error line numbers those of nthd.pkr.hcl.
-awk '
-    cut == 0 && ($1 == "packer" || $1 == "metadata_options") && $2 == "{" { cut = 1; depth = 0; found[$1] = 1 }
-    cut { n = gsub(/{/, "{"); m = gsub(/}/, "}"); depth += n - m; if (depth <= 0) cut = 0; print ""; next }
-    { print }
-    END { if (!found["packer"] || !found["metadata_options"]) exit 3 }
-' nthd.pkr.hcl >"$tmp/nthd.pkr.hcl" || {
-    echo "validate.sh: nthd.pkr.hcl no longer has the packer and metadata_options blocks this cuts" >&2
-    exit 1
-}
-cp -R nodeadm.d "$tmp/"
-touch "$tmp/nthd.rpm"
-for arch in x86_64 arm64; do
-    (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernetes_version=1.34 \
-        -var arch="$arch" nthd.pkr.hcl)
-done
-if (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernetes_version=1.34 \
-    -var arch=amd64 nthd.pkr.hcl) >/dev/null 2>&1; then
-    echo "validate.sh: nthd.pkr.hcl accepted arch=amd64; its validation rule is gone" >&2
-    exit 1
-fi
-
-# A python3 with PyYAML, for steps 3 and 4.
-py=python3
-if ! "$py" -c 'import yaml' 2>/dev/null; then
-    py=/usr/bin/python3
-    if ! "$py" -c 'import yaml' 2>/dev/null; then
-        [ "$(id -u)" = 0 ] || { echo "validate.sh: install PyYAML (apt-get install python3-yaml)" >&2; exit 1; }
-        apt_install python3-yaml >/dev/null
+# 2. Validate what Packer 1.6.6 knows, on the template in $tmp minus the blocks it does not.
+validate_template() {
+    local arch
+    # Blank out a top-level `packer {` block and the `metadata_options {` block, by brace depth;
+    # blank lines keep Packer's error line numbers those of nthd.pkr.hcl.
+    awk '
+        cut == 0 && ($1 == "packer" || $1 == "metadata_options") && $2 == "{" { cut = 1; depth = 0; found[$1] = 1 }
+        cut { n = gsub(/{/, "{"); m = gsub(/}/, "}"); depth += n - m; if (depth <= 0) cut = 0; print ""; next }
+        { print }
+        END { if (!found["packer"] || !found["metadata_options"]) exit 3 }
+    ' nthd.pkr.hcl >"$tmp/nthd.pkr.hcl" || {
+        echo "validate.sh: nthd.pkr.hcl no longer has the packer and metadata_options blocks this cuts" >&2
+        exit 1
+    }
+    cp -R nodeadm.d "$tmp/"
+    touch "$tmp/nthd.rpm"
+    for arch in x86_64 arm64; do
+        (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernetes_version=1.34 \
+            -var arch="$arch" nthd.pkr.hcl)
+    done
+    if (cd "$tmp" && packer validate -var nthd_package="$tmp/nthd.rpm" -var kubernetes_version=1.34 \
+        -var arch=amd64 nthd.pkr.hcl) >/dev/null 2>&1; then
+        echo "validate.sh: nthd.pkr.hcl accepted arch=amd64; its validation rule is gone" >&2
+        exit 1
     fi
-fi
+}
+
+# A python3 with PyYAML, for steps 3 and 4: sets py.
+find_python() {
+    py=python3
+    if ! "$py" -c 'import yaml' 2>/dev/null; then
+        py=/usr/bin/python3
+        if ! "$py" -c 'import yaml' 2>/dev/null; then
+            [ "$(id -u)" = 0 ] || { echo "validate.sh: install PyYAML (apt-get install python3-yaml)" >&2; exit 1; }
+            apt_install python3-yaml >/dev/null
+        fi
+    fi
+}
 
 # 3. The provisioners' inline scripts, as Packer's shell provisioner runs them (/bin/sh -e).
-"$py" - nthd.pkr.hcl "$tmp" <<'EOF'
+check_inline_scripts() {
+    "$py" - nthd.pkr.hcl "$tmp" <<'EOF'
 import json, sys
 n, script = 0, None
 for line in open(sys.argv[1], encoding="utf-8"):
@@ -101,10 +111,12 @@ for line in open(sys.argv[1], encoding="utf-8"):
 if n == 0 or script is not None:
     sys.exit("validate.sh: found no complete `inline = [ ... ]` list in nthd.pkr.hcl")
 EOF
-shellcheck -s sh "$tmp"/inline-*.sh
+    shellcheck -s sh "$tmp"/inline-*.sh
+}
 
-# 4. The NodeConfig files.
-"$py" - nodeadm.d/50-nthd-graceful-shutdown.yaml nodeconfig-user-data.mime <<'EOF'
+# 4. The NodeConfig files, by a Python program in two parts: its helpers, then the checks.
+nodeconfig_helpers() {
+    cat <<'EOF'
 import email, re, sys
 import yaml
 
@@ -150,6 +162,10 @@ def check_kubelet(kc, where):
     if total is not None and not 0 < total <= SPOT_BUDGET:
         errors.append(f"{where}: a {total:g} s grace period does not fit the 2-minute Spot notice (at most {SPOT_BUDGET} s)")
 
+EOF
+}
+nodeconfig_checks() {
+    cat <<'EOF'
 dropin_path, mime_path = sys.argv[1], sys.argv[2]
 
 dropin = node_config(open(dropin_path, encoding="utf-8").read(), dropin_path)
@@ -182,6 +198,24 @@ for e in errors:
     print(f"validate.sh: {e}", file=sys.stderr)
 sys.exit(1 if errors else 0)
 EOF
-echo "validate.sh: ok: packer fmt on the whole template; packer validate (x86_64, arm64) without" \
-    "required_plugins and metadata_options, $(packer version | head -n1); shellcheck of the inline" \
-    "scripts; NodeConfig drop-in and user data"
+}
+check_node_configs() {
+    "$py" - nodeadm.d/50-nthd-graceful-shutdown.yaml nodeconfig-user-data.mime \
+        < <(nodeconfig_helpers; nodeconfig_checks)
+}
+
+main() {
+    ensure_packer
+    check_format
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    validate_template
+    find_python
+    check_inline_scripts
+    check_node_configs
+    echo "validate.sh: ok: packer fmt on the whole template; packer validate (x86_64, arm64) without" \
+        "required_plugins and metadata_options, $(packer version | head -n1); shellcheck of the inline" \
+        "scripts; NodeConfig drop-in and user data"
+}
+
+main "$@"

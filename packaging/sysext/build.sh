@@ -25,63 +25,82 @@
 set -eu
 
 die() { printf 'sysext/build.sh: %s\n' "$*" >&2; exit 1; }
-[ $# -ge 4 ] || die "usage: build.sh BINARY ARCH VERSION OUTDIR [--dir]"
-bin=$1 arch=$2 version=$3 outdir=$4 keepdir=0
-[ "${5:-}" != --dir ] || keepdir=1
-[ -x "$bin" ] || die "$bin is not an executable"
-case "$arch" in
-    x86_64) sdarch=x86-64 ;;
-    aarch64) sdarch=arm64 ;;
-    *) die "unknown architecture '$arch' (x86_64 | aarch64)" ;;
-esac
-root=$(cd "$(dirname "$0")/../.." && pwd)
-name=nthd-$version-$arch
-mkdir -p "$outdir"
-outdir=$(cd "$outdir" && pwd)
-tree=$outdir/$name
-rm -rf "$tree" "$outdir/$name.raw"
+# Sets bin, arch, version, outdir, keepdir, sdarch, root, name and tree.
+check_args() {
+    [ $# -ge 4 ] || die "usage: build.sh BINARY ARCH VERSION OUTDIR [--dir]"
+    bin=$1 arch=$2 version=$3 outdir=$4 keepdir=0
+    [ "${5:-}" != --dir ] || keepdir=1
+    [ -x "$bin" ] || die "$bin is not an executable"
+    case "$arch" in
+        x86_64) sdarch=x86-64 ;;
+        aarch64) sdarch=arm64 ;;
+        *) die "unknown architecture '$arch' (x86_64 | aarch64)" ;;
+    esac
+    root=$(cd "$(dirname "$0")/../.." && pwd)
+    name=nthd-$version-$arch
+    mkdir -p "$outdir"
+    outdir=$(cd "$outdir" && pwd)
+    tree=$outdir/$name
+    rm -rf "$tree" "$outdir/$name.raw"
+}
 
 i() { install -D -m "$1" "$2" "$tree/$3"; }
-i 755 "$bin" usr/bin/nthd
-i 755 "$bin" usr/libexec/nthd/nthd
-i 644 "$root/systemd/nthd.service" usr/lib/systemd/system/nthd.service
-i 644 "$root/systemd/nthd.sysusers" usr/lib/sysusers.d/nthd.conf
-i 644 "$root/polkit/50-nthd.rules" usr/share/polkit-1/rules.d/50-nthd.rules
-for page in "$root"/packaging/assets/*.8; do
-    i 644 "$page" "usr/share/man/man8/${page##*/}"
-done
-i 644 "$root/packaging/node-problem-detector/nthd-monitor.json" usr/share/nthd/node-problem-detector/nthd-monitor.json
-i 644 "$root/packaging/assets/nthd.bash" usr/share/bash-completion/completions/nthd
-i 644 "$root/packaging/assets/_nthd" usr/share/zsh/site-functions/_nthd
-i 644 "$root/packaging/assets/nthd.fish" usr/share/fish/vendor_completions.d/nthd.fish
-i 644 "$root/packaging/default/nthd" usr/share/doc/nthd/examples/nthd.default
-# Where docs/configuration.md says to copy it from, as in the packages.
-i 644 "$root/polkit/50-nthd-reboot.rules.example" usr/share/doc/nthd/examples/50-nthd-reboot.rules.example
-i 644 "$root/LICENSE" usr/share/licenses/nthd/LICENSE
+fill_tree() {
+    i 755 "$bin" usr/bin/nthd
+    i 755 "$bin" usr/libexec/nthd/nthd
+    i 644 "$root/systemd/nthd.service" usr/lib/systemd/system/nthd.service
+    i 644 "$root/systemd/nthd.sysusers" usr/lib/sysusers.d/nthd.conf
+    i 644 "$root/polkit/50-nthd.rules" usr/share/polkit-1/rules.d/50-nthd.rules
+    for page in "$root"/packaging/assets/*.8; do
+        i 644 "$page" "usr/share/man/man8/${page##*/}"
+    done
+    i 644 "$root/packaging/node-problem-detector/nthd-monitor.json" usr/share/nthd/node-problem-detector/nthd-monitor.json
+    i 644 "$root/packaging/assets/nthd.bash" usr/share/bash-completion/completions/nthd
+    i 644 "$root/packaging/assets/_nthd" usr/share/zsh/site-functions/_nthd
+    i 644 "$root/packaging/assets/nthd.fish" usr/share/fish/vendor_completions.d/nthd.fish
+    i 644 "$root/packaging/default/nthd" usr/share/doc/nthd/examples/nthd.default
+    # Where docs/configuration.md says to copy it from, as in the packages.
+    i 644 "$root/polkit/50-nthd-reboot.rules.example" usr/share/doc/nthd/examples/50-nthd-reboot.rules.example
+    i 644 "$root/LICENSE" usr/share/licenses/nthd/LICENSE
+}
+
 # extension-release: the file name must match the image name without .raw, or be
 # named after the image's file name on the host; systemd-sysext matches it to the
 # image name ("nthd" when installed as /var/lib/extensions/nthd.raw). ID=_any: the
 # binary is static, so the image fits every distribution (systemd >= 252 reads _any).
 # EXTENSION_RELOAD_MANAGER=1: systemd >= 255 daemon-reloads after a merge by itself.
-mkdir -p "$tree/usr/lib/extension-release.d"
-cat >"$tree/usr/lib/extension-release.d/extension-release.nthd" <<EOF
+write_release() {
+    mkdir -p "$tree/usr/lib/extension-release.d"
+    cat >"$tree/usr/lib/extension-release.d/extension-release.nthd" <<EOF
 ID=_any
 ARCHITECTURE=$sdarch
 SYSEXT_ID=nthd
 SYSEXT_VERSION_ID=$version
 EXTENSION_RELOAD_MANAGER=1
 EOF
-# Reproducible: fixed times; every file owned by root.
-find "$tree" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-0}" {} +
+    # Reproducible: fixed times; every file owned by root.
+    find "$tree" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-0}" {} +
+}
 
-if command -v mksquashfs >/dev/null 2>&1; then
-    # mksquashfs (>= 4.5) takes every timestamp from SOURCE_DATE_EPOCH when it is set, and
-    # refuses -mkfs-time/-all-time beside it.
-    mksquashfs "$tree" "$outdir/$name.raw" -all-root -noappend -quiet -comp xz >/dev/null
-elif command -v mkfs.erofs >/dev/null 2>&1; then
-    mkfs.erofs --all-root ${SOURCE_DATE_EPOCH:+-T "$SOURCE_DATE_EPOCH"} "$outdir/$name.raw" "$tree" >/dev/null
-else
-    die "need mksquashfs (apt-get install squashfs-tools) or mkfs.erofs (erofs-utils)"
-fi
-[ $keepdir = 1 ] || rm -rf "$tree"
-echo "$outdir/$name.raw"
+make_image() {
+    if command -v mksquashfs >/dev/null 2>&1; then
+        # mksquashfs (>= 4.5) takes every timestamp from SOURCE_DATE_EPOCH when it is set, and
+        # refuses -mkfs-time/-all-time beside it.
+        mksquashfs "$tree" "$outdir/$name.raw" -all-root -noappend -quiet -comp xz >/dev/null
+    elif command -v mkfs.erofs >/dev/null 2>&1; then
+        mkfs.erofs --all-root ${SOURCE_DATE_EPOCH:+-T "$SOURCE_DATE_EPOCH"} "$outdir/$name.raw" "$tree" >/dev/null
+    else
+        die "need mksquashfs (apt-get install squashfs-tools) or mkfs.erofs (erofs-utils)"
+    fi
+    [ $keepdir = 1 ] || rm -rf "$tree"
+    echo "$outdir/$name.raw"
+}
+
+main() {
+    check_args "$@"
+    fill_tree
+    write_release
+    make_image
+}
+
+main "$@"

@@ -21,43 +21,65 @@ REPO="$(cd "$HERE/../.." && pwd)"
 say() { printf '[previous-release] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
-commit="$(grep -Ev '^[[:space:]]*(#|$)' "$HERE/previous-release" | head -n 1 | tr -d '[:space:]')"
-[[ "$commit" =~ ^[0-9a-f]{40}$ ]] || die "$HERE/previous-release names no full commit id: '$commit'"
-if [[ "${1:-}" == --commit ]]; then echo "$commit"; exit 0; fi
-[[ $# -eq 0 ]] || die "usage: $0 [--commit]"
+# Sets commit; --commit prints it and exits.
+read_commit() {
+  commit="$(grep -Ev '^[[:space:]]*(#|$)' "$HERE/previous-release" | head -n 1 | tr -d '[:space:]')"
+  [[ "$commit" =~ ^[0-9a-f]{40}$ ]] || die "$HERE/previous-release names no full commit id: '$commit'"
+  if [[ "${1:-}" == --commit ]]; then echo "$commit"; exit 0; fi
+  [[ $# -eq 0 ]] || die "usage: $0 [--commit]"
+}
 
-top="$REPO/target/previous-release"
-out="$top/$commit"
-mkdir -p "$top"
-exec 9>"$top/lock"
-flock -n 9 || { say "another build of the previous release holds $top/lock; waiting"; flock 9; }
+# Sets top and out; waits for another caller's build.
+take_lock() {
+  top="$REPO/target/previous-release"
+  out="$top/$commit"
+  mkdir -p "$top"
+  exec 9>"$top/lock"
+  flock -n 9 || { say "another build of the previous release holds $top/lock; waiting"; flock 9; }
+}
 
-if [[ -f "$out/stamp" ]]; then
-  say "cached: $out ($(tr '\n' ' ' <"$out/stamp"))"
-  echo "$out"; exit 0
-fi
+# Sets epoch, short and t0; the tree's own build.sh in $out/src.
+build() {
+  git -C "$REPO" cat-file -e "$commit^{commit}" 2>/dev/null ||
+    die "commit $commit is not in this clone (shallow? git fetch --unshallow)"
+  rm -rf "$out"; mkdir -p "$out/src"
+  git -C "$REPO" archive --format=tar "$commit" | tar -x -C "$out/src"
+  epoch="$(git -C "$REPO" show -s --format=%ct "$commit")"
+  short="$(git -C "$REPO" rev-parse --short=12 "$commit")"
+  say "building nthd at $short ($(git -C "$REPO" show -s --format=%cs "$commit")) with its own packaging/build.sh; log: $out/build.log"
+  t0=$SECONDS
+  if ! (cd "$out/src" && NTHD_GIT_COMMIT="$short" SOURCE_DATE_EPOCH="$epoch" bash packaging/build.sh) >"$out/build.log" 2>&1; then
+    tail -n 30 "$out/build.log" >&2
+    die "the build of $short failed (see $out/build.log; the tree is left in $out/src)"
+  fi
+}
 
-git -C "$REPO" cat-file -e "$commit^{commit}" 2>/dev/null ||
-  die "commit $commit is not in this clone (shallow? git fetch --unshallow)"
-rm -rf "$out"; mkdir -p "$out/src"
-git -C "$REPO" archive --format=tar "$commit" | tar -x -C "$out/src"
-epoch="$(git -C "$REPO" show -s --format=%ct "$commit")"
-short="$(git -C "$REPO" rev-parse --short=12 "$commit")"
-say "building nthd at $short ($(git -C "$REPO" show -s --format=%cs "$commit")) with its own packaging/build.sh; log: $out/build.log"
-t0=$SECONDS
-if ! (cd "$out/src" && NTHD_GIT_COMMIT="$short" SOURCE_DATE_EPOCH="$epoch" bash packaging/build.sh) >"$out/build.log" 2>&1; then
-  tail -n 30 "$out/build.log" >&2
-  die "the build of $short failed (see $out/build.log; the tree is left in $out/src)"
-fi
-version="$(cd "$out/src" && cargo metadata --no-deps --format-version 1 --offline |
-  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "nthd"))')"
-arch="$(uname -m)"; deb_arch="$(dpkg --print-architecture)"
-deb="nthd_${version}-1_${deb_arch}.deb" rpm="nthd-${version}-1.${arch}.rpm"
-for f in "$deb" "$rpm"; do
-  [[ -s "$out/src/target/dist/$f" ]] || die "the build of $short made no target/dist/$f"
-  cp "$out/src/target/dist/$f" "$out/$f"
-done
-rm -rf "$out/src"
-printf 'commit=%s version=%s deb=%s rpm=%s built_in=%ss\n' "$commit" "$version" "$deb" "$rpm" "$((SECONDS - t0))" >"$out/stamp"
-say "built $deb and $rpm in $((SECONDS - t0))s"
-echo "$out"
+# The .deb and .rpm into the cache, and the stamp last.
+collect() {
+  local f
+  version="$(cd "$out/src" && cargo metadata --no-deps --format-version 1 --offline |
+    python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "nthd"))')"
+  arch="$(uname -m)"; deb_arch="$(dpkg --print-architecture)"
+  deb="nthd_${version}-1_${deb_arch}.deb" rpm="nthd-${version}-1.${arch}.rpm"
+  for f in "$deb" "$rpm"; do
+    [[ -s "$out/src/target/dist/$f" ]] || die "the build of $short made no target/dist/$f"
+    cp "$out/src/target/dist/$f" "$out/$f"
+  done
+  rm -rf "$out/src"
+  printf 'commit=%s version=%s deb=%s rpm=%s built_in=%ss\n' "$commit" "$version" "$deb" "$rpm" "$((SECONDS - t0))" >"$out/stamp"
+  say "built $deb and $rpm in $((SECONDS - t0))s"
+}
+
+main() {
+  read_commit "$@"
+  take_lock
+  if [[ -f "$out/stamp" ]]; then
+    say "cached: $out ($(tr '\n' ' ' <"$out/stamp"))"
+    echo "$out"; exit 0
+  fi
+  build
+  collect
+  echo "$out"
+}
+
+main "$@"

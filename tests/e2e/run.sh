@@ -31,8 +31,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=scenario.sh
 . "$HERE/scenario.sh"
-# The scenarios (scen_*) and their own helpers, by family, one file each; run.sh is the
-# driver and the toolkit they share (setup_node and the rest below).
+# The scenarios (scen_*) and their own helpers, by family, one file each. run.sh is only the
+# runner (arguments, SCENARIOS, the run loop, the lock); what the scenarios share is in
+# scenario.sh, the one toolkit.
 # shellcheck source-path=SCRIPTDIR source=scen-core.sh
 . "$HERE/scen-core.sh"
 # shellcheck source-path=SCRIPTDIR source=scen-cloud.sh
@@ -60,7 +61,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
 _tree="$(basename "$ROOTFS")"; RUNS_DIR="$E2E_DIR/runs${_tree#rootfs}"
 [[ "$E2E_NTHD_ARCH" == "$E2E_ARCH" ]] || RUNS_DIR+="-nthd-$E2E_NTHD_ARCH"
-AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
 
 # Scenario registry: name -> function scen_<name with - as _> (in a scen-*.sh).
 SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
@@ -75,86 +75,6 @@ SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-
 # only): run.sh without names leaves them out on a tree that lacks it, or is not built yet
 # (default_scenarios).
 IMDSD_SCENARIOS=(imds-locked imds-locked-azure imds-locked-no-grant)
-
-# ------------------------------------------------------- scenario toolkit
-# These run inside the scenario subshell (set -e, EXIT trap = ct_cleanup).
-
-# Boot a node with nthd installed and configured.
-# Usage: setup_node [--no-mock] [--no-kubelet] [--provider P] [--endpoint URL ("": none)]
-#                   [--env NTHD_X=value]...   (extra /etc/default/nthd lines)
-#                   [--pre FUNCTION]  (run after the mock is up, before nthd
-#                                      is configured: initial routes/config)
-setup_node() {
-  local mock=1 kubelet=1 provider=aws endpoint="$IMDS" env=() pre=""
-  while (($#)); do case "$1" in
-    --no-mock) mock=0;; --no-kubelet) kubelet=0;;
-    --provider) provider="$2"; shift;; --endpoint) endpoint="$2"; shift;;
-    --env) env+=("$2"); shift;;
-    --pre) pre="$2"; shift;;
-    *) fail "setup_node: bad arg $1";; esac; shift; done
-  step "boot"
-  ct_boot "$SCEN" "$SDIR" || fail "container did not boot"
-  timing "boot $(fmt_ms "$CT_BOOT_MS")"
-  ct_net_setup || fail "could not add IMDS addresses to lo"
-  step "dpkg -i nthd"
-  nthd_install || fail "nthd package did not install"
-  if ((kubelet)); then
-    step "kubelet stand-in"
-    # KUBELET_ARGS: the stand-in's pods and priority groups (scen-drain.sh).
-    kubelet_start ${KUBELET_ARGS[@]+"${KUBELET_ARGS[@]}"} || fail "kubelet stand-in did not take its delay lock"
-  fi
-  if ((mock)); then
-    step "mock IMDS"
-    mock_start || fail "mock IMDS did not start"
-  fi
-  if [[ -n "$pre" ]]; then
-    step "before nthd is configured: $pre"
-    "$pre"
-  fi
-  step "configure nthd ($provider, ${endpoint:-the default endpoint})"
-  [[ -z "$endpoint" ]] || env=("NTHD_IMDS_ENDPOINT=$endpoint" ${env[@]+"${env[@]}"})
-  nthd_configure "NTHD_PROVIDER=$provider" ${env[@]+"${env[@]}"} \
-    || fail "nthd did not come back after reconfiguration"
-}
-
-# How many requests for PATH the mock logged at or after epoch ms SINCE
-# (GET /_mock/log is a JSON array of {t_ms, method, path, status, ...}).
-mock_requests_since() {
-  local n
-  n="$(mock_log | ct_exec jq --arg p "$1" --argjson since "$2" \
-        '[.[] | select(.path == $p and .t_ms >= $since)] | length')" || n=0
-  echo "${n:-0}"
-}
-
-# Expect: no PrepareForShutdown for SECS seconds and the container still up.
-expect_no_poweroff() {
-  local secs="$1"
-  no_prepare_for "$secs" || fail "unexpected PrepareForShutdown within ${secs}s"
-  ct_alive || fail "container powered off unexpectedly"
-}
-
-expect_nthd_active() { nthd_active || fail "nthd is not active ($(ct_exec systemctl is-active nthd 2>&1))"; }
-
-# busctl call logind Manager METHOD as USER; prints the reply or the error.
-logind_as() {
-  local user="$1"; shift
-  ct_exec runuser -u "$user" -- busctl call org.freedesktop.login1 /org/freedesktop/login1 \
-    org.freedesktop.login1.Manager "$@" 2>&1
-}
-
-# The mock's request log as saved on disk: the copy its ExecStop= wrote
-# at shutdown (complete, includes what nthd sent while being stopped), else
-# the one save_mock_state took at PrepareForShutdown.
-mock_log_saved() {
-  if [[ -s "$SDIR/mock-log.final.json" ]]; then echo "$SDIR/mock-log.final.json"
-  elif [[ -s "$SDIR/mock-log.json" ]]; then echo "$SDIR/mock-log.json"
-  else fail "no saved mock request log in $SDIR"; fi
-}
-# jq over the mock's request log: live while the container runs, else the
-# saved copy.  Usage: mock_log_jq [jq args] FILTER
-mock_log_jq() {
-  if ct_alive; then mock_log | hjq "$@"; else hjq "$@" <"$(mock_log_saved)"; fi
-}
 
 # ---------------------------------------------------------------- driver
 

@@ -1,14 +1,19 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # the globals below are read by the sourcing scripts
 # shellcheck disable=SC2016  # single-quoted jq programs
-# The scenario toolkit shared by tests/e2e/run.sh and tests/e2e/install.sh: how a scenario
-# reports (fail, timing, step), sets a notice on the mock IMDS, and judges a power-off by its
-# evidence (the kubelet stand-in's lock, logind, nthd's journal). Source it after lib.sh. The
-# functions run inside a scenario's subshell (set -e, EXIT trap = ct_cleanup).
+# The e2e toolkit, the one file of helpers the scenarios share; sourced (after lib.sh) by the
+# runners tests/e2e/run.sh and tests/e2e/install.sh, which only drive. It has how a scenario
+# reports (fail, timing, step), boots a node (setup_node), sets a notice on the mock IMDS,
+# reads the mock's log, and judges a power-off by its evidence (the kubelet stand-in's lock,
+# logind, nthd's journal). The functions run inside a scenario's subshell (set -e, EXIT
+# trap = ct_cleanup).
 
+# Copies of values in the Rust code; tests/shell_values.rs fails when one drifts from its source
+# (the paths: src/provider/aws.rs; the MESSAGE_IDs: the file named beside each).
 IMDS="http://169.254.169.254"
 AWS_SPOT=/latest/meta-data/spot/instance-action
 AWS_SCHEDULED=/latest/meta-data/events/maintenance/scheduled
+AWS_REBALANCE=/latest/meta-data/events/recommendations/rebalance
 # MESSAGE_IDs of nthd's journal entries (src/daemon.rs MSG_NOTICE, src/executor.rs MSG_ACTION*)
 MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d
 MSG_ACTION=5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b
@@ -153,4 +158,84 @@ expect_one_poweroff_action() {
 # scenarios and install.sh's rpm-deferred wait for it before they look for an early action.
 _deferred_announced() {
   [[ -n "$(journal_json "$MSG_NOTICE" | hjq -c 'select(.NTHD_KIND == "scheduled-stop")' 2>/dev/null)" ]]
+}
+
+# ------------------------------------------------- node and mock helpers
+
+
+# Boot a node with nthd installed and configured.
+# Usage: setup_node [--no-mock] [--no-kubelet] [--provider P] [--endpoint URL ("": none)]
+#                   [--env NTHD_X=value]...   (extra /etc/default/nthd lines)
+#                   [--pre FUNCTION]  (run after the mock is up, before nthd
+#                                      is configured: initial routes/config)
+setup_node() {
+  local mock=1 kubelet=1 provider=aws endpoint="$IMDS" env=() pre=""
+  while (($#)); do case "$1" in
+    --no-mock) mock=0;; --no-kubelet) kubelet=0;;
+    --provider) provider="$2"; shift;; --endpoint) endpoint="$2"; shift;;
+    --env) env+=("$2"); shift;;
+    --pre) pre="$2"; shift;;
+    *) fail "setup_node: bad arg $1";; esac; shift; done
+  step "boot"
+  ct_boot "$SCEN" "$SDIR" || fail "container did not boot"
+  timing "boot $(fmt_ms "$CT_BOOT_MS")"
+  ct_net_setup || fail "could not add IMDS addresses to lo"
+  step "dpkg -i nthd"
+  nthd_install || fail "nthd package did not install"
+  if ((kubelet)); then
+    step "kubelet stand-in"
+    # KUBELET_ARGS: the stand-in's pods and priority groups (scen-drain.sh).
+    kubelet_start ${KUBELET_ARGS[@]+"${KUBELET_ARGS[@]}"} || fail "kubelet stand-in did not take its delay lock"
+  fi
+  if ((mock)); then
+    step "mock IMDS"
+    mock_start || fail "mock IMDS did not start"
+  fi
+  if [[ -n "$pre" ]]; then
+    step "before nthd is configured: $pre"
+    "$pre"
+  fi
+  step "configure nthd ($provider, ${endpoint:-the default endpoint})"
+  [[ -z "$endpoint" ]] || env=("NTHD_IMDS_ENDPOINT=$endpoint" ${env[@]+"${env[@]}"})
+  nthd_configure "NTHD_PROVIDER=$provider" ${env[@]+"${env[@]}"} \
+    || fail "nthd did not come back after reconfiguration"
+}
+
+# How many requests for PATH the mock logged at or after epoch ms SINCE
+# (GET /_mock/log is a JSON array of {t_ms, method, path, status, ...}).
+mock_requests_since() {
+  local n
+  n="$(mock_log | ct_exec jq --arg p "$1" --argjson since "$2" \
+        '[.[] | select(.path == $p and .t_ms >= $since)] | length')" || n=0
+  echo "${n:-0}"
+}
+
+# Expect: no PrepareForShutdown for SECS seconds and the container still up.
+expect_no_poweroff() {
+  local secs="$1"
+  no_prepare_for "$secs" || fail "unexpected PrepareForShutdown within ${secs}s"
+  ct_alive || fail "container powered off unexpectedly"
+}
+
+expect_nthd_active() { nthd_active || fail "nthd is not active ($(ct_exec systemctl is-active nthd 2>&1))"; }
+
+# busctl call logind Manager METHOD as USER; prints the reply or the error.
+logind_as() {
+  local user="$1"; shift
+  ct_exec runuser -u "$user" -- busctl call org.freedesktop.login1 /org/freedesktop/login1 \
+    org.freedesktop.login1.Manager "$@" 2>&1
+}
+
+# The mock's request log as saved on disk: the copy its ExecStop= wrote
+# at shutdown (complete, includes what nthd sent while being stopped), else
+# the one save_mock_state took at PrepareForShutdown.
+mock_log_saved() {
+  if [[ -s "$SDIR/mock-log.final.json" ]]; then echo "$SDIR/mock-log.final.json"
+  elif [[ -s "$SDIR/mock-log.json" ]]; then echo "$SDIR/mock-log.json"
+  else fail "no saved mock request log in $SDIR"; fi
+}
+# jq over the mock's request log: live while the container runs, else the
+# saved copy.  Usage: mock_log_jq [jq args] FILTER
+mock_log_jq() {
+  if ct_alive; then mock_log | hjq "$@"; else hjq "$@" <"$(mock_log_saved)"; fi
 }

@@ -1,0 +1,125 @@
+//! Values the shell scripts copy from the Rust code cannot drift: every `NAME=value` the e2e
+//! toolkit keeps for a journal `MESSAGE_ID` or an AWS metadata path is compared with the Rust
+//! constant it copies. The metadata paths are the compiled constants (`nthd::testing`); the
+//! `MESSAGE_ID`s are `pub(crate)`, so they are read from their one definition in src/.
+//! A message names the shell file to fix. The shell structure check (tests/shell-functions.sh:
+//! function length and top-level code) runs here too, so `cargo test` holds the scripts to it.
+#![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
+
+use std::path::Path;
+
+use nthd::testing::provider::aws;
+
+fn read(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The value of the first top-level `NAME=value` in a shell file, without quotes and without
+/// a trailing comment.
+fn shell_value(text: &str, name: &str) -> Option<String> {
+    let prefix = format!("{name}=");
+    let line = text.lines().find(|l| l.starts_with(&prefix))?;
+    let v = line[prefix.len()..].split(" #").next()?.trim();
+    Some(v.trim_matches('"').trim_matches('\'').to_string())
+}
+
+/// The string of `const NAME: &str = "...";` in a Rust file.
+fn rust_str_const(text: &str, name: &str) -> Option<String> {
+    let needle = format!("const {name}: &str = \"");
+    let at = text.find(&needle)? + needle.len();
+    Some(text[at..].split('"').next()?.to_string())
+}
+
+/// Every copy in `shell` agrees with its source; returns the disagreements, one line each.
+fn drift(shell_file: &str, shell: &str, pairs: &[(&str, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .filter_map(|(name, want)| match shell_value(shell, name) {
+            Some(got) if got == *want => None,
+            got => Some(format!(
+                "{shell_file}: {name} is {got:?}, the Rust code says {want:?}"
+            )),
+        })
+        .collect()
+}
+
+fn message_ids() -> Vec<(&'static str, String)> {
+    let ids = [
+        ("MSG_NOTICE", "src/daemon.rs"),
+        ("MSG_ACTION", "src/executor.rs"),
+        ("MSG_ACTION_FAILED", "src/executor.rs"),
+        ("MSG_DRAINED", "src/drain/mod.rs"),
+    ];
+    ids.iter()
+        .map(|(name, file)| {
+            let v = rust_str_const(&read(file), name)
+                .unwrap_or_else(|| panic!("{file}: no `const {name}: &str`"));
+            (*name, v)
+        })
+        .collect()
+}
+
+#[test]
+fn the_e2e_copies_match_the_rust_constants() {
+    let mut bad = Vec::new();
+    let scenario = "tests/e2e/scenario.sh";
+    let mut pairs = message_ids();
+    pairs.push(("AWS_SPOT", aws::SPOT_PATH.to_string()));
+    pairs.push(("AWS_SCHEDULED", aws::SCHEDULED_PATH.to_string()));
+    pairs.push(("AWS_REBALANCE", aws::REBALANCE_PATH.to_string()));
+    bad.extend(drift(scenario, &read(scenario), &pairs));
+    let imds = "tests/e2e/scen-imds.sh";
+    let pairs = [("AWS_INSTANCE_ID_PATH", aws::INSTANCE_ID_PATH.to_string())];
+    bad.extend(drift(imds, &read(imds), &pairs));
+    assert!(bad.is_empty(), "shell copies drifted:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn a_drifted_copy_is_found() {
+    let shell =
+        "MSG_NOTICE=9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4e   # src/daemon.rs\nAWS_SPOT=/latest/x\n";
+    let pairs = [
+        ("MSG_NOTICE", "9d3f6a0c4b1e4f2a8c7d5e6f1a2b3c4d".to_string()),
+        ("AWS_SPOT", aws::SPOT_PATH.to_string()),
+        ("AWS_SCHEDULED", aws::SCHEDULED_PATH.to_string()),
+    ];
+    let found = drift("planted.sh", shell, &pairs);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(
+        found[2].contains("None"),
+        "a missing copy is drift too: {found:?}"
+    );
+    let same = format!("AWS_SPOT=\"{}\"  # copy\n", aws::SPOT_PATH);
+    assert!(drift("ok.sh", &same, &pairs[1..2]).is_empty());
+}
+
+#[test]
+fn the_message_ids_are_found_in_src() {
+    for (name, v) in message_ids() {
+        assert_eq!(
+            v.len(),
+            32,
+            "{name} = {v:?} is not a 32-hex-digit MESSAGE_ID"
+        );
+        assert!(v.chars().all(|c| c.is_ascii_hexdigit()), "{name} = {v:?}");
+    }
+}
+
+#[test]
+fn shell_structure_holds_and_its_check_finds_a_planted_script() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for args in [&["--self-test"][..], &[][..]] {
+        let out = std::process::Command::new("bash")
+            .arg(root.join("tests/shell-functions.sh"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "bash tests/shell-functions.sh {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
