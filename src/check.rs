@@ -590,7 +590,7 @@ async fn logind_permits(c: &mut Ctx<'_>, action: PowerAction) -> Check {
             )
         }
     };
-    if v == "yes" {
+    if v == crate::logind::Grant::Yes {
         let note = match is_nthd {
             true => String::new(),
             false => {

@@ -15,7 +15,7 @@ use crate::config::Options;
 use crate::executor::{self, ActionError, Executor, Outcome};
 use crate::extras::{Reporter, WebhookSlot};
 use crate::imds::ImdsError;
-use crate::logind::Logind;
+use crate::logind::{Logind, SystemState};
 use crate::metrics::Metrics;
 use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
@@ -27,6 +27,7 @@ use crate::timefmt;
 use crate::webhook::{Context, Event};
 
 mod drained;
+mod logind_watch;
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
@@ -40,19 +41,6 @@ const HEALTH_TICK: Duration = Duration::from_secs(10);
 
 /// How long after logind accepted a power action nthd starts watching for its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
-
-/// How long the loop waits for a logind property read: a hung bus must not stall polling.
-const LOGIND_READ_TIMEOUT: Duration = executor::READ_TIMEOUT;
-
-fn logind_timeout(method: &'static str) -> crate::logind::LogindError {
-    crate::logind::LogindError::NoLogind {
-        method,
-        reason: format!(
-            "no answer within {}",
-            timefmt::format_duration(LOGIND_READ_TIMEOUT)
-        ),
-    }
-}
 
 /// Messages from the provider task.
 enum FromProvider {
@@ -377,6 +365,11 @@ impl Watchdog {
 }
 
 impl Daemon {
+    /// The daemon's watch of logind: its bounded reads, each after a watchdog ping.
+    fn logind(&mut self) -> logind_watch::Watch<'_> {
+        logind_watch::Watch::new(self.executor.reads(), &self.watchdog)
+    }
+
     /// Once logind answers, asks whether this user may power off (and reboot, if a reboot
     /// policy is set) and warns with the fix when polkit would say no. nthd still tries when
     /// a notice comes: the answer can change when the rule is installed.
@@ -384,72 +377,16 @@ impl Daemon {
         if self.grant_checked || self.opts.dry_run {
             return;
         }
-        for action in self.planner.config().power_actions() {
-            let method = action.can_method();
-            let answer = tokio::time::timeout(
-                LOGIND_READ_TIMEOUT,
-                self.keepalive().executor.logind().can(action),
-            )
-            .await;
-            match answer.unwrap_or_else(|_| Err(logind_timeout(method))) {
-                Ok(v) if v == "yes" => {}
-                Ok(v) => self.warn_cannot(method, action, &v).await,
-                Err(_) => return,
-            }
-        }
-        self.grant_checked = true;
-    }
-
-    /// Says why logind would not power off for this user, naming a block inhibitor's holder
-    /// when there is one (then the polkit rule is not the problem).
-    async fn warn_cannot(&mut self, method: &str, action: PowerAction, answer: &str) {
-        let list = tokio::time::timeout(
-            LOGIND_READ_TIMEOUT,
-            self.keepalive().executor.logind().list_inhibitors(),
-        )
-        .await;
-        let holders: Vec<crate::logind::Inhibitor> = match list {
-            Ok(Ok(l)) => l
-                .into_iter()
-                .filter(crate::logind::Inhibitor::blocks_shutdown)
-                .collect(),
-            _ => Vec::new(),
-        };
-        if !holders.is_empty() {
-            tracing::warn!(
-                "logind {method} answers {answer:?}: {} holds a block inhibitor on shutdown. A \
-                 notice's drain cannot start until it is released; nthd never overrides it (it \
-                 is not granted power-off-ignore-inhibit) and retries until it is",
-                crate::logind::describe_holders(&holders)
-            );
-            return;
-        }
-        let why = crate::logind::can_answer_problem(answer).unwrap_or("");
-        tracing::warn!(
-            "logind {method} answers {answer:?} for this user ({why}): polkit will refuse {}. \
-             Install /usr/share/polkit-1/rules.d/50-nthd.rules (or the .pkla on polkit 0.105), \
-             run nthd as user nthd, and check with: sudo -u nthd nthd check",
-            crate::logind::polkit_action(action)
-        );
+        let actions = self.planner.config().power_actions();
+        self.grant_checked = self.logind().check_grant(&actions).await;
     }
 
     async fn refresh_budget(&mut self) {
-        if self
-            .budget_read_at
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(60))
-        {
+        if !logind_watch::budget_due(self.budget_read_at) {
             return;
         }
         self.budget_read_at = Some(Instant::now());
-        let read = tokio::time::timeout(
-            LOGIND_READ_TIMEOUT,
-            self.keepalive().executor.logind().inhibit_delay_max(),
-        )
-        .await;
-        if read.is_err() {
-            self.executor.logind().reset();
-        }
-        match read.unwrap_or_else(|_| Err(logind_timeout("Get InhibitDelayMaxUSec"))) {
+        match self.logind().budget().await {
             Ok(b) => {
                 if self.budget != Some(b) {
                     tracing::info!(
@@ -539,20 +476,7 @@ impl Daemon {
         if self.opts.dry_run || self.accepted_at.is_none_or(|t| t.elapsed() < CANCEL_GRACE) {
             return;
         }
-        let preparing = tokio::time::timeout(
-            LOGIND_READ_TIMEOUT,
-            self.keepalive().executor.logind().preparing_for_shutdown(),
-        )
-        .await;
-        if !matches!(preparing, Ok(Ok(false))) {
-            return;
-        }
-        let state = tokio::time::timeout(
-            LOGIND_READ_TIMEOUT,
-            self.keepalive().executor.logind().system_state(),
-        )
-        .await;
-        if matches!(&state, Ok(Ok(s)) if s == "stopping") {
+        if !self.logind().shutdown_cancelled().await {
             return;
         }
         self.accepted_at = None;
@@ -604,12 +528,6 @@ impl Daemon {
         }
         self.planner
             .record_result(&notice.id, rec.outcome.acted(), rec.at);
-    }
-
-    /// Pings the watchdog before a logind call that may take its whole timeout.
-    fn keepalive(&mut self) -> &mut Self {
-        self.watchdog.ping();
-        self
     }
 
     /// Sends STATUS= when it changed: every message costs systemd (and nthd) a wakeup.
@@ -687,22 +605,13 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
         return;
     }
     let list = ids.join(", ");
-    let state = tokio::time::timeout(
-        LOGIND_READ_TIMEOUT,
-        d.keepalive().executor.logind().system_state(),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        Err(logind_timeout(
-            "Get org.freedesktop.systemd1.Manager.SystemState",
-        ))
-    });
-    match state {
-        Ok(s) if s == "stopping" => {}
+    match d.logind().system_state().await {
+        Ok(SystemState::Stopping) => {}
         Ok(s) => {
             tracing::info!(
-                "stopped while the system is not shutting down (systemd SystemState is {s:?}): \
-                 not acknowledging {list} to the platform, so it keeps waiting for the drain"
+                "stopped while the system is not shutting down (systemd SystemState is {:?}): \
+                 not acknowledging {list} to the platform, so it keeps waiting for the drain",
+                s.to_string()
             );
             return;
         }

@@ -32,9 +32,6 @@ pub(crate) const MSG_ACTION: &str = "5b8e2d1f7a9c4e3b9f0a1c2d3e4f5a6b";
 /// journald `MESSAGE_ID` of a power action that failed.
 pub(crate) const MSG_ACTION_FAILED: &str = "c1e4a7b2d5f84c6e8a9b0c1d2e3f4a5b";
 
-/// How long a logind property read may take.
-pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// How long the executor waits for a state write (file and directory fsync). A reboot whose
 /// record did not land in this time is refused; a power-off has gone ahead by then.
 pub(crate) const WRITE_WAIT: Duration = Duration::from_secs(5);
@@ -225,9 +222,10 @@ impl Executor {
         self.dry_run
     }
 
-    /// The logind client, for the reads the daemon makes around the actions.
-    pub(crate) fn logind(&mut self) -> &mut Logind {
-        &mut self.logind
+    /// logind's bounded reads, for the daemon's watch of logind; actions go through
+    /// [`Executor::execute`] only.
+    pub(crate) fn reads(&mut self) -> crate::logind::Reads<'_> {
+        self.logind.reads()
     }
 
     /// The records of actions taken.
@@ -267,10 +265,7 @@ impl Executor {
     /// Whether logind already prepares for shutdown. Acting once across restarts: another call
     /// could then only do harm (for a reboot). Unknown counts as no: the call itself is safe.
     async fn shutdown_under_way(&mut self) -> bool {
-        matches!(
-            tokio::time::timeout(READ_TIMEOUT, self.logind.preparing_for_shutdown()).await,
-            Ok(Ok(true))
-        )
+        matches!(self.logind.preparing_for_shutdown().await, Ok(true))
     }
 
     async fn stand_down(&mut self, n: &Notice, action: PowerAction) -> Outcome {

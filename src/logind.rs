@@ -363,6 +363,32 @@ pub struct Logind {
 /// call (connecting included) by this.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long any logind (or PID 1) property read may take, connecting included: a hung bus must
+/// stall neither the daemon's loop nor `check`, `once` or `simulate`. The one bound on reads.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A read that did not answer within [`READ_TIMEOUT`], naming what was read.
+pub(crate) fn no_answer(method: &'static str) -> LogindError {
+    LogindError::NoLogind {
+        method,
+        reason: format!(
+            "no answer within {}",
+            crate::timefmt::format_duration(READ_TIMEOUT)
+        ),
+    }
+}
+
+/// Runs one read within [`READ_TIMEOUT`]; a timeout is [`no_answer`], which drops the connection
+/// (see `on_error`), so the read after a hung one reconnects.
+async fn bounded<T>(
+    what: &'static str,
+    read: impl std::future::Future<Output = Result<T, LogindError>>,
+) -> Result<T, LogindError> {
+    tokio::time::timeout(READ_TIMEOUT, read)
+        .await
+        .unwrap_or_else(|_| Err(no_answer(what)))
+}
+
 /// zbus's own bound on every method call on the connection: above [`CALL_TIMEOUT`], so that the
 /// executor's bound, which also covers connecting, always speaks first.
 const METHOD_TIMEOUT: Duration = Duration::from_secs(CALL_TIMEOUT.as_secs() + 5);
@@ -508,8 +534,9 @@ impl Logind {
         }
     }
 
-    /// One read from logind's manager; `what` names the method or property in errors. A
-    /// failed read drops a broken connection, so the next one reconnects.
+    /// One read from logind's manager, bounded by [`READ_TIMEOUT`]; `what` names the method or
+    /// property in errors. A failed or timed-out read drops the connection, so the next one
+    /// reconnects.
     async fn read<T, Fut>(
         &mut self,
         what: &'static str,
@@ -518,8 +545,11 @@ impl Logind {
     where
         Fut: std::future::Future<Output = zbus::Result<T>>,
     {
-        let m = self.manager().await?;
-        let r = call(m).await.map_err(|e| classify(what, None, e));
+        let read = async {
+            let m = self.manager().await?;
+            call(m).await.map_err(|e| classify(what, None, e))
+        };
+        let r = bounded(what, read).await;
         if let Err(e) = &r {
             self.on_error(e);
         }
@@ -543,10 +573,10 @@ impl Logind {
         .await
     }
 
-    /// logind's `CanPowerOff` / `CanReboot` answer for this user (`yes`, `challenge`, ...).
-    pub(crate) async fn can(&mut self, action: PowerAction) -> Result<String, LogindError> {
+    /// logind's `CanPowerOff` / `CanReboot` answer for this user.
+    pub(crate) async fn can(&mut self, action: PowerAction) -> Result<Grant, LogindError> {
         let method = action.can_method();
-        match action {
+        let answer = match action {
             PowerAction::Reboot => {
                 self.read(method, |m| async move { m.can_reboot().await })
                     .await
@@ -555,7 +585,8 @@ impl Logind {
                 self.read(method, |m| async move { m.can_power_off().await })
                     .await
             }
-        }
+        };
+        answer.map(|a| Grant::from(a.as_str()))
     }
 
     pub(crate) async fn list_inhibitors(&mut self) -> Result<Vec<Inhibitor>, LogindError> {
@@ -621,12 +652,20 @@ impl Logind {
     /// PID 1's `SystemState`: `stopping` once the shutdown transaction is queued, that is, once
     /// logind's delay is over and the machine is really going down. `PreparingForShutdown` is
     /// already true during kubelet's drain, so it cannot tell a restart mid-drain from the end.
-    pub(crate) async fn system_state(&mut self) -> Result<String, LogindError> {
-        let p = self.systemd().await?;
-        p.system_state().await.map_err(|e| LogindError::Call {
-            method: "Get org.freedesktop.systemd1.Manager.SystemState",
-            reason: e.to_string(),
-        })
+    pub(crate) async fn system_state(&mut self) -> Result<SystemState, LogindError> {
+        const WHAT: &str = "Get org.freedesktop.systemd1.Manager.SystemState";
+        let read = async {
+            let p = self.systemd().await?;
+            p.system_state().await.map_err(|e| LogindError::Call {
+                method: WHAT,
+                reason: e.to_string(),
+            })
+        };
+        let r = bounded(WHAT, read).await;
+        if let Err(e) = &r {
+            self.on_error(e);
+        }
+        r.map(|s| SystemState::from(s.as_str()))
     }
 
     /// The `ActiveState` of a unit (`active`, `inactive`, ...), or `not-loaded`.
@@ -720,22 +759,138 @@ pub(crate) const DRAIN_LOCK_WHO: &str = "nthd";
 pub(crate) const DRAIN_LOCK_WHY: &str =
     "nthd reports how the drain went (held at most 2 s after the last other delay lock)";
 
-/// What a `CanPowerOff` / `CanReboot` answer means for nthd, with what to do about it.
-/// systemd 260 added `inhibited`, `inhibitor-blocked` and `challenge-inhibitor-blocked`.
-pub(crate) fn can_answer_problem(answer: &str) -> Option<&'static str> {
-    match answer {
-        "yes" => None,
-        "challenge" => Some(
-            "polkit would ask for authentication: the rule granting user nthd is missing, or a \
-             block inhibitor on shutdown is held (polkit then asks for power-off-ignore-inhibit)",
-        ),
-        "inhibited" | "inhibitor-blocked" | "challenge-inhibitor-blocked" => Some(
-            "a block inhibitor on shutdown is held: logind refuses until its holder releases it \
-             (systemd-inhibit --list names it); nthd never overrides it",
-        ),
-        "no" => Some("logind says no for this user: polkit denies it outright"),
-        "na" => Some("logind says power-off is not available on this system"),
-        _ => Some("an answer this nthd does not know"),
+/// logind's answer to `CanPowerOff` / `CanReboot` for this user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// `yes`: logind would carry it out.
+    Yes,
+    /// `no`: polkit denies it outright.
+    No,
+    /// `challenge`: polkit would ask for authentication.
+    Challenge,
+    /// `na`: not available on this system.
+    Na,
+    /// systemd 260's `inhibited`, `inhibitor-blocked` or `challenge-inhibitor-blocked`.
+    Inhibited(String),
+    /// An answer this nthd does not know, kept for the message.
+    Unknown(String),
+}
+
+impl From<&str> for Grant {
+    fn from(answer: &str) -> Grant {
+        match answer {
+            "yes" => Grant::Yes,
+            "no" => Grant::No,
+            "challenge" => Grant::Challenge,
+            "na" => Grant::Na,
+            "inhibited" | "inhibitor-blocked" | "challenge-inhibitor-blocked" => {
+                Grant::Inhibited(answer.to_string())
+            }
+            other => Grant::Unknown(other.to_string()),
+        }
+    }
+}
+
+impl Grant {
+    /// logind's own word, as messages quote it.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Grant::Yes => "yes",
+            Grant::No => "no",
+            Grant::Challenge => "challenge",
+            Grant::Na => "na",
+            Grant::Inhibited(s) | Grant::Unknown(s) => s,
+        }
+    }
+
+    /// What the answer means for nthd, with what to do about it; `None` for `yes`.
+    pub(crate) fn problem(&self) -> Option<&'static str> {
+        match self {
+            Grant::Yes => None,
+            Grant::Challenge => Some(
+                "polkit would ask for authentication: the rule granting user nthd is missing, or \
+                 a block inhibitor on shutdown is held (polkit then asks for \
+                 power-off-ignore-inhibit)",
+            ),
+            Grant::Inhibited(_) => Some(
+                "a block inhibitor on shutdown is held: logind refuses until its holder releases \
+                 it (systemd-inhibit --list names it); nthd never overrides it",
+            ),
+            Grant::No => Some("logind says no for this user: polkit denies it outright"),
+            Grant::Na => Some("logind says power-off is not available on this system"),
+            Grant::Unknown(_) => Some("an answer this nthd does not know"),
+        }
+    }
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// PID 1's `SystemState`, as far as nthd cares: stopping, or anything else (kept for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SystemState {
+    /// `stopping`: the shutdown transaction is queued; the machine is really going down.
+    Stopping,
+    /// `running`, `degraded`, `starting`, ...
+    Other(String),
+}
+
+impl From<&str> for SystemState {
+    fn from(s: &str) -> SystemState {
+        match s {
+            "stopping" => SystemState::Stopping,
+            other => SystemState::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for SystemState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SystemState::Stopping => f.write_str("stopping"),
+            SystemState::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The bounded reads of a [`Logind`] and nothing else: what the daemon's watch of logind may
+/// do. A power action goes through the executor, with a [`PowerAction`], never through this.
+pub(crate) struct Reads<'a>(&'a mut Logind);
+
+impl Logind {
+    /// The reads alone (see [`Reads`]).
+    pub(crate) fn reads(&mut self) -> Reads<'_> {
+        Reads(self)
+    }
+}
+
+impl Reads<'_> {
+    /// See [`Logind::can`].
+    pub(crate) async fn can(&mut self, action: PowerAction) -> Result<Grant, LogindError> {
+        self.0.can(action).await
+    }
+
+    /// See [`Logind::inhibit_delay_max`].
+    pub(crate) async fn inhibit_delay_max(&mut self) -> Result<Duration, LogindError> {
+        self.0.inhibit_delay_max().await
+    }
+
+    /// See [`Logind::preparing_for_shutdown`].
+    pub(crate) async fn preparing_for_shutdown(&mut self) -> Result<bool, LogindError> {
+        self.0.preparing_for_shutdown().await
+    }
+
+    /// See [`Logind::system_state`].
+    pub(crate) async fn system_state(&mut self) -> Result<SystemState, LogindError> {
+        self.0.system_state().await
+    }
+
+    /// See [`Logind::list_inhibitors`].
+    pub(crate) async fn list_inhibitors(&mut self) -> Result<Vec<Inhibitor>, LogindError> {
+        self.0.list_inhibitors().await
     }
 }
 
@@ -839,5 +994,60 @@ mod tests {
             !h.who.contains('\n') && h.why.chars().count() < 200,
             "{h:?}"
         );
+    }
+
+    /// logind's answers come typed; its own word is kept for the messages.
+    #[test]
+    fn answers_are_typed_and_keep_their_word() {
+        assert_eq!(Grant::from("yes"), Grant::Yes);
+        assert_eq!(Grant::from("yes").problem(), None);
+        for (word, grant) in [
+            ("no", Grant::No),
+            ("challenge", Grant::Challenge),
+            ("na", Grant::Na),
+            (
+                "inhibitor-blocked",
+                Grant::Inhibited("inhibitor-blocked".into()),
+            ),
+            ("maybe", Grant::Unknown("maybe".into())),
+        ] {
+            assert_eq!(Grant::from(word), grant);
+            assert_eq!(grant.to_string(), word);
+            assert!(grant.problem().is_some(), "{word}");
+        }
+        assert!(Grant::from("maybe")
+            .problem()
+            .unwrap()
+            .contains("does not know"));
+        assert_eq!(SystemState::from("stopping"), SystemState::Stopping);
+        assert_eq!(
+            SystemState::from("running"),
+            SystemState::Other("running".into())
+        );
+        assert_eq!(SystemState::from("degraded").to_string(), "degraded");
+    }
+
+    /// A hung logind: every read comes back within the one bound, naming what was read, and the
+    /// connection is dropped so that the next read reconnects.
+    #[tokio::test]
+    async fn a_hung_read_is_bounded_named_and_reconnects() {
+        let bus = nthd_testkit::logind::PrivateBus::start().unwrap();
+        let hung = nthd_testkit::logind::HungLogind::take_name(bus.address()).unwrap();
+        let mut l = Logind::at(bus.address());
+        let started = std::time::Instant::now();
+        let e = l.can(PowerAction::PowerOff).await.unwrap_err();
+        assert!(started.elapsed() < READ_TIMEOUT + Duration::from_secs(2));
+        assert_eq!(e, no_answer("CanPowerOff"));
+        assert!(
+            e.to_string().contains("(CanPowerOff): no answer within 3s"),
+            "{e}"
+        );
+        assert!(l.conn.is_none(), "the hung connection is kept");
+        drop(hung);
+        let fake = nthd_testkit::logind::FakeLogind::serve(bus.address())
+            .await
+            .unwrap();
+        fake.set_inhibit_delay_max(Duration::from_secs(7));
+        assert_eq!(l.inhibit_delay_max().await, Ok(Duration::from_secs(7)));
     }
 }

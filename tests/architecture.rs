@@ -303,3 +303,88 @@ fn a_planted_long_function_is_found() {
     let long = long_functions(&code_only(&code), MAX_FN_LINES);
     assert_eq!(long, vec!["planted (83 lines, from line 4)".to_string()]);
 }
+
+/// logind's reads (on a `Logind`, its `Reads` or the executor's `reads()`) that must never be
+/// bounded by hand: `src/logind.rs` bounds each by its one `READ_TIMEOUT`.
+const LOGIND_READS: [&str; 5] = [
+    ".can(",
+    ".inhibit_delay_max(",
+    ".preparing_for_shutdown(",
+    ".system_state(",
+    ".list_inhibitors(",
+];
+
+/// The `timeout(...)` calls of `code` (already [`code_only`]) whose arguments call a logind
+/// read, as `LINE: ARGUMENTS`. The arguments run to the matching parenthesis, so a timeout on
+/// anything else nearby (a zbus proxy of the drain watcher, an HTTP request) does not count.
+fn timeouts_around_logind(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("timeout(") {
+        let args = &code[at + "timeout(".len()..];
+        let mut depth = 1;
+        let end = args
+            .char_indices()
+            .find_map(|(i, c)| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i)
+            })
+            .unwrap_or(args.len());
+        let args = &args[..end];
+        let on_logind = args.contains("logind") || args.contains(".reads()");
+        if on_logind && LOGIND_READS.iter().any(|r| args.contains(r)) {
+            let line = code[..at].matches('\n').count() + 1;
+            found.push(format!(
+                "{line}: {}",
+                args.split_whitespace().collect::<String>()
+            ));
+        }
+    }
+    found
+}
+
+/// Issue 33, item 1: logind owns its reads. No file in src/ but logind.rs wraps a logind read
+/// in a `timeout(` of its own (daemon.rs had six, once.rs a literal 3 s, simulate.rs another
+/// constant): one bound, one error text, one reset of a hung connection.
+#[test]
+fn no_timeout_around_a_logind_read_outside_logind_rs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut wrapped = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("src/logind.rs")) {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for hit in timeouts_around_logind(&code) {
+            let name = f.strip_prefix(root).unwrap().display();
+            wrapped.push(format!("{name}:{hit}"));
+        }
+    }
+    assert!(files.len() > 40, "found only {} files", files.len());
+    assert!(
+        wrapped.is_empty(),
+        "bounded by hand:\n{}",
+        wrapped.join("\n")
+    );
+}
+
+/// The check finds what daemon.rs and once.rs did before issue 33, and lets the executor's
+/// bound on the power action itself, and the drain watcher's own proxy reads, pass.
+#[test]
+fn a_hand_bounded_logind_read_is_found() {
+    let before = "let answer = tokio::time::timeout(\n    LOGIND_READ_TIMEOUT,\n    \
+                  self.keepalive().executor.logind().can(action),\n)\n.await;\n\
+                  match tokio::time::timeout(Duration::from_secs(3), logind.inhibit_delay_max()).await {}\n";
+    assert_eq!(
+        timeouts_around_logind(&code_only(before)),
+        vec![
+            "1: LOGIND_READ_TIMEOUT,self.keepalive().executor.logind().can(action),".to_string(),
+            "6: Duration::from_secs(3),logind.inhibit_delay_max()".to_string(),
+        ]
+    );
+    let allowed = "tokio::time::timeout(CALL_TIMEOUT, self.logind.act(action)).await;\n\
+                   tokio::time::timeout(READ, proxy.list_inhibitors()).await;\n";
+    assert!(timeouts_around_logind(&code_only(allowed)).is_empty());
+}
