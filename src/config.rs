@@ -635,12 +635,9 @@ impl Options {
             cloud: self.provider.cloud(),
             endpoint: self.imds_endpoint.clone(),
             client: self.client_options(),
-            poll_interval: self.poll_interval,
-            slow_poll_interval: self.slow_poll_interval,
-            gcp_wait: self.gcp_wait,
+            timings: self.timing_set(),
             aws_ipv6: self.aws_ipv6,
             aws_imdsv1: self.aws_imdsv1,
-            aws_rebalance_boost: self.aws_rebalance_boost.0,
         }
     }
 

@@ -33,37 +33,20 @@ pub struct ProviderSettings {
     pub endpoint: Option<String>,
     /// The metadata HTTP client's settings.
     pub client: ClientOptions,
-    /// `--poll-interval`; `None` means the cloud's default ([`timings::default_poll`]).
-    pub poll_interval: Option<Duration>,
-    /// `--slow-poll-interval` (AWS scheduled events; rebalance recommendations when the boost
-    /// is off, see [`aws::AwsOptions::rebalance_interval`]; GCP `instance/upcoming-maintenance`
-    /// while a TERMINATE maintenance is listed).
-    pub slow_poll_interval: Duration,
-    /// `--gcp-wait`: how long one GCP long-poll waits.
-    pub gcp_wait: Duration,
+    /// The timing settings as given (`--poll-interval`, `--slow-poll-interval`, `--gcp-wait`,
+    /// `--aws-rebalance-boost` and the request timeout); [`timings::Set::resolve`] makes the
+    /// plan on a cloud.
+    pub timings: timings::Set,
     /// `--aws-ipv6`: use AWS's IPv6 endpoint.
     pub aws_ipv6: bool,
     /// `--aws-imdsv1`: allow IMDSv1 when the IMDSv2 token request is refused.
     pub aws_imdsv1: bool,
-    /// `--aws-rebalance-boost`; `None` means off.
-    pub aws_rebalance_boost: Option<Duration>,
 }
 
 impl ProviderSettings {
-    /// The timing settings as given.
-    pub fn timing_set(&self) -> timings::Set {
-        timings::Set {
-            poll: self.poll_interval,
-            slow_poll: self.slow_poll_interval,
-            gcp_wait: self.gcp_wait,
-            request_timeout: self.client.request_timeout,
-            rebalance_boost: self.aws_rebalance_boost,
-        }
-    }
-
     /// Every timing on `cloud`: the plan ([`timings::Set::resolve`]).
     pub fn timings(&self, cloud: Cloud) -> Timings {
-        self.timing_set().resolve(cloud)
+        self.timings.resolve(cloud)
     }
 
     /// The metadata base URL used on `cloud`.
