@@ -10,7 +10,7 @@ use tracing_subscriber::filter::LevelFilter;
 use crate::imds::ClientOptions;
 use crate::notice::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::policy::{Action, PolicyConfig};
-use crate::provider::ProviderSettings;
+use crate::provider::{timings, ProviderSettings, Timings};
 use crate::timefmt::parse_duration;
 
 mod asg;
@@ -356,21 +356,21 @@ pub struct Options {
 
     /// AWS: while a rebalance recommendation is listed, read spot this often, for at most 30
     /// minutes (the notice usually follows within 10-20); `off` keeps the normal interval.
-    #[arg(long, env = "NTHD_AWS_REBALANCE_BOOST", default_value = "200ms", value_parser = boost_interval, allow_hyphen_values = true, global = true, value_name = "DURATION|off")]
+    #[arg(long, env = "NTHD_AWS_REBALANCE_BOOST", default_value = crate::provider::timings::REBALANCE_BOOST_TEXT, value_parser = boost_interval, allow_hyphen_values = true, global = true, value_name = "DURATION|off")]
     pub aws_rebalance_boost: Boost,
 
     /// How often slow sources are read (AWS scheduled events; AWS rebalance recommendations
     /// when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance
     /// while a TERMINATE maintenance is listed).
-    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = "20s", value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]
+    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = crate::provider::timings::SLOW_POLL_TEXT, value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]
     pub slow_poll_interval: Duration,
 
     /// GCP: how long one long-poll (wait_for_change) waits before it is re-armed.
-    #[arg(long, env = "NTHD_GCP_WAIT", default_value = "60s", value_parser = positive_duration, allow_hyphen_values = true, global = true)]
+    #[arg(long, env = "NTHD_GCP_WAIT", default_value = crate::provider::timings::GCP_WAIT_TEXT, value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub gcp_wait: Duration,
 
     /// Timeout for one metadata request.
-    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = "2s", value_parser = positive_duration, allow_hyphen_values = true, global = true)]
+    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = crate::provider::timings::REQUEST_TIMEOUT_TEXT, value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub request_timeout: Duration,
 
     /// Settings file read, as the packaged unit reads it, for variables not already in the
@@ -609,9 +609,25 @@ impl Options {
         })
     }
 
-    /// The fast poll interval on `cloud` (see [`ProviderSettings::poll_interval_for`]).
+    /// The timing settings as given, before a cloud is known.
+    pub fn timing_set(&self) -> timings::Set {
+        timings::Set {
+            poll: self.poll_interval,
+            slow_poll: self.slow_poll_interval,
+            gcp_wait: self.gcp_wait,
+            request_timeout: self.request_timeout,
+            rebalance_boost: self.aws_rebalance_boost.0,
+        }
+    }
+
+    /// Every timing on `cloud`, from the one plan ([`timings::Set::resolve`]).
+    pub fn timings(&self, cloud: Cloud) -> Timings {
+        self.timing_set().resolve(cloud)
+    }
+
+    /// The fast poll interval on `cloud`.
     pub fn poll_interval_for(&self, cloud: Cloud) -> Duration {
-        self.provider_settings().poll_interval_for(cloud)
+        self.timings(cloud).poll
     }
 
     /// What the providers need from these settings.
@@ -620,36 +636,27 @@ impl Options {
             cloud: self.provider.cloud(),
             endpoint: self.imds_endpoint.clone(),
             client: self.client_options(),
-            poll_interval: self.poll_interval,
-            slow_poll_interval: self.slow_poll_interval,
-            gcp_wait: self.gcp_wait,
+            timings: self.timing_set(),
             aws_ipv6: self.aws_ipv6,
             aws_imdsv1: self.aws_imdsv1,
-            aws_rebalance_boost: self.aws_rebalance_boost.0,
         }
     }
 
     /// How long nthd may go without a successful metadata read on `cloud` before it counts as
-    /// blind: 3 poll intervals or 30 s, whichever is longer (on GCP at least one long-poll and
-    /// its timeout, since an idle long-poll answers only every `--gcp-wait`); and, for one
-    /// failing source, the same for the slow sources' interval.
+    /// blind, for all sources and for one (see [`Timings::blind_after`]).
     pub fn blind_after(&self, cloud: Cloud) -> (Duration, Duration) {
-        let mut all = (self.poll_interval_for(cloud) * 3).max(crate::status::BLIND_AFTER_MIN);
-        if cloud == Cloud::Gcp {
-            all = all.max(self.gcp_wait + self.request_timeout + Duration::from_secs(10));
-        }
-        (all, all.max(self.slow_poll_interval * 3))
+        self.timings(cloud).blind_after()
     }
 
     /// The poll interval must be well inside the cloud's shortest notice: one that is not
     /// falls back to the cloud's default (polling too rarely would see the notice late or not
     /// at all; polling more often harms nothing).
     pub fn fit_poll_interval(&mut self, cloud: Cloud) -> Option<Fallback> {
-        if self.provider_settings().interval_fits(cloud) {
+        let interval = self.poll_interval?;
+        if timings::fits(cloud, interval) {
             return None;
         }
         let lead = cloud.notice_lead_time();
-        let interval = self.poll_interval_for(cloud);
         self.poll_interval = None;
         Some(Fallback {
             setting: "NTHD_POLL_INTERVAL".into(),

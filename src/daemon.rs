@@ -74,12 +74,9 @@ async fn start_provider(
             }
         }
     };
-    // A poll interval too long for this cloud falls back to its default (the daemon warns).
-    let mut settings = settings.clone();
-    if !settings.interval_fits(detection.cloud) {
-        settings.poll_interval = None;
-    }
-    let provider = match provider::build(detection.cloud, &settings) {
+    // The plan resolves the timings: a poll interval too long for this cloud falls back to its
+    // default there (the daemon warns).
+    let provider = match provider::build(detection.cloud, settings) {
         Ok(p) => p,
         Err(e) => {
             let _ = tx.send(FromProvider::Config(e.to_string())).await;
@@ -345,8 +342,7 @@ impl Watchdog {
     fn new(opts: &Options) -> Watchdog {
         Watchdog {
             enabled: sd_notify::watchdog_enabled().is_some(),
-            healthy_window: (opts.gcp_wait + opts.request_timeout * 4 + Duration::from_secs(10))
-                .max(opts.slow_poll_interval + Duration::from_secs(10)),
+            healthy_window: opts.timing_set().watchdog_window(),
             last_progress: Instant::now(),
         }
     }

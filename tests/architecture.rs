@@ -388,3 +388,79 @@ fn a_hand_bounded_logind_read_is_found() {
                    tokio::time::timeout(READ, proxy.list_inhibitors()).await;\n";
     assert!(timeouts_around_logind(&code_only(allowed)).is_empty());
 }
+
+/// The lines of `code` (outside comments and its unit tests) that give a poll interval, wait
+/// or boost a duration literal: a field or constant whose name says poll, interval, wait or
+/// boost set to `Duration::from_secs(N)` / `from_millis(N)`, or a clap `default_value` written
+/// as a literal duration for one of the timing settings.
+fn poll_defaults(code: &str) -> Vec<String> {
+    let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
+    let timing_words = ["poll", "interval", "wait", "boost"];
+    let mut out = Vec::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let t = line.trim_start();
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or(t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let t = t.strip_prefix("const ").unwrap_or(t);
+        let name: String = t
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let assigned = t[name.len()..].trim_start().starts_with([':', '=']);
+        let named = timing_words
+            .iter()
+            .any(|w| name.to_ascii_lowercase().contains(w));
+        let literal = ["Duration::from_secs(", "Duration::from_millis("]
+            .iter()
+            .any(|f| {
+                line.split(f)
+                    .skip(1)
+                    .any(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            });
+        let clap_literal = line.contains("default_value = \"")
+            && ["POLL", "WAIT", "BOOST", "TIMEOUT"]
+                .iter()
+                .any(|w| line.contains(w));
+        if (named && assigned && literal) || clap_literal {
+            out.push(line.trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn no_default_poll_interval_outside_the_timings_plan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let plan = root.join("src/provider/timings.rs");
+    let mut files = vec![
+        root.join("src/config.rs"),
+        root.join("src/settings.rs"),
+        root.join("src/daemon.rs"),
+    ];
+    for dir in ["src/provider", "src/config", "src/settings"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    files.retain(|f| *f != plan);
+    assert!(files.len() > 10, "found only {} files", files.len());
+    for f in files {
+        let hits = poll_defaults(&std::fs::read_to_string(&f).unwrap());
+        assert!(
+            hits.is_empty(),
+            "{}: a default timing written outside src/provider/timings.rs: {hits:?}",
+            f.display()
+        );
+    }
+    // The plan itself holds them, so the scan finds what it looks for.
+    let planted = poll_defaults(&std::fs::read_to_string(plan).unwrap());
+    assert!(
+        planted.iter().any(|l| l.contains("AZURE_POLL")),
+        "{planted:?}"
+    );
+    let planted = poll_defaults(
+        "    poll_interval: Duration::from_secs(1),\n#[arg(long, env = \"NTHD_GCP_WAIT\", \
+         default_value = \"60s\")]\n    let d = (Duration::from_secs(self.wait_secs()) / 2);\n",
+    );
+    assert_eq!(planted.len(), 2, "{planted:?}");
+}

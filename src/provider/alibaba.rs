@@ -53,9 +53,17 @@ pub struct AlibabaOptions {
 }
 
 impl Default for AlibabaOptions {
+    /// The plan's defaults on Alibaba.
     fn default() -> Self {
+        AlibabaOptions::from_timings(&super::Timings::defaults(Cloud::Alibaba))
+    }
+}
+
+impl AlibabaOptions {
+    /// The options with the plan's poll interval.
+    pub fn from_timings(t: &super::Timings) -> AlibabaOptions {
         AlibabaOptions {
-            poll_interval: Duration::from_secs(1),
+            poll_interval: t.poll,
         }
     }
 }

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::identity::Reads;
+use super::timings::ASG_POLLS;
+use super::Timings;
 use super::{
     cap_raw, earliest, gather, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation,
     Pace, Provider, SourceState,
@@ -53,19 +55,92 @@ pub const ZONE_PATH: &str = "/latest/meta-data/placement/availability-zone";
 pub const LIFE_CYCLE_PATH: &str = "/latest/meta-data/instance-life-cycle";
 
 /// The four sources' paths, in the order they are read.
-pub const SOURCE_PATHS: [&str; 4] = [SPOT_PATH, ASG_PATH, REBALANCE_PATH, SCHEDULED_PATH];
+pub const SOURCE_PATHS: [&str; 4] = [
+    AwsSource::ALL[0].path(),
+    AwsSource::ALL[1].path(),
+    AwsSource::ALL[2].path(),
+    AwsSource::ALL[3].path(),
+];
 
-const SRC_SPOT: SourceId = SourceId::new("aws/spot/instance-action");
-const SRC_REBALANCE: SourceId = SourceId::new("aws/events/recommendations/rebalance");
-const SRC_SCHEDULED: SourceId = SourceId::new("aws/events/maintenance/scheduled");
-const SRC_ASG: SourceId = SourceId::new("aws/autoscaling/target-lifecycle-state");
+/// One of the four AWS notice sources: where it is read, its id, how often and how its answer
+/// is parsed, all here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AwsSource {
+    /// `spot/instance-action`, every poll interval.
+    Spot,
+    /// `autoscaling/target-lifecycle-state`, every 3 poll intervals.
+    Asg,
+    /// `events/recommendations/rebalance` ([`AwsOptions::rebalance_interval`]).
+    Rebalance,
+    /// `events/maintenance/scheduled`, every slow poll interval.
+    Scheduled,
+}
 
-/// How long spot is read faster after a rebalance recommendation appeared, at most.
-pub(crate) const BOOST_MAX: Duration = Duration::from_secs(30 * 60);
+impl AwsSource {
+    /// Every source, in the order they are read (and their declaration order: a source's
+    /// state is kept at `source as usize`).
+    pub(crate) const ALL: [AwsSource; 4] = [
+        AwsSource::Spot,
+        AwsSource::Asg,
+        AwsSource::Rebalance,
+        AwsSource::Scheduled,
+    ];
 
-/// How often the rebalance recommendation is read while the boost is on: the boost starts at
-/// most this long (plus one read) after the recommendation appears, well within 5 s.
-pub(crate) const REBALANCE_READ_INTERVAL: Duration = Duration::from_secs(4);
+    /// Its metadata path.
+    pub(crate) const fn path(self) -> &'static str {
+        match self {
+            AwsSource::Spot => SPOT_PATH,
+            AwsSource::Asg => ASG_PATH,
+            AwsSource::Rebalance => REBALANCE_PATH,
+            AwsSource::Scheduled => SCHEDULED_PATH,
+        }
+    }
+
+    /// Its id in logs, the status file and metrics labels.
+    pub(crate) const fn id(self) -> SourceId {
+        SourceId::new(match self {
+            AwsSource::Spot => "aws/spot/instance-action",
+            AwsSource::Asg => "aws/autoscaling/target-lifecycle-state",
+            AwsSource::Rebalance => "aws/events/recommendations/rebalance",
+            AwsSource::Scheduled => "aws/events/maintenance/scheduled",
+        })
+    }
+
+    /// How often it is read, from the plan's intervals in `opts`.
+    fn interval(self, opts: &AwsOptions) -> Duration {
+        match self {
+            AwsSource::Spot => opts.poll_interval,
+            AwsSource::Asg => opts.poll_interval * ASG_POLLS,
+            AwsSource::Rebalance => opts.rebalance_interval(),
+            AwsSource::Scheduled => opts.slow_poll_interval,
+        }
+    }
+
+    /// How a failed read is retried: spot at its next interval, the others backing off.
+    fn pace(self) -> Pace {
+        match self {
+            AwsSource::Spot => Pace::Urgent,
+            _ => Pace::Slow,
+        }
+    }
+
+    /// Its notices in a 200 answer read from `url`.
+    fn parse(self, url: &str, body: &str) -> Result<Vec<Notice>, ImdsError> {
+        match self {
+            AwsSource::Spot => parse_spot(url, body).map(|n| vec![n]),
+            AwsSource::Asg => Ok(parse_asg(url, body)?.into_iter().collect()),
+            AwsSource::Rebalance => parse_rebalance(url, body).map(|n| vec![n]),
+            AwsSource::Scheduled => parse_scheduled(url, body),
+        }
+    }
+}
+
+const SRC_SPOT: SourceId = AwsSource::Spot.id();
+const SRC_REBALANCE: SourceId = AwsSource::Rebalance.id();
+const SRC_SCHEDULED: SourceId = AwsSource::Scheduled.id();
+const SRC_ASG: SourceId = AwsSource::Asg.id();
+
+pub(crate) use super::timings::{BOOST_MAX, REBALANCE_READ_INTERVAL};
 
 /// The IPv6 endpoint, for IPv6-only subnets.
 pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
@@ -91,19 +166,25 @@ pub struct AwsOptions {
 }
 
 impl Default for AwsOptions {
+    /// The plan's defaults on AWS.
     fn default() -> Self {
-        AwsOptions {
-            poll_interval: Duration::from_secs(1),
-            slow_poll_interval: Duration::from_secs(20),
-            allow_imdsv1: false,
-            token_ttl: Duration::from_secs(21600),
-            rebalance_boost: Some(Duration::from_millis(200)),
-            boost_max: BOOST_MAX,
-        }
+        AwsOptions::from_timings(&Timings::defaults(Cloud::Aws))
     }
 }
 
 impl AwsOptions {
+    /// The options with the plan's intervals (IMDSv1 off).
+    pub fn from_timings(t: &Timings) -> AwsOptions {
+        AwsOptions {
+            poll_interval: t.poll,
+            slow_poll_interval: t.slow_poll,
+            allow_imdsv1: false,
+            token_ttl: Duration::from_secs(21600),
+            rebalance_boost: t.rebalance_boost,
+            boost_max: BOOST_MAX,
+        }
+    }
+
     /// Whether a rebalance recommendation makes spot reads faster at all.
     fn boosts(&self) -> bool {
         self.rebalance_boost.is_some_and(|b| b < self.poll_interval)
@@ -127,6 +208,7 @@ pub struct Aws {
     token: TokenCache,
     /// Set once the token PUT was refused and IMDSv1 was allowed.
     v1_mode: bool,
+    /// Each source's state, at `source as usize` ([`Aws::state`]).
     sources: Vec<SourceState>,
     /// When the rebalance recommendation now listed was first seen (the boost's start).
     rebalance_since: Option<Instant>,
@@ -168,12 +250,10 @@ impl Aws {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, opts: AwsOptions) -> Aws {
         let now = Instant::now();
-        let sources = vec![
-            SourceState::new(SRC_SPOT, opts.poll_interval, Pace::Urgent, now),
-            SourceState::new(SRC_ASG, opts.poll_interval * 3, Pace::Slow, now),
-            SourceState::new(SRC_REBALANCE, opts.rebalance_interval(), Pace::Slow, now),
-            SourceState::new(SRC_SCHEDULED, opts.slow_poll_interval, Pace::Slow, now),
-        ];
+        let sources = AwsSource::ALL
+            .into_iter()
+            .map(|s| SourceState::new(s.id(), s.interval(&opts), s.pace(), now))
+            .collect();
         Aws {
             token: TokenCache::new(
                 TOKEN_PATH,
@@ -190,7 +270,17 @@ impl Aws {
 
     /// Whether spot is read at the boosted rate now.
     pub fn boosted(&self) -> bool {
-        self.sources[0].interval != self.opts.poll_interval
+        self.state(AwsSource::Spot).interval != self.opts.poll_interval
+    }
+
+    /// What is known of `source`.
+    fn state(&self, source: AwsSource) -> &SourceState {
+        &self.sources[source as usize]
+    }
+
+    /// What is known of `source`, to update.
+    fn state_mut(&mut self, source: AwsSource) -> &mut SourceState {
+        &mut self.sources[source as usize]
     }
 
     /// Reads spot faster while a rebalance recommendation is listed, for at most
@@ -199,7 +289,8 @@ impl Aws {
         let Some(boost) = self.opts.rebalance_boost else {
             return;
         };
-        let listed = self.sources[2]
+        let listed = self
+            .state(AwsSource::Rebalance)
             .last
             .iter()
             .any(|n| n.kind == NoticeKind::Rebalance);
@@ -213,8 +304,7 @@ impl Aws {
             .is_some_and(|t| now.duration_since(t) < self.opts.boost_max);
         let normal = self.opts.poll_interval;
         let want = if on { boost.min(normal) } else { normal };
-        let spot = &mut self.sources[0];
-        if spot.interval == want {
+        if self.state(AwsSource::Spot).interval == want {
             return;
         }
         match on {
@@ -228,7 +318,7 @@ impl Aws {
                 timefmt::format_duration(self.opts.poll_interval)
             ),
         }
-        spot.set_interval(want, now);
+        self.state_mut(AwsSource::Spot).set_interval(want, now);
     }
 
     /// How many IMDSv2 tokens were fetched so far.
@@ -272,19 +362,18 @@ impl Aws {
         reads.value(&self.client.url(path), r)
     }
 
-    /// Reads the sources due now (indexes into `sources`) together ([`get_all_with_token`]), so
+    /// Reads the sources due now together ([`get_all_with_token`]), so
     /// their answers wake nthd once rather than once each (docs/performance.md, "CPU per
     /// metadata request"), and records each result.
-    async fn read_due(&mut self, due: &[usize], obs: &mut Observation) {
-        let paths: Vec<&str> = due.iter().map(|&i| path_of(self.sources[i].name)).collect();
+    async fn read_due(&mut self, due: &[AwsSource], obs: &mut Observation) {
+        let paths: Vec<&str> = due.iter().map(|s| s.path()).collect();
         let replies = match get_all_with_token(self, &paths).await {
             Ok(r) => r,
             Err(e) => return self.token_failed(due, &e, obs),
         };
-        for ((&i, path), reply) in due.iter().zip(&paths).zip(replies) {
-            let name = self.sources[i].name;
-            let result = reply.and_then(|r| parse_reply(&self.client, path, name, &r));
-            self.sources[i].record(Instant::now(), result, obs);
+        for (&source, reply) in due.iter().zip(replies) {
+            let result = reply.and_then(|r| parse_reply(&self.client, source, &r));
+            self.state_mut(source).record(Instant::now(), result, obs);
         }
     }
 
@@ -293,11 +382,11 @@ impl Aws {
     /// (a timeout, a broken answer) is recorded for each of them without asking again. Each
     /// source is retried at its own [`Pace`]: spot at its next interval, so the token PUT is
     /// never asked more often than spot is read; the slower sources back off.
-    fn token_failed(&mut self, due: &[usize], e: &ImdsError, obs: &mut Observation) {
+    fn token_failed(&mut self, due: &[AwsSource], e: &ImdsError, obs: &mut Observation) {
         let now = Instant::now();
         let refused = matches!(e, ImdsError::TokenRefused { .. });
-        for (n, &i) in due.iter().enumerate() {
-            let source = &mut self.sources[i];
+        for (n, &s) in due.iter().enumerate() {
+            let source = self.state_mut(s);
             if n > 0 && refused {
                 source.retry_after(now, e);
             } else {
@@ -307,37 +396,20 @@ impl Aws {
     }
 }
 
-/// Where a source is read.
-fn path_of(name: SourceId) -> &'static str {
-    match name {
-        SRC_SPOT => SPOT_PATH,
-        SRC_ASG => ASG_PATH,
-        SRC_REBALANCE => REBALANCE_PATH,
-        _ => SCHEDULED_PATH,
-    }
-}
-
 /// What a source's answer says: nothing listed (404), its notices (200), or an error. The URL
 /// is spelled out only when an answer needs it, not for the usual 404 of every poll.
 fn parse_reply(
     client: &ImdsClient,
-    path: &str,
-    name: SourceId,
+    source: AwsSource,
     reply: &Reply,
 ) -> Result<Vec<Notice>, ImdsError> {
     if reply.status == 404 {
         return Ok(Vec::new());
     }
-    let url = client.url(path);
-    let url = url.as_str();
+    let url = client.url(source.path());
     match reply.status {
-        200 => match name {
-            SRC_SPOT => parse_spot(url, &reply.body).map(|n| vec![n]),
-            SRC_ASG => Ok(parse_asg(url, &reply.body)?.into_iter().collect()),
-            SRC_REBALANCE => parse_rebalance(url, &reply.body).map(|n| vec![n]),
-            _ => parse_scheduled(url, &reply.body),
-        },
-        s => Err(status_error(url.to_string(), s)),
+        200 => source.parse(url.as_str(), &reply.body),
+        s => Err(status_error(url, s)),
     }
 }
 
@@ -552,7 +624,7 @@ impl Provider for Aws {
                 Some(b) => format!(" (every {} after a rebalance recommendation)", timefmt::format_duration(b)),
                 None => String::new(),
             },
-            timefmt::format_duration(self.opts.poll_interval * 3),
+            timefmt::format_duration(AwsSource::Asg.interval(&self.opts)),
             timefmt::format_duration(self.opts.rebalance_interval()),
             timefmt::format_duration(self.opts.slow_poll_interval),
         )
@@ -561,8 +633,9 @@ impl Provider for Aws {
     async fn observe(&mut self) -> Observation {
         let mut obs = Observation::default();
         let now = Instant::now();
-        let due: Vec<usize> = (0..self.sources.len())
-            .filter(|&i| self.sources[i].due(now))
+        let due: Vec<AwsSource> = AwsSource::ALL
+            .into_iter()
+            .filter(|&s| self.state(s).due(now))
             .collect();
         if !due.is_empty() {
             self.read_due(&due, &mut obs).await;
@@ -826,7 +899,7 @@ mod tests {
             },
         ] {
             let mut aws = Aws::new(client.clone(), AwsOptions::default());
-            let all = [0, 1, 2, 3];
+            let all = AwsSource::ALL;
             let mut obs = Observation::default();
             for _ in 0..6 {
                 aws.token_failed(&all, &e, &mut obs);
@@ -854,10 +927,34 @@ mod tests {
         let mut aws = Aws::new(client, AwsOptions::default());
         let mut obs = Observation::default();
         for _ in 0..4 {
-            aws.token_failed(&[0], &e, &mut obs);
+            aws.token_failed(&[AwsSource::Spot], &e, &mut obs);
         }
         let w = waits(&aws, Instant::now());
         assert!(w[0] >= Duration::from_secs(3), "{w:?}");
+    }
+
+    #[test]
+    fn each_source_keeps_its_id_path_and_parser() {
+        for (i, s) in AwsSource::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, i, "ALL is in declaration order");
+            assert_eq!(SOURCE_PATHS[i], s.path());
+            assert_eq!(
+                s.id().as_str(),
+                format!("aws/{}", s.path().trim_start_matches("/latest/meta-data/"))
+            );
+        }
+        let url = "http://169.254.169.254";
+        let spot = r#"{"action":"terminate","time":"2030-01-01T00:00:00Z"}"#;
+        assert_eq!(
+            AwsSource::Spot.parse(url, spot).unwrap()[0].source,
+            SRC_SPOT
+        );
+        assert!(AwsSource::Scheduled.parse(url, "[]").unwrap().is_empty());
+        assert!(AwsSource::Rebalance.parse(url, "{").is_err());
+        let o = AwsOptions::default();
+        let intervals = AwsSource::ALL.map(|s| s.interval(&o));
+        let secs = Duration::from_secs;
+        assert_eq!(intervals, [secs(1), secs(3), secs(4), secs(20)]);
     }
 
     #[test]

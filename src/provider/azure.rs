@@ -88,9 +88,17 @@ pub struct AzureOptions {
 }
 
 impl Default for AzureOptions {
+    /// The plan's defaults on Azure.
     fn default() -> Self {
+        AzureOptions::from_timings(&super::Timings::defaults(Cloud::Azure))
+    }
+}
+
+impl AzureOptions {
+    /// The options with the plan's poll interval.
+    pub fn from_timings(t: &super::Timings) -> AzureOptions {
         AzureOptions {
-            poll_interval: Duration::from_secs(1),
+            poll_interval: t.poll,
         }
     }
 }

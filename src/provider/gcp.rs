@@ -120,11 +120,19 @@ pub struct GcpOptions {
 }
 
 impl Default for GcpOptions {
+    /// The plan's defaults on GCP.
     fn default() -> Self {
+        GcpOptions::from_timings(&super::Timings::defaults(Cloud::Gcp))
+    }
+}
+
+impl GcpOptions {
+    /// The options with the plan's intervals.
+    pub fn from_timings(t: &super::Timings) -> GcpOptions {
         GcpOptions {
-            wait: Duration::from_secs(60),
-            retry_interval: Duration::from_secs(1),
-            upcoming_interval: Duration::from_secs(20),
+            wait: t.gcp_wait,
+            retry_interval: t.poll,
+            upcoming_interval: t.slow_poll,
         }
     }
 }

@@ -10,11 +10,13 @@ pub(crate) mod detect;
 pub(crate) mod gcp;
 mod identity;
 pub(crate) mod tencent;
+pub(crate) mod timings;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use detect::Detection;
+pub(crate) use timings::Timings;
 
 use crate::imds::{ClientOptions, ImdsClient, ImdsError};
 // For the provider modules (`use super::...`).
@@ -31,41 +33,20 @@ pub struct ProviderSettings {
     pub endpoint: Option<String>,
     /// The metadata HTTP client's settings.
     pub client: ClientOptions,
-    /// `--poll-interval`; `None` means the cloud's default ([`ProviderSettings::poll_interval_for`]).
-    pub poll_interval: Option<Duration>,
-    /// `--slow-poll-interval` (AWS scheduled events; rebalance recommendations when the boost
-    /// is off, see [`aws::AwsOptions::rebalance_interval`]; GCP `instance/upcoming-maintenance`
-    /// while a TERMINATE maintenance is listed).
-    pub slow_poll_interval: Duration,
-    /// `--gcp-wait`: how long one GCP long-poll waits.
-    pub gcp_wait: Duration,
+    /// The timing settings as given (`--poll-interval`, `--slow-poll-interval`, `--gcp-wait`,
+    /// `--aws-rebalance-boost` and the request timeout); [`timings::Set::resolve`] makes the
+    /// plan on a cloud.
+    pub timings: timings::Set,
     /// `--aws-ipv6`: use AWS's IPv6 endpoint.
     pub aws_ipv6: bool,
     /// `--aws-imdsv1`: allow IMDSv1 when the IMDSv2 token request is refused.
     pub aws_imdsv1: bool,
-    /// `--aws-rebalance-boost`; `None` means off.
-    pub aws_rebalance_boost: Option<Duration>,
 }
 
-/// Azure's default fast poll interval (see [`ProviderSettings::poll_interval_for`]).
-pub(crate) const AZURE_POLL_INTERVAL: Duration = Duration::from_millis(500);
-
 impl ProviderSettings {
-    /// The fast poll interval on `cloud`: the setting, else 1 s, or 500 ms on Azure. Azure Spot
-    /// evictions are reported to come in under 10 s, against a documented 30 s, and its IMDS
-    /// allows about 5 requests a second per VM, shared with every agent on it: 2 a second
-    /// halves the detection time and leaves 3 for the others.
-    pub fn poll_interval_for(&self, cloud: Cloud) -> Duration {
-        self.poll_interval.unwrap_or(match cloud {
-            Cloud::Azure => AZURE_POLL_INTERVAL,
-            _ => Duration::from_secs(1),
-        })
-    }
-
-    /// Whether the fast poll interval is well inside `cloud`'s shortest notice (at most half of
-    /// it). One that is not falls back to the cloud's default (`Options::fit_poll_interval`).
-    pub(crate) fn interval_fits(&self, cloud: Cloud) -> bool {
-        self.poll_interval_for(cloud) * 2 <= cloud.notice_lead_time()
+    /// Every timing on `cloud`: the plan ([`timings::Set::resolve`]).
+    pub fn timings(&self, cloud: Cloud) -> Timings {
+        self.timings.resolve(cloud)
     }
 
     /// The metadata base URL used on `cloud`.
@@ -88,37 +69,27 @@ pub(crate) fn build(cloud: Cloud, s: &ProviderSettings) -> Result<AnyProvider, I
 
 /// The provider for `cloud` on `client` (a clone keeps seeing how its reads go: `access()`).
 pub(crate) fn build_with(cloud: Cloud, client: ImdsClient, s: &ProviderSettings) -> AnyProvider {
-    let poll_interval = s.poll_interval_for(cloud);
+    let t = s.timings(cloud);
     match cloud {
         Cloud::Aws => AnyProvider::Aws(aws::Aws::new(
             client,
             aws::AwsOptions {
-                poll_interval,
-                slow_poll_interval: s.slow_poll_interval,
                 allow_imdsv1: s.aws_imdsv1,
-                rebalance_boost: s.aws_rebalance_boost,
-                ..aws::AwsOptions::default()
+                ..aws::AwsOptions::from_timings(&t)
             },
         )),
-        Cloud::Gcp => AnyProvider::Gcp(gcp::Gcp::new(
-            client,
-            gcp::GcpOptions {
-                wait: s.gcp_wait,
-                retry_interval: poll_interval,
-                upcoming_interval: s.slow_poll_interval,
-            },
-        )),
+        Cloud::Gcp => AnyProvider::Gcp(gcp::Gcp::new(client, gcp::GcpOptions::from_timings(&t))),
         Cloud::Azure => AnyProvider::Azure(azure::Azure::new(
             client,
-            azure::AzureOptions { poll_interval },
+            azure::AzureOptions::from_timings(&t),
         )),
         Cloud::Alibaba => AnyProvider::Alibaba(alibaba::Alibaba::new(
             client,
-            alibaba::AlibabaOptions { poll_interval },
+            alibaba::AlibabaOptions::from_timings(&t),
         )),
         Cloud::Tencent => AnyProvider::Tencent(tencent::Tencent::new(
             client,
-            tencent::TencentOptions { poll_interval },
+            tencent::TencentOptions::from_timings(&t),
         )),
     }
 }

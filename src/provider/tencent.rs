@@ -51,9 +51,17 @@ pub struct TencentOptions {
 }
 
 impl Default for TencentOptions {
+    /// The plan's defaults on Tencent.
     fn default() -> Self {
+        TencentOptions::from_timings(&super::Timings::defaults(Cloud::Tencent))
+    }
+}
+
+impl TencentOptions {
+    /// The options with the plan's poll interval.
+    pub fn from_timings(t: &super::Timings) -> TencentOptions {
         TencentOptions {
-            poll_interval: Duration::from_secs(1),
+            poll_interval: t.poll,
         }
     }
 }
