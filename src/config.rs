@@ -10,8 +10,9 @@ use tracing_subscriber::filter::LevelFilter;
 use crate::imds::ClientOptions;
 use crate::notice::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::policy::{Action, PolicyConfig};
-use crate::provider::{timings, ProviderSettings, Timings};
+use crate::provider::ProviderSettings;
 use crate::timefmt::parse_duration;
+use crate::timings::{self, Timings};
 
 mod asg;
 mod fallback;
@@ -356,21 +357,21 @@ pub struct Options {
 
     /// AWS: while a rebalance recommendation is listed, read spot this often, for at most 30
     /// minutes (the notice usually follows within 10-20); `off` keeps the normal interval.
-    #[arg(long, env = "NTHD_AWS_REBALANCE_BOOST", default_value = crate::provider::timings::REBALANCE_BOOST_TEXT, value_parser = boost_interval, allow_hyphen_values = true, global = true, value_name = "DURATION|off")]
+    #[arg(long, env = "NTHD_AWS_REBALANCE_BOOST", default_value = crate::timings::REBALANCE_BOOST_TEXT, value_parser = boost_interval, allow_hyphen_values = true, global = true, value_name = "DURATION|off")]
     pub aws_rebalance_boost: Boost,
 
     /// How often slow sources are read (AWS scheduled events; AWS rebalance recommendations
     /// when the boost is off, else every 4s or this often if shorter; GCP upcoming-maintenance
     /// while a TERMINATE maintenance is listed).
-    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = crate::provider::timings::SLOW_POLL_TEXT, value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]
+    #[arg(long, env = "NTHD_SLOW_POLL_INTERVAL", default_value = crate::timings::SLOW_POLL_TEXT, value_parser = slow_poll_interval, allow_hyphen_values = true, global = true)]
     pub slow_poll_interval: Duration,
 
     /// GCP: how long one long-poll (wait_for_change) waits before it is re-armed.
-    #[arg(long, env = "NTHD_GCP_WAIT", default_value = crate::provider::timings::GCP_WAIT_TEXT, value_parser = positive_duration, allow_hyphen_values = true, global = true)]
+    #[arg(long, env = "NTHD_GCP_WAIT", default_value = crate::timings::GCP_WAIT_TEXT, value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub gcp_wait: Duration,
 
     /// Timeout for one metadata request.
-    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = crate::provider::timings::REQUEST_TIMEOUT_TEXT, value_parser = positive_duration, allow_hyphen_values = true, global = true)]
+    #[arg(long, env = "NTHD_REQUEST_TIMEOUT", default_value = crate::timings::REQUEST_TIMEOUT_TEXT, value_parser = positive_duration, allow_hyphen_values = true, global = true)]
     pub request_timeout: Duration,
 
     /// Settings file read, as the packaged unit reads it, for variables not already in the
@@ -693,7 +694,7 @@ impl Options {
     pub fn client_options(&self) -> ClientOptions {
         ClientOptions {
             request_timeout: self.request_timeout,
-            connect_timeout: self.request_timeout.min(Duration::from_secs(1)),
+            connect_timeout: self.request_timeout.min(timings::CONNECT_TIMEOUT_MAX),
             endpoint_set: self.imds_endpoint.is_some(),
             via: self.imds_via,
             ..ClientOptions::default()

@@ -63,8 +63,8 @@ pub struct ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            connect_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_secs(2),
+            connect_timeout: crate::timings::CONNECT_TIMEOUT_MAX,
+            request_timeout: crate::timings::REQUEST_TIMEOUT,
             max_body: 256 * 1024,
             endpoint_set: false,
             sandbox: None,

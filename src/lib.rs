@@ -31,6 +31,7 @@ pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod timefmt;
 pub(crate) mod timer;
+pub(crate) mod timings;
 pub(crate) mod varlink;
 pub(crate) mod webhook;
 

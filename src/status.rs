@@ -39,7 +39,7 @@ pub(crate) const STALE_AFTER: Duration = Duration::from_secs(180);
 
 /// The shortest time without a successful read that counts as blind, whatever the poll
 /// interval: a few failed polls in a row are a hiccup, not blindness.
-pub(crate) use crate::provider::timings::BLIND_AFTER_MIN;
+pub(crate) use crate::timings::BLIND_AFTER_MIN;
 
 /// A moment on both clocks. Health (blindness, the age of the last read) is measured on the
 /// monotonic one, so an NTP step cannot make a blind nthd look as if it sees; the wall clock is

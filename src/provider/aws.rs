@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::identity::Reads;
-use super::timings::ASG_POLLS;
 use super::Timings;
 use super::{
     cap_raw, earliest, gather, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation,
@@ -35,6 +34,7 @@ use crate::imds::{
 use crate::logging::{clean, clean_id, warn_limited};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
+use crate::timings::ASG_POLLS;
 
 pub(crate) const TOKEN_PATH: &str = "/latest/api/token";
 /// Path of the spot instance-action notice.
@@ -140,7 +140,7 @@ const SRC_REBALANCE: SourceId = AwsSource::Rebalance.id();
 const SRC_SCHEDULED: SourceId = AwsSource::Scheduled.id();
 const SRC_ASG: SourceId = AwsSource::Asg.id();
 
-pub(crate) use super::timings::{BOOST_MAX, REBALANCE_READ_INTERVAL};
+pub(crate) use crate::timings::{BOOST_MAX, REBALANCE_READ_INTERVAL};
 
 /// The IPv6 endpoint, for IPv6-only subnets.
 pub(crate) const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";

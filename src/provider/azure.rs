@@ -71,8 +71,7 @@ const SRC_NAME: SourceId = SourceId::new("azure/instance/compute/name");
 /// Header names must be lowercase for `ImdsClient::send`.
 const METADATA: (&str, &str) = ("metadata", "true");
 
-/// Timeout of Scheduled Events requests until the service has answered once.
-pub(crate) const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) use crate::timings::AZURE_FIRST_REQUEST_TIMEOUT as FIRST_REQUEST_TIMEOUT;
 /// How long one `observe()` waits for that slow first request before it returns (the request
 /// stays in flight).
 pub(crate) const FIRST_REQUEST_PATIENCE: Duration = Duration::from_secs(10);

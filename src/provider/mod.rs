@@ -10,13 +10,12 @@ pub(crate) mod detect;
 pub(crate) mod gcp;
 mod identity;
 pub(crate) mod tencent;
-pub(crate) mod timings;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::timings::{self, Timings};
 use detect::Detection;
-pub(crate) use timings::Timings;
 
 use crate::imds::{ClientOptions, ImdsClient, ImdsError};
 // For the provider modules (`use super::...`).

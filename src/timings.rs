@@ -2,7 +2,7 @@
 //! place.
 //!
 //! The defaults table below is the only place a default poll interval is written; clap's
-//! `default_value`s, each provider's options ([`super::aws::AwsOptions`] and the others), the
+//! `default_value`s, each provider's options ([`crate::provider::aws::AwsOptions`] and the others), the
 //! status file's blind-after, the systemd watchdog window and the poll-interval check all read
 //! it. After detection, [`Set::resolve`] turns the table and the settings into one value
 //! per cloud, and every consumer takes its numbers from that value.
@@ -34,6 +34,12 @@ pub(crate) const GCP_WAIT: Duration = text_duration(GCP_WAIT_TEXT);
 pub(crate) const REBALANCE_BOOST: Duration = text_duration(REBALANCE_BOOST_TEXT);
 /// The timeout of one metadata request.
 pub(crate) const REQUEST_TIMEOUT: Duration = text_duration(REQUEST_TIMEOUT_TEXT);
+/// The longest time one connection to the metadata service may take to set up (shorter when
+/// the request timeout is).
+pub(crate) const CONNECT_TIMEOUT_MAX: Duration = Duration::from_secs(1);
+/// Azure: the timeout of Scheduled Events requests until the service has answered once (the
+/// first call can take up to two minutes while the platform enables it for the VM).
+pub(crate) const AZURE_FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// nthd counts as blind after no successful read for this long at least.
 pub(crate) const BLIND_AFTER_MIN: Duration = Duration::from_secs(30);
 /// AWS: how long spot is read faster after a rebalance recommendation appeared, at most.
