@@ -8,28 +8,13 @@
 //! at the deadline, through the epoll set the runtime already waits on.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::pin::Pin;
-use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
-/// How long after the poll deadline the sentinel (see [`Deadline`]) lies: below every request
-/// timeout in use (2 s by default), above the time a poll's reads take on a healthy service.
-const SENTINEL_AFTER: Duration = Duration::from_millis(250);
-
 /// A reusable one-shot timer; tokio's own sleep where no timerfd can be had.
-///
-/// It also keeps a tokio timer (the sentinel) registered [`SENTINEL_AFTER`] past each
-/// deadline, and moves it on at every sleep, so it never fires while polls run on time. It
-/// exists for tokio's time driver: registering a timer earlier than the earliest one it plans
-/// to wake for makes it unpark itself (an eventfd `write` and one more `epoll_pwait`), and every
-/// metadata request registers its timeout. With the sentinel ahead of them, a poll's request
-/// timeouts are never the earliest (1.4 syscalls a poll fewer, bench/results/request-cost.md).
-/// Only the cost depends on it: the timeouts work either way.
 pub(crate) struct Deadline {
     fd: Option<AsyncFd<OwnedFd>>,
-    sentinel: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl Deadline {
@@ -43,9 +28,8 @@ impl Deadline {
                 libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
             )
         };
-        let sentinel = Box::pin(tokio::time::sleep(SENTINEL_AFTER));
         if raw < 0 {
-            return Deadline { fd: None, sentinel };
+            return Deadline { fd: None };
         }
         // SAFETY: `raw` is a new descriptor that nothing else owns.
         let owned = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -54,7 +38,7 @@ impl Deadline {
         // replacement, needs tokio 1.53).
         #[allow(deprecated)]
         let fd = AsyncFd::new(owned).ok();
-        Deadline { fd, sentinel }
+        Deadline { fd }
     }
 
     /// Sleeps until `when` (at once if it has passed). Cancel-safe: dropping the future leaves
@@ -67,11 +51,6 @@ impl Deadline {
         if left.is_zero() {
             return;
         }
-        // A new one, not the old one moved: tokio moves a timer later only when its old slot
-        // comes (a wakeup at the old deadline). The reset registers it without a poll; it is
-        // later than the earliest timer the driver knows, so it does not unpark it either.
-        self.sentinel = Box::pin(tokio::time::sleep_until(when + SENTINEL_AFTER));
-        self.sentinel.as_mut().reset(when + SENTINEL_AFTER);
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,

@@ -173,18 +173,7 @@ async fn metrics_textfile_and_endpoint_follow_the_notice() {
     }
     check_idle_metrics(&parse_exposition(&read(&file)));
 
-    imds.set(
-        aws::SPOT_PATH,
-        Response::json(
-            200,
-            r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#,
-        ),
-    );
-    assert!(
-        logind
-            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
-            .await
-    );
+    assert!(common::provider::spot_notice_powers_off(&imds, &logind, "2099-01-01T00:00:00Z").await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     check_notice_metrics(&parse_exposition(&read(&file)));
     check_metrics_endpoint(&listen);

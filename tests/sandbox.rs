@@ -17,11 +17,10 @@ use std::time::Duration;
 
 use common::Nthd;
 use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::testing::provider::aws;
 use nthd::testing::provider::Provider;
 use nthd::testing::sandbox::IpPolicy;
 use nthd::testing::webhook::{parse_url, probe, ProbeOutcome, WebhookOptions};
-use nthd_testkit::imds::{MockImds, Response};
+use nthd_testkit::imds::MockImds;
 use nthd_testkit::logind::{FakeLogind, PrivateBus};
 use nthd_testkit::systemd::FakeSystemd;
 
@@ -191,17 +190,8 @@ async fn the_daemon_names_the_sandbox_for_a_blocked_webhook_receiver() {
         state.path(),
         &[("NTHD_WEBHOOK", hook.as_str())],
     );
-    imds.set(
-        aws::SPOT_PATH,
-        Response::json(
-            200,
-            r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#,
-        ),
-    );
     assert!(
-        logind
-            .wait_for_method("PowerOff", 1, Duration::from_secs(5))
-            .await,
+        common::provider::spot_notice_powers_off(&imds, &logind, "2030-01-01T00:02:00Z").await,
         "{}",
         n.log()
     );

@@ -94,3 +94,20 @@ pub(crate) async fn observe_until<P: Provider>(
         assert!(Instant::now() < deadline, "gave up waiting; last: {o:?}");
     }
 }
+
+/// Lists an AWS spot notice for `time` on `imds` and waits up to 5 s for the first `PowerOff`
+/// on `logind`: the step of every test that needs a daemon to act.
+pub(crate) async fn spot_notice_powers_off(
+    imds: &MockImds,
+    logind: &nthd_testkit::logind::FakeLogind,
+    time: &str,
+) -> bool {
+    let body = format!(r#"{{"action":"terminate","time":"{time}"}}"#);
+    imds.set(
+        nthd::testing::provider::aws::SPOT_PATH,
+        nthd_testkit::imds::Response::json(200, &body),
+    );
+    logind
+        .wait_for_method("PowerOff", 1, Duration::from_secs(5))
+        .await
+}
