@@ -472,3 +472,24 @@ fn no_default_poll_interval_outside_the_timings_plan() {
     );
     assert_eq!(planted.len(), 2, "{planted:?}");
 }
+
+/// The shell side of the length rules (tests/shell-functions.sh: no function over 60 lines,
+/// top-level code within 20), so `cargo test` holds the scripts to them as CI's shellcheck stage
+/// does.
+#[test]
+fn shell_structure_holds_and_its_check_finds_a_planted_script() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for args in [&["--self-test"][..], &[][..]] {
+        let out = std::process::Command::new("bash")
+            .arg(root.join("tests/shell-functions.sh"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "bash tests/shell-functions.sh {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

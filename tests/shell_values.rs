@@ -2,8 +2,8 @@
 //! toolkit keeps for a journal `MESSAGE_ID` or an AWS metadata path is compared with the Rust
 //! constant it copies. The metadata paths are the compiled constants (`nthd::testing`); the
 //! `MESSAGE_ID`s are `pub(crate)`, so they are read from their one definition in src/.
-//! A message names the shell file to fix. The shell structure check (tests/shell-functions.sh:
-//! function length and top-level code) runs here too, so `cargo test` holds the scripts to it.
+//! A message names the shell file to fix. The shell structure check runs in
+//! tests/architecture.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::path::Path;
@@ -103,23 +103,5 @@ fn the_message_ids_are_found_in_src() {
             "{name} = {v:?} is not a 32-hex-digit MESSAGE_ID"
         );
         assert!(v.chars().all(|c| c.is_ascii_hexdigit()), "{name} = {v:?}");
-    }
-}
-
-#[test]
-fn shell_structure_holds_and_its_check_finds_a_planted_script() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for args in [&["--self-test"][..], &[][..]] {
-        let out = std::process::Command::new("bash")
-            .arg(root.join("tests/shell-functions.sh"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "bash tests/shell-functions.sh {args:?}:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 }
