@@ -369,6 +369,7 @@ make_tarball() {
     install -m 644 polkit/nthd.pkla "$d/nthd.pkla"
     install -m 644 packaging/node-problem-detector/nthd-monitor.json "$d/nthd-monitor.json"
     install -m 644 packaging/default/nthd "$d/nthd.default"
+    install -m 644 packaging/warn-uid.sh "$d/warn-uid.sh"
     install -m 644 packaging/assets/*.8 "$d/man/"
     install -m 644 polkit/50-nthd-reboot.rules.example "$d/examples/"
     install -m 644 packaging/assets/nthd.bash packaging/assets/_nthd packaging/assets/nthd.fish \
@@ -463,6 +464,7 @@ check_deb() {
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/lintian/overrides/nthd
 /usr/share/nthd/default
+/usr/share/nthd/warn-uid.sh
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/vendor-completions/_nthd
@@ -505,6 +507,7 @@ check_rpm() {
 /usr/share/fish/vendor_completions.d/nthd.fish
 /usr/share/licenses/nthd/LICENSE
 /usr/share/nthd/default
+/usr/share/nthd/warn-uid.sh
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
@@ -552,6 +555,7 @@ nthd.default
 nthd.pkla
 nthd.service
 nthd.sysusers
+warn-uid.sh
 EOF
     expect_docs "$tmp/tar.expected" "$name"
     expect_man "$tmp/tar.expected" "$name/man"

@@ -112,7 +112,7 @@ stage() {
 shellcheck_all() {
     git ls-files -z '*.sh' ':!packaging/rpm/*.sh' .ci/run packaging/debian/postinst \
         packaging/debian/postrm packaging/debian/prerm | xargs -0 shellcheck -x &&
-        shellcheck -s sh packaging/rpm/*.sh &&
+        shellcheck -x -s sh packaging/rpm/*.sh &&
         bash tests/shell-functions.sh --self-test && bash tests/shell-functions.sh
 }
 # The workspace lints (Cargo.toml [workspace.lints]) for nthd and the testkit, and their copy in

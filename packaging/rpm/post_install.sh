@@ -67,6 +67,10 @@ enable_on_first_install() {
 }
 
 main() {
+    # A foreign account named nthd gets the polkit grant: the one warning, shared by every form
+    # (here, not in %pre: the file is laid down by now).
+    # shellcheck source=packaging/warn-uid.sh
+    . /usr/share/nthd/warn-uid.sh && warn_uid
     check_systemd
     settings_file "$1"
     restart_on_upgrade "$1"
