@@ -9,8 +9,8 @@
 //! services speak plain HTTP, so nthd cannot speak TLS to them by accident) under a pool of at
 //! most [`MAX_IDLE`] idle connections. Each request is a few hundred bytes written on a kept
 //! connection and one answer read from it: no URL parsing, no proxy or redirect machinery and
-//! no task spawned per request, because nthd makes one or two of them every second for as long
-//! as the machine runs.
+//! no task spawned, not even for the connection (the request drives it, [`kept`]), because nthd
+//! makes one or two of them every second for as long as the machine runs.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,10 +19,11 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
 
 pub(crate) mod imdsd;
+mod kept;
 pub(crate) use imdsd::{Imdsd, Refusal};
+use kept::Kept;
 
 /// How nthd reaches the metadata service (`NTHD_IMDS_VIA`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -286,7 +287,6 @@ const USER_AGENT: HeaderValue =
 const ANY: HeaderValue = HeaderValue::from_static("*/*");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
-type Sender = SendRequest<Full<Bytes>>;
 /// Status, ETag and body of one answer.
 type Answer = (u16, Option<String>, Vec<u8>);
 
@@ -323,7 +323,7 @@ struct Conn {
     port: u16,
     /// The `Host` header: the base URL's authority.
     authority: HeaderValue,
-    idle: Mutex<Vec<(Sender, Instant)>>,
+    idle: Mutex<Vec<Kept>>,
 }
 
 impl std::fmt::Debug for ImdsClient {
@@ -539,16 +539,18 @@ impl ImdsClient {
     /// kept connection closed before taking it (the server timed it out) goes once more, on a
     /// new connection.
     async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<Answer, Failure> {
-        let (mut sender, reused) = match self.checkout().await {
-            Some(s) => (s, true),
+        let (mut kept, reused) = match self.checkout().await {
+            Some(k) => (k, true),
             None => (self.connect().await?, false),
         };
-        let resp = match sender.try_send_request(req).await {
+        let sent = kept.sender.try_send_request(req);
+        let resp = match kept.drive(sent).await {
             Ok(resp) => resp,
             Err(mut e) => match e.take_message() {
                 Some(req) if reused => {
-                    sender = self.connect().await?;
-                    sender.send_request(req).await.map_err(Failure::Http)?
+                    kept = self.connect().await?;
+                    let sent = kept.sender.send_request(req);
+                    kept.drive(sent).await.map_err(Failure::Http)?
                 }
                 _ => return Err(Failure::Http(e.into_error())),
             },
@@ -559,62 +561,43 @@ impl ImdsClient {
             .get(header::ETAG)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let body = self.read_capped(resp.into_body()).await?;
-        self.checkin(sender);
+        let body = kept
+            .drive(read_capped(self.opts.max_body, resp.into_body()))
+            .await?;
+        self.checkin(kept);
         Ok((status, etag, body))
     }
 
-    /// Reads a body up to the cap. A declared or actual length over the cap is an error before
-    /// the rest is read (the connection is then dropped, not kept).
-    async fn read_capped(&self, mut body: hyper::body::Incoming) -> Result<Vec<u8>, Failure> {
-        use hyper::body::Body;
-        let cap = self.opts.max_body;
-        let hint = body.size_hint();
-        if hint.lower() > cap as u64 {
-            return Err(Failure::TooLarge);
-        }
-        let mut buf: Vec<u8> = Vec::with_capacity(hint.exact().map_or(0, |n| n as usize));
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(Failure::Http)?;
-            if let Ok(chunk) = frame.into_data() {
-                if buf.len() + chunk.len() > cap {
-                    return Err(Failure::TooLarge);
-                }
-                buf.extend_from_slice(&chunk);
-            }
-        }
-        Ok(buf)
-    }
-
     /// A kept connection that is still open and ready for a request, if any.
-    async fn checkout(&self) -> Option<Sender> {
+    async fn checkout(&self) -> Option<Kept> {
         loop {
-            let (mut sender, since) = self.conn.idle.lock().ok()?.pop()?;
-            if sender.is_closed() || since.elapsed() > IDLE_TIMEOUT {
+            let mut kept = self.conn.idle.lock().ok()?.pop()?;
+            if !kept.is_open() || kept.since.elapsed() > IDLE_TIMEOUT {
                 continue;
             }
-            // Ready at once unless the connection is still finishing the last answer.
-            if sender.ready().await.is_ok() {
-                return Some(sender);
+            // Ready at once unless the server closed it or it is still finishing the last answer.
+            if kept.ready().await {
+                return Some(kept);
             }
         }
     }
 
     /// Keeps a connection whose answer was read to the end, for the next request.
-    fn checkin(&self, sender: Sender) {
-        if sender.is_closed() {
+    fn checkin(&self, mut kept: Kept) {
+        if !kept.is_open() {
             return;
         }
         if let Ok(mut idle) = self.conn.idle.lock() {
             if idle.len() < MAX_IDLE {
-                idle.push((sender, Instant::now()));
+                kept.since = Instant::now();
+                idle.push(kept);
             }
         }
     }
 
     /// A new connection, within the connect timeout: to the host's address, or to each address
-    /// its name resolves to in turn. The connection's own task reads and writes the socket.
-    async fn connect(&self) -> Result<Sender, Failure> {
+    /// its name resolves to in turn. The request that uses it drives it ([`kept`]).
+    async fn connect(&self) -> Result<Kept, Failure> {
         let stream = tokio::time::timeout(self.opts.connect_timeout, self.tcp())
             .await
             .map_err(|_| Failure::ConnectTimeout)?
@@ -624,14 +607,7 @@ impl ImdsClient {
             })?;
         // IMDS answers are small and each request is one write: no Nagle delay on them.
         let _ = stream.set_nodelay(true);
-        let (sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(Failure::Http)?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(sender)
+        Kept::handshake(stream).await.map_err(Failure::Http)
     }
 
     async fn tcp(&self) -> std::io::Result<tokio::net::TcpStream> {
@@ -682,6 +658,27 @@ impl ImdsClient {
     ) -> Result<Reply, ImdsError> {
         self.send(Method::GET, path, headers, None, None).await
     }
+}
+
+/// Reads a body up to `cap` bytes. A declared or actual length over the cap is an error before
+/// the rest is read (the connection is then dropped, not kept).
+async fn read_capped(cap: usize, mut body: hyper::body::Incoming) -> Result<Vec<u8>, Failure> {
+    use hyper::body::Body;
+    let hint = body.size_hint();
+    if hint.lower() > cap as u64 {
+        return Err(Failure::TooLarge);
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(hint.exact().map_or(0, |n| n as usize));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(Failure::Http)?;
+        if let Ok(chunk) = frame.into_data() {
+            if buf.len() + chunk.len() > cap {
+                return Err(Failure::TooLarge);
+            }
+            buf.extend_from_slice(&chunk);
+        }
+    }
+    Ok(buf)
 }
 
 /// Checks a metadata base URL (`http://host[:port]`) and returns it without a trailing slash.
