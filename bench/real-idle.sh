@@ -20,10 +20,14 @@
 #                           [--loop EVERY]       also the curl loop sleeping EVERY s (0: none)
 #                           [--strace SECS]      after the window, strace -f nthd for SECS s and
 #                                                count syscalls per spot poll
-#                           [--floor K]          after the window, bench/floor.c for the same
-#                                                number of seconds in the container's network:
-#                                                K GETs a second on K kept connections, the
-#                                                least any client can spend on them here
+#                           [--floor K]          beside nthd, in its window, bench/floor.c in the
+#                                                container's network: K GETs a second on K kept
+#                                                connections, the least any client can spend on
+#                                                them here
+#                           [--stack K]          beside nthd too, the same reads made the way
+#                                                nthd makes them with nothing of nthd: the
+#                                                testkit's nthd-stack-floor (tokio + hyper), and
+#                                                another with --raw (tokio alone)
 #
 # Needs root, systemd-nspawn, nsenter, jq and the cached tree (tests/e2e/rootfs.sh builds it;
 # E2E_ROOTFS names another). The package is tests/e2e/lib.sh's choice (E2E_NTHD_DEB, else the
@@ -38,7 +42,7 @@ export REPO
 # shellcheck source-path=SCRIPTDIR source=../tests/e2e/lib.sh
 . "$REPO/tests/e2e/lib.sh"
 
-secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0 floor_k=""
+secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0 floor_k="" stack_k=""
 dropins=() envs=()
 SPOT=/latest/meta-data/spot/instance-action
 
@@ -55,6 +59,7 @@ parse_args() {
       --loop) loop_every="$2"; shift ;;
       --strace) strace_secs="$2"; shift ;;
       --floor) floor_k="$2"; shift ;;
+      --stack) stack_k="$2"; shift ;;
       -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
       *) echo "real-idle.sh: unknown argument $1" >&2; exit 1 ;;
     esac
@@ -175,15 +180,37 @@ strace_run() {
   fi
 }
 
-# Sets floor_json (null without --floor).
-floor_run() {
-  floor_json=null
+# --floor and --stack run beside nthd, in its window, not after it: this VM's CPU cost per
+# wakeup drifts by tens of percent from one minute to the next, and a ratio of figures taken in
+# different minutes carries that drift. Each is one wakeup a second of well under a millisecond,
+# started a third of a second apart, so they do not meet nthd's or each other's.
+# Starts them in the background (bench/floor.c, then nthd-stack-floor with hyper and --raw).
+beside_start() {
+  local bin="$_testkit_dir/nthd-stack-floor" net=(nsenter --net="/proc/$pid/ns/net")
   if [[ -n "$floor_k" ]]; then
     cc -O2 -static -o "$work/floor" "$HERE/floor.c" || fail "cannot build bench/floor.c (cc)"
-    log "bench/floor.c, $floor_k GET(s) a second, for ${secs} s"
-    floor_json="$(nsenter --net="/proc/$pid/ns/net" "$work/floor" "$secs" "$floor_k")" ||
-      fail "bench/floor.c could not read the mock"
+    log "beside nthd: bench/floor.c, $floor_k GET(s) a second"
+    "${net[@]}" "$work/floor" "$secs" "$floor_k" >"$work/floor.json" & floor_pid=$!
   fi
+  [[ -n "$stack_k" ]] || return 0
+  [[ -x "$bin" ]] || (cd "$REPO" && cargo build --quiet --release --target "$(uname -m)-unknown-linux-musl" \
+    -p nthd-testkit --bin nthd-stack-floor) || fail "cannot build the testkit's nthd-stack-floor"
+  log "beside nthd: nthd-stack-floor, $stack_k GET(s) a second, tokio + hyper and tokio alone"
+  sleep 0.33; "${net[@]}" "$bin" "$secs" "$stack_k" >"$work/hyper.json" & hyper_pid=$!
+  sleep 0.33; "${net[@]}" "$bin" "$secs" "$stack_k" --raw >"$work/raw.json" & raw_pid=$!
+}
+
+# Sets floor_json and stack_json (null without --floor, --stack) when they are done.
+beside_wait() {
+  floor_json=null stack_json=null
+  if [[ -n "$floor_k" ]]; then
+    wait "$floor_pid" || fail "bench/floor.c could not read the mock"
+    floor_json="$(cat "$work/floor.json")"
+  fi
+  [[ -n "$stack_k" ]] || return 0
+  wait "$hyper_pid" || fail "nthd-stack-floor could not read the mock"
+  wait "$raw_pid" || fail "nthd-stack-floor --raw could not read the mock"
+  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1]}' "$work/hyper.json" "$work/raw.json")"
 }
 
 # The JSON result: printed, written to --out, and a one-line summary.
@@ -193,7 +220,7 @@ report() {
   result="$(jq -n --arg lbl "$label" --arg version "$version" --argjson secs "$(( t1_ms - t0_ms ))" \
     --argjson dropins "$dropins_json" --rawfile t0 "$work/t0" --rawfile t1 "$work/t1" \
     --argjson rss "$rss" --argjson hwm "$hwm" --argjson reqs "$reqs" --argjson spot "$spot" \
-    --argjson strace "$strace_json" --argjson floor "$floor_json" --arg l0 "${l0:-}" --arg l1 "${l1:-}" \
+    --argjson strace "$strace_json" --argjson floor "$floor_json" --argjson stack "$stack_json" --arg l0 "${l0:-}" --arg l1 "${l1:-}" \
     --argjson tick "$(getconf CLK_TCK)" --argjson every "$loop_every" '
     def rows: split("\n") | map(select(. != "") | split(" ") | {tid: .[0], comm: .[1], ns: (.[2]|tonumber),
               slices: (.[3]|tonumber), vol: (.[4]|tonumber), invol: (.[5]|tonumber)}) | INDEX(.tid);
@@ -210,12 +237,16 @@ report() {
      rss_kib: $rss, peak_rss_kib: $hwm, imds_requests: $reqs, imds_req_per_s: ($reqs / $w | r3),
      spot_polls: $spot, switches_per_spot_poll: (if $spot > 0 then $sw / $spot | r3 else null end),
      cpu_us_per_request: (if $reqs > 0 then $cpu * 1000 / $reqs | round else null end),
-     threads: $th, strace: $strace, floor: $floor,
+     threads: $th, strace: $strace, floor: $floor, stack: $stack,
+     ratio_to_floor: (if $floor == null then null else ($floor.us_per_tick) as $f |
+       {nthd: ($cpu * 1000 / $w / $f | . * 100 | round / 100),
+        stack_hyper: (if $stack == null then null else $stack.hyper.us_per_tick / $f | . * 100 | round / 100 end),
+        stack_tokio: (if $stack == null then null else $stack.tokio.us_per_tick / $f | . * 100 | round / 100 end)} end),
      curl_loop: (if $every > 0 and $l0 != "" then {every_s: $every,
        cpu_s_per_hour: ((($l1|tonumber) - ($l0|tonumber)) / $tick / $w * 3600 | r3), cpu_method: "/proc ticks"} else null end)}')"
   [[ -z "$out" ]] || { mkdir -p "$(dirname "$out")"; printf '%s\n' "$result" >"$out"; }
   printf '%s\n' "$result"
-  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end)' <<<"$result")"
+  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end) + (if .ratio_to_floor then "; to the floor: nthd \(.ratio_to_floor.nthd)×, tokio+hyper \(.ratio_to_floor.stack_hyper)×, tokio \(.ratio_to_floor.stack_tokio)×" else "" end)' <<<"$result")"
 }
 
 main() {
@@ -225,11 +256,12 @@ main() {
   trap cleanup EXIT
   trap 'exit 130' INT TERM
   start_node
+  beside_start
   measure
+  beside_wait
   reqs="$(nthd_requests "$t0_ms" "$t1_ms")"
   spot="$(nthd_requests "$t0_ms" "$t1_ms" "$SPOT")"
   strace_run
-  floor_run
   report
 }
 

@@ -159,3 +159,23 @@ pub mod webhook {
 pub mod varlink {
     pub use crate::varlink::{decode, Answer};
 }
+
+/// The poll loop's sleep (a timerfd re-armed for each deadline), for the testkit's
+/// `nthd-stack-floor`, which times its reads as nthd does.
+pub mod timer {
+    /// [`crate::timer::Deadline`] behind a public face.
+    pub struct Tick(crate::timer::Deadline);
+
+    impl Tick {
+        /// Must be called inside the runtime.
+        #[allow(clippy::new_without_default)]
+        pub fn new() -> Tick {
+            Tick(crate::timer::Deadline::new())
+        }
+
+        /// Sleeps until `when`.
+        pub async fn sleep_until(&mut self, when: tokio::time::Instant) {
+            self.0.sleep_until(when).await;
+        }
+    }
+}

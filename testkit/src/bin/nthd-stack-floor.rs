@@ -1,0 +1,175 @@
+//! `nthd-stack-floor`: the floor of nthd's stack, with nothing of nthd in it.
+//!
+//! ```text
+//! nthd-stack-floor SECS K [ADDRESS:PORT] [--raw]
+//! ```
+//!
+//! The same reads as `bench/floor.c` (one tick a second; per tick K GETs of
+//! `spot/instance-action` on K kept connections, read concurrently), made the way nthd makes
+//! them: a tokio current-thread runtime, the tick on nthd's own timerfd sleep
+//! (`nthd::testing::timer`), hyper's HTTP/1 client connection driven by the requesting task (as
+//! nthd's `imds/kept.rs` does), a 2 s tokio
+//! timeout around each request, and on musl the same allocator (dlmalloc). `--raw`
+//! keeps the runtime and drops hyper: the request written and one read of the answer on tokio's
+//! `TcpStream`. Prints one JSON object like floor.c's: on-CPU microseconds per tick
+//! (`/proc/self/schedstat`) over SECS ticks after three warm-up ticks.
+//!
+//! `bench/real-idle.sh --stack K` runs it in the container's network beside nthd and floor.c,
+//! so nthd's cost splits into what the stack costs and what nthd adds (docs/performance.md,
+//! "Idle CPU against the floor in the same run"). Exit: 0 measured, 1 a read failed, 2 bad usage.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+const PATH: &str = "/latest/meta-data/spot/instance-action";
+const RAW: &[u8] = b"GET /latest/meta-data/spot/instance-action HTTP/1.1\r\n\
+    Host: 169.254.169.254\r\nUser-Agent: nthd-stack-floor/1\r\nAccept: */*\r\n\r\n";
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+type Error = Box<dyn std::error::Error>;
+
+type Driver = Pin<Box<Connection<TokioIo<TcpStream>, Empty<Bytes>>>>;
+
+/// One kept connection: hyper's (its request handle and the connection, which the request
+/// drives) or a bare socket.
+enum Conn {
+    Hyper(SendRequest<Empty<Bytes>>, Driver),
+    Raw(TcpStream),
+}
+
+impl Conn {
+    async fn open(addr: &str, raw: bool) -> Result<Conn, Error> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        if raw {
+            return Ok(Conn::Raw(stream));
+        }
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        Ok(Conn::Hyper(sender, Box::pin(conn)))
+    }
+
+    /// One GET and its whole answer, within the timeout; the answer's length.
+    async fn get(&mut self) -> Result<usize, Error> {
+        let read = async {
+            match self {
+                Conn::Hyper(sender, conn) => {
+                    let req = http::Request::get(PATH)
+                        .header(http::header::HOST, "169.254.169.254")
+                        .header(http::header::USER_AGENT, "nthd-stack-floor/1")
+                        .header(http::header::ACCEPT, "*/*")
+                        .body(Empty::new())?;
+                    let answer = async {
+                        let resp = sender.send_request(req).await?;
+                        Ok::<usize, Error>(resp.into_body().collect().await?.to_bytes().len())
+                    };
+                    drive(conn, answer).await
+                }
+                Conn::Raw(stream) => {
+                    stream.write_all(RAW).await?;
+                    let mut buf = [0u8; 4096];
+                    Ok(stream.read(&mut buf).await?)
+                }
+            }
+        };
+        tokio::time::timeout(TIMEOUT, read).await?
+    }
+}
+
+/// Polls `fut` and the connection in turn until `fut` is done. The mock keeps connections
+/// open: one that ends is a failed measurement.
+async fn drive(
+    conn: &mut Driver,
+    fut: impl Future<Output = Result<usize, Error>>,
+) -> Result<usize, Error> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(out);
+        }
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err("the server closed the connection".into()));
+        }
+        fut.as_mut().poll(cx)
+    })
+    .await
+}
+
+fn on_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// SECS ticks after three warm-up ticks; on-CPU microseconds per tick.
+async fn measure(secs: u64, k: usize, addr: &str, raw: bool) -> Result<f64, Error> {
+    let mut conns = Vec::with_capacity(k);
+    for _ in 0..k {
+        conns.push(Conn::open(addr, raw).await?);
+    }
+    let mut tick = nthd::testing::timer::Tick::new();
+    let mut next = tokio::time::Instant::now();
+    let mut start = 0;
+    for n in 0..secs + 3 {
+        next += Duration::from_secs(1);
+        tick.sleep_until(next).await;
+        if n == 3 {
+            start = on_cpu_ns();
+        }
+        let reads = conns.iter_mut().map(Conn::get);
+        for answer in futures_util::future::join_all(reads).await {
+            answer?;
+        }
+    }
+    Ok((on_cpu_ns() - start) as f64 / 1000.0 / secs as f64)
+}
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let raw = args.iter().any(|a| a == "--raw");
+    let pos: Vec<&String> = args.iter().filter(|a| *a != "--raw").collect();
+    let (Some(secs), Some(k)) = (
+        pos.first()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&s| s > 0),
+        pos.get(1)
+            .and_then(|s| s.parse::<usize>().ok())
+            .filter(|&k| k > 0),
+    ) else {
+        eprintln!("usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw]  (SECS, K > 0)");
+        return std::process::ExitCode::from(2);
+    };
+    let addr = pos.get(2).map_or("169.254.169.254:80", |a| a.as_str());
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::from)
+        .and_then(|rt| rt.block_on(measure(secs, k, addr, raw)));
+    match result {
+        Ok(us) => {
+            let stack = if raw { "tokio" } else { "tokio+hyper" };
+            println!(
+                r#"{{"stack":"{stack}","k":{k},"ticks":{secs},"us_per_tick":{us:.1},"us_per_request":{:.1}}}"#,
+                us / k as f64
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nthd-stack-floor: a read of http://{addr}{PATH} failed: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
