@@ -68,9 +68,12 @@ enable_on_first_install() {
 
 main() {
     # A foreign account named nthd gets the polkit grant: the one warning, shared by every form
-    # (here, not in %pre: the file is laid down by now).
-    # shellcheck source=packaging/warn-uid.sh
-    . /usr/share/nthd/warn-uid.sh && warn_uid
+    # (here, not in %pre: the file is laid down by now). A missing file (a path excluded from
+    # the install) must not end %post before nthd is enabled: `.` of a missing file exits sh.
+    if [ -r /usr/share/nthd/warn-uid.sh ]; then
+        # shellcheck source=packaging/warn-uid.sh
+        . /usr/share/nthd/warn-uid.sh && warn_uid
+    fi
     check_systemd
     settings_file "$1"
     restart_on_upgrade "$1"
