@@ -19,49 +19,58 @@ REPO="${REPO:-$(cd "$E2E_LIB_DIR/../.." && pwd)}"
 E2E_DIR="${E2E_DIR:-$REPO/target/e2e}"
 # shellcheck source=packaging/host-tools.sh
 . "$E2E_LIB_DIR/../../packaging/host-tools.sh"
-# E2E_SUITE: the Debian release booted (bookworm = Debian 12 with systemd 252, the default;
-# bullseye = Debian 11 with 247; trixie = Debian 13 with 257; sid with the newest, 262 at the
-# time of writing). Each release has its own cached tree.
-E2E_SUITE="${E2E_SUITE:-bookworm}"
-# E2E_ARCH: the Debian architecture of the tree (default: the host's; arm64 boots through
-# qemu-user-static + binfmt_misc). E2E_FLAVOUR: empty, or "install" for a tree that also
-# carries rpm and cloud-init (tests/e2e/install.sh). Each combination has its own cached tree.
-E2E_HOST_ARCH="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
-E2E_ARCH="${E2E_ARCH:-$E2E_HOST_ARCH}"
-E2E_FLAVOUR="${E2E_FLAVOUR:-}"
-# E2E_NTHD_ARCH: the architecture of the nthd package under test (default: the tree's).  arm64
-# in the host's tree runs the arm64 nthd through qemu-user under the tree's native systemd,
-# which enforces the unit's IP firewall (a foreign tree's emulated systemd cannot: no bpf()).
-E2E_NTHD_ARCH="${E2E_NTHD_ARCH:-$E2E_ARCH}"
-if [[ "$E2E_SUITE" == bookworm ]]; then _rootfs_default="$E2E_DIR/rootfs"; else _rootfs_default="$E2E_DIR/rootfs-$E2E_SUITE"; fi
-[[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]] || _rootfs_default+="-$E2E_ARCH"
-[[ -z "$E2E_FLAVOUR" ]] || _rootfs_default+="-$E2E_FLAVOUR"
-ROOTFS="${E2E_ROOTFS:-$_rootfs_default}"
+# The tree booted and the packages under test: E2E_* from the environment, else the defaults.
+e2e_tree_defaults() {
+  # E2E_SUITE: the Debian release booted (bookworm = Debian 12 with systemd 252, the default;
+  # bullseye = Debian 11 with 247; trixie = Debian 13 with 257; sid with the newest, 262 at the
+  # time of writing). Each release has its own cached tree.
+  E2E_SUITE="${E2E_SUITE:-bookworm}"
+  # E2E_ARCH: the Debian architecture of the tree (default: the host's; arm64 boots through
+  # qemu-user-static + binfmt_misc). E2E_FLAVOUR: empty, or "install" for a tree that also
+  # carries rpm and cloud-init (tests/e2e/install.sh). Each combination has its own cached tree.
+  E2E_HOST_ARCH="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
+  E2E_ARCH="${E2E_ARCH:-$E2E_HOST_ARCH}"
+  E2E_FLAVOUR="${E2E_FLAVOUR:-}"
+  # E2E_NTHD_ARCH: the architecture of the nthd package under test (default: the tree's).  arm64
+  # in the host's tree runs the arm64 nthd through qemu-user under the tree's native systemd,
+  # which enforces the unit's IP firewall (a foreign tree's emulated systemd cannot: no bpf()).
+  E2E_NTHD_ARCH="${E2E_NTHD_ARCH:-$E2E_ARCH}"
+  local tree="$E2E_DIR/rootfs"
+  [[ "$E2E_SUITE" == bookworm ]] || tree+="-$E2E_SUITE"
+  [[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]] || tree+="-$E2E_ARCH"
+  [[ -z "$E2E_FLAVOUR" ]] || tree+="-$E2E_FLAVOUR"
+  ROOTFS="${E2E_ROOTFS:-$tree}"
+}
 
 # Artefacts built by others (override with env vars).
-# E2E_NTHD_DEB: default the newest target/dist/nthd_*_$E2E_ARCH.deb (packaging/build.sh),
-# else the newest target/debian/nthd_*_$E2E_ARCH.deb (cargo deb); see nthd_deb_path.
-E2E_NTHD_DEB="${E2E_NTHD_DEB:-}"
-# run.sh (re)builds the testkit binaries with cargo unless both are given.
-if [[ -n "${E2E_MOCK_IMDS:-}" && -n "${E2E_FAKE_KUBELET:-}" ]]; then E2E_BUILD_TESTKIT=0; else E2E_BUILD_TESTKIT=1; fi
-# The mock IMDS and the kubelet stand-in run INSIDE the container, so by default they are
-# built static (musl) for the host: they then run in every suite whatever its glibc (Debian 11
-# has 2.31, older than the host's), and in an arm64 tree too, where the host kernel runs these
-# x86_64 binaries natively (binfmt_misc is only consulted for foreign ELF).  Only nthd, the
-# software under test, is the tree's architecture.  E2E_TESTKIT_TARGET= (empty) builds them
-# as before: debug, dynamically linked, target/debug/.
-E2E_TESTKIT_TARGET="${E2E_TESTKIT_TARGET-$(uname -m)-unknown-linux-musl}"
-if [[ -n "$E2E_TESTKIT_TARGET" ]]; then _testkit_dir="$REPO/target/$E2E_TESTKIT_TARGET/release"; else _testkit_dir="$REPO/target/debug"; fi
-E2E_MOCK_IMDS="${E2E_MOCK_IMDS:-$_testkit_dir/nthd-mock-imds}"
-E2E_FAKE_KUBELET="${E2E_FAKE_KUBELET:-$_testkit_dir/nthd-fake-kubelet}"
+e2e_artefact_defaults() {
+  # E2E_NTHD_DEB: default the newest target/dist/nthd_*_$E2E_ARCH.deb (packaging/build.sh),
+  # else the newest target/debian/nthd_*_$E2E_ARCH.deb (cargo deb); see nthd_deb_path.
+  E2E_NTHD_DEB="${E2E_NTHD_DEB:-}"
+  # run.sh (re)builds the testkit binaries with cargo unless both are given.
+  if [[ -n "${E2E_MOCK_IMDS:-}" && -n "${E2E_FAKE_KUBELET:-}" ]]; then E2E_BUILD_TESTKIT=0; else E2E_BUILD_TESTKIT=1; fi
+  # The mock IMDS and the kubelet stand-in run INSIDE the container, so by default they are
+  # built static (musl) for the host: they then run in every suite whatever its glibc (Debian 11
+  # has 2.31, older than the host's), and in an arm64 tree too, where the host kernel runs these
+  # x86_64 binaries natively (binfmt_misc is only consulted for foreign ELF).  Only nthd, the
+  # software under test, is the tree's architecture.  E2E_TESTKIT_TARGET= (empty) builds them
+  # as before: debug, dynamically linked, target/debug/.  _testkit_dir is where they are.
+  E2E_TESTKIT_TARGET="${E2E_TESTKIT_TARGET-$(uname -m)-unknown-linux-musl}"
+  if [[ -n "$E2E_TESTKIT_TARGET" ]]; then _testkit_dir="$REPO/target/$E2E_TESTKIT_TARGET/release"; else _testkit_dir="$REPO/target/debug"; fi
+  E2E_MOCK_IMDS="${E2E_MOCK_IMDS:-$_testkit_dir/nthd-mock-imds}"
+  E2E_FAKE_KUBELET="${E2E_FAKE_KUBELET:-$_testkit_dir/nthd-fake-kubelet}"
+}
 
-# A foreign-architecture tree runs every instruction through qemu-user: boots and
-# shutdowns take several times longer.  E2E_SLOW scales the harness' waits (not the
+# The harness' waits. A foreign-architecture tree runs every instruction through qemu-user:
+# boots and shutdowns take several times longer.  E2E_SLOW scales the harness' waits (not the
 # daemon's deadlines, which the scenarios assert).
-if [[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]]; then E2E_SLOW="${E2E_SLOW:-1}"; else E2E_SLOW="${E2E_SLOW:-4}"; fi
-E2E_BOOT_TIMEOUT="${E2E_BOOT_TIMEOUT:-$((60 * E2E_SLOW))}"  # s, boot to running/degraded
-E2E_DRAIN_SECS="${E2E_DRAIN_SECS:-5}"       # kubelet stand-in drain time
-E2E_INHIBIT_DELAY="${E2E_INHIBIT_DELAY:-30}" # logind InhibitDelayMaxSec we set
+e2e_wait_defaults() {
+  if [[ "$E2E_ARCH" == "$E2E_HOST_ARCH" ]]; then E2E_SLOW="${E2E_SLOW:-1}"; else E2E_SLOW="${E2E_SLOW:-4}"; fi
+  E2E_BOOT_TIMEOUT="${E2E_BOOT_TIMEOUT:-$((60 * E2E_SLOW))}"  # s, boot to running/degraded
+  E2E_DRAIN_SECS="${E2E_DRAIN_SECS:-5}"       # kubelet stand-in drain time
+  E2E_INHIBIT_DELAY="${E2E_INHIBIT_DELAY:-30}" # logind InhibitDelayMaxSec we set
+}
+e2e_tree_defaults; e2e_artefact_defaults; e2e_wait_defaults
 
 CT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -109,15 +118,19 @@ hjq() {
 
 # ------------------------------------------------------- container lifecycle
 
-CT_NAME=""        # machine name
-CT_DIR=""         # host dir bound at /e2e
-CT_NSPAWN_PID=""  # systemd-nspawn
-CT_WATCHER_PID="" # our subshell that waits for nspawn and stamps its exit
-CT_PID=""         # the container's systemd (PID 1 inside), host PID
-CT_BOOT_MS=""     # nspawn start -> is-system-running running/degraded
-CT_START_MS=""
-CT_EXIT_MS=""     # host time nspawn exited (set by ct_wait_exit / ct_alive)
-CT_EXIT_RC=""
+# The one container's state (ct_boot sets it for each container it boots).
+ct_state_reset() {
+  CT_NAME=""        # machine name
+  CT_DIR=""         # host dir bound at /e2e
+  CT_NSPAWN_PID=""  # systemd-nspawn
+  CT_WATCHER_PID="" # our subshell that waits for nspawn and stamps its exit
+  CT_PID=""         # the container's systemd (PID 1 inside), host PID
+  CT_BOOT_MS=""     # nspawn start -> is-system-running running/degraded
+  CT_START_MS=""
+  CT_EXIT_MS=""     # host time nspawn exited (set by ct_wait_exit / ct_alive)
+  CT_EXIT_RC=""
+}
+ct_state_reset
 
 # Find the host PID of the container's init: a descendant of nspawn whose
 # comm is "systemd" and whose innermost namespace PID is 1.

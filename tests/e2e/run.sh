@@ -57,24 +57,26 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=scen-docs.sh
 . "$HERE/scen-docs.sh"
 
-# Artefacts per tree: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/ for
-# rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
-_tree="$(basename "$ROOTFS")"; RUNS_DIR="$E2E_DIR/runs${_tree#rootfs}"
-[[ "$E2E_NTHD_ARCH" == "$E2E_ARCH" ]] || RUNS_DIR+="-nthd-$E2E_NTHD_ARCH"
-
-# Scenario registry: name -> function scen_<name with - as _> (in a scen-*.sh).
-SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
-           gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
-           shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
-           shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
-           neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
-           sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
-           drain-report drain-budget drain-lock-cost asg-complete asg-complete-off
-           imds-locked imds-locked-azure imds-locked-no-grant installed-docs)
-# The scenarios that need systemd-imdsd (systemd >= 261's systemd-imds package, in the sid tree
-# only): run.sh without names leaves them out on a tree that lacks it, or is not built yet
-# (default_scenarios).
-IMDSD_SCENARIOS=(imds-locked imds-locked-azure imds-locked-no-grant)
+# The runner's tables, set by main before anything reads them: the scenario registry (name ->
+# function scen_<name with - as _>, in a scen-*.sh), the scenarios that need systemd-imdsd, and
+# where this tree's artefacts go: target/e2e/runs/ for rootfs/ (Debian 12 amd64), runs-<suffix>/
+# for rootfs-<suffix>/ (runs-bullseye, runs-trixie, runs-arm64, ...).
+registry() {
+  SCENARIOS=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant imds-late
+             gcp-preempt azure-preempt-this-vm azure-other-vm alibaba-spot check simulate
+             shutdown-under-way sighup-and-restart azure-restart-mid-drain bad-setting
+             shutdown-cancelled block-inhibitor logind-restart polkitd-restart upgrade-while-deferred
+             neighbour observability extras-degrade blind-npd npd-daemonset-restart tencent-auto
+             sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
+             drain-report drain-budget drain-lock-cost asg-complete asg-complete-off
+             imds-locked imds-locked-azure imds-locked-no-grant installed-docs)
+  # systemd-imdsd is systemd >= 261's systemd-imds package, in the sid tree only: run.sh without
+  # names leaves these out on a tree that lacks it, or is not built yet (default_scenarios).
+  IMDSD_SCENARIOS=(imds-locked imds-locked-azure imds-locked-no-grant)
+  local tree
+  tree="$(basename "$ROOTFS")"; RUNS_DIR="$E2E_DIR/runs${tree#rootfs}"
+  [[ "$E2E_NTHD_ARCH" == "$E2E_ARCH" ]] || RUNS_DIR+="-nthd-$E2E_NTHD_ARCH"
+}
 
 # ---------------------------------------------------------------- driver
 
@@ -279,6 +281,7 @@ _prepare() {
 
 main() {
   local narrate=0 names=() n
+  registry
   while (($#)); do case "$1" in
     -h|--help) usage; exit 0;;
     --list) printf '%s\n' "${SCENARIOS[@]}"; exit 0;;
