@@ -26,8 +26,10 @@
 #                                                them here
 #                           [--stack K]          beside nthd too, the same reads made the way
 #                                                nthd makes them with nothing of nthd: the
-#                                                testkit's nthd-stack-floor (tokio + hyper), and
-#                                                another with --raw (tokio alone)
+#                                                testkit's nthd-stack-floor (tokio + hyper),
+#                                                another with --raw (tokio alone) and one with
+#                                                --blocking (no runtime: blocking sockets on
+#                                                one thread, httparse)
 #
 # Needs root, systemd-nspawn, nsenter, jq and the cached tree (tests/e2e/rootfs.sh builds it;
 # E2E_ROOTFS names another). The package is tests/e2e/lib.sh's choice (E2E_NTHD_DEB, else the
@@ -183,8 +185,9 @@ strace_run() {
 # --floor and --stack run beside nthd, in its window, not after it: this VM's CPU cost per
 # wakeup drifts by tens of percent from one minute to the next, and a ratio of figures taken in
 # different minutes carries that drift. Each is one wakeup a second of well under a millisecond,
-# started a third of a second apart, so they do not meet nthd's or each other's.
-# Starts them in the background (bench/floor.c, then nthd-stack-floor with hyper and --raw).
+# started a quarter of a second apart, so they do not meet nthd's or each other's.
+# Starts them in the background (bench/floor.c, then nthd-stack-floor with hyper, --raw and
+# --blocking).
 beside_start() {
   local bin="$_testkit_dir/nthd-stack-floor" net=(nsenter --net="/proc/$pid/ns/net")
   if [[ -n "$floor_k" ]]; then
@@ -195,9 +198,10 @@ beside_start() {
   [[ -n "$stack_k" ]] || return 0
   [[ -x "$bin" ]] || (cd "$REPO" && cargo build --quiet --release --target "$(uname -m)-unknown-linux-musl" \
     -p nthd-testkit --bin nthd-stack-floor) || fail "cannot build the testkit's nthd-stack-floor"
-  log "beside nthd: nthd-stack-floor, $stack_k GET(s) a second, tokio + hyper and tokio alone"
-  sleep 0.33; "${net[@]}" "$bin" "$secs" "$stack_k" >"$work/hyper.json" & hyper_pid=$!
-  sleep 0.33; "${net[@]}" "$bin" "$secs" "$stack_k" --raw >"$work/raw.json" & raw_pid=$!
+  log "beside nthd: nthd-stack-floor, $stack_k GET(s) a second: tokio + hyper, tokio alone, blocking"
+  sleep 0.25; "${net[@]}" "$bin" "$secs" "$stack_k" >"$work/hyper.json" & hyper_pid=$!
+  sleep 0.25; "${net[@]}" "$bin" "$secs" "$stack_k" --raw >"$work/raw.json" & raw_pid=$!
+  sleep 0.25; "${net[@]}" "$bin" "$secs" "$stack_k" --blocking >"$work/blocking.json" & blocking_pid=$!
 }
 
 # Sets floor_json and stack_json (null without --floor, --stack) when they are done.
@@ -210,7 +214,8 @@ beside_wait() {
   [[ -n "$stack_k" ]] || return 0
   wait "$hyper_pid" || fail "nthd-stack-floor could not read the mock"
   wait "$raw_pid" || fail "nthd-stack-floor --raw could not read the mock"
-  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1]}' "$work/hyper.json" "$work/raw.json")"
+  wait "$blocking_pid" || fail "nthd-stack-floor --blocking could not read the mock"
+  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1], blocking: .[2]}' "$work/hyper.json" "$work/raw.json" "$work/blocking.json")"
 }
 
 # The JSON result: printed, written to --out, and a one-line summary.
@@ -241,12 +246,13 @@ report() {
      ratio_to_floor: (if $floor == null then null else ($floor.us_per_tick) as $f |
        {nthd: ($cpu * 1000 / $w / $f | . * 100 | round / 100),
         stack_hyper: (if $stack == null then null else $stack.hyper.us_per_tick / $f | . * 100 | round / 100 end),
-        stack_tokio: (if $stack == null then null else $stack.tokio.us_per_tick / $f | . * 100 | round / 100 end)} end),
+        stack_tokio: (if $stack == null then null else $stack.tokio.us_per_tick / $f | . * 100 | round / 100 end),
+        stack_blocking: (if $stack == null then null else $stack.blocking.us_per_tick / $f | . * 100 | round / 100 end)} end),
      curl_loop: (if $every > 0 and $l0 != "" then {every_s: $every,
        cpu_s_per_hour: ((($l1|tonumber) - ($l0|tonumber)) / $tick / $w * 3600 | r3), cpu_method: "/proc ticks"} else null end)}')"
   [[ -z "$out" ]] || { mkdir -p "$(dirname "$out")"; printf '%s\n' "$result" >"$out"; }
   printf '%s\n' "$result"
-  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end) + (if .ratio_to_floor then "; to the floor: nthd \(.ratio_to_floor.nthd)×, tokio+hyper \(.ratio_to_floor.stack_hyper)×, tokio \(.ratio_to_floor.stack_tokio)×" else "" end)' <<<"$result")"
+  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end) + (if .ratio_to_floor then "; to the floor: nthd \(.ratio_to_floor.nthd)×, tokio+hyper \(.ratio_to_floor.stack_hyper)×, tokio \(.ratio_to_floor.stack_tokio)×, blocking \(.ratio_to_floor.stack_blocking)×" else "" end)' <<<"$result")"
 }
 
 main() {

@@ -1,7 +1,7 @@
 //! `nthd-stack-floor`: the floor of nthd's stack, with nothing of nthd in it.
 //!
 //! ```text
-//! nthd-stack-floor SECS K [ADDRESS:PORT] [--raw]
+//! nthd-stack-floor SECS K [ADDRESS:PORT] [--raw | --blocking]
 //! ```
 //!
 //! The same reads as `bench/floor.c` (one tick a second; per tick K GETs of
@@ -11,7 +11,10 @@
 //! nthd's `imds/kept.rs` does), a 2 s tokio
 //! timeout around each request, and on musl the same allocator (dlmalloc). `--raw`
 //! keeps the runtime and drops hyper: the request written and one read of the answer on tokio's
-//! `TcpStream`. Prints one JSON object like floor.c's: on-CPU microseconds per tick
+//! `TcpStream`. `--blocking` drops the runtime too, as a metadata reader on a thread of its own
+//! would: blocking sockets with a 2 s `SO_RCVTIMEO`/`SO_SNDTIMEO` set once, the tick an absolute
+//! `clock_nanosleep` (floor.c's), each answer's head parsed with httparse and its body read to
+//! its `Content-Length` into a `String`. Prints one JSON object like floor.c's: on-CPU microseconds per tick
 //! (`/proc/self/schedstat`) over SECS ticks after three warm-up ticks.
 //!
 //! `bench/real-idle.sh --stack K` runs it in the container's network beside nthd and floor.c,
@@ -114,6 +117,102 @@ fn on_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// The design a metadata reader off the runtime would have: everything blocking, no runtime.
+mod blocking {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use super::{on_cpu_ns, Error, RAW, TIMEOUT};
+
+    /// One GET on a kept blocking connection and its whole answer: the head parsed with
+    /// httparse, the body read to its length and checked as UTF-8, as nthd keeps it.
+    fn get(stream: &mut TcpStream, buf: &mut [u8; 4096]) -> Result<String, Error> {
+        let mut have = 0;
+        loop {
+            let n = stream.read(&mut buf[have..])?;
+            if n == 0 {
+                return Err("the server closed the connection".into());
+            }
+            have += n;
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut resp = httparse::Response::new(&mut headers);
+            let httparse::Status::Complete(head) = resp.parse(&buf[..have])? else {
+                continue;
+            };
+            let len = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| {
+                    std::str::from_utf8(h.value)
+                        .ok()?
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+                .ok_or("the answer has no Content-Length")?;
+            if head + len > buf.len() {
+                return Err("the answer is larger than 4 KiB".into());
+            }
+            while have < head + len {
+                let n = stream.read(&mut buf[have..head + len])?;
+                if n == 0 {
+                    return Err("the server closed the connection".into());
+                }
+                have += n;
+            }
+            return Ok(std::str::from_utf8(&buf[head..head + len])?.to_string());
+        }
+    }
+
+    /// Sleeps until `at` on the monotonic clock (absolute, as floor.c).
+    fn sleep_until(at: &libc::timespec) {
+        // SAFETY: `at` is a valid timespec and the remaining-time pointer may be null with
+        // TIMER_ABSTIME; an interruption only ends the sleep early.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                at,
+                std::ptr::null_mut(),
+            );
+        }
+    }
+
+    /// SECS ticks after three warm-up ticks; on-CPU microseconds per tick.
+    pub(super) fn measure(secs: u64, k: usize, addr: &str) -> Result<f64, Error> {
+        let mut conns = Vec::with_capacity(k);
+        for _ in 0..k {
+            let s = TcpStream::connect(addr)?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(TIMEOUT))?;
+            s.set_write_timeout(Some(TIMEOUT))?;
+            conns.push(s);
+        }
+        let mut at = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `at` is a valid timespec to write the time into.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut at) };
+        let (mut buf, mut start) = ([0u8; 4096], 0);
+        for n in 0..secs + 3 {
+            at.tv_sec += 1;
+            sleep_until(&at);
+            if n == 3 {
+                start = on_cpu_ns();
+            }
+            for s in &mut conns {
+                s.write_all(RAW)?;
+            }
+            for s in &mut conns {
+                get(s, &mut buf)?;
+            }
+        }
+        Ok((on_cpu_ns() - start) as f64 / 1000.0 / secs as f64)
+    }
+}
+
 /// SECS ticks after three warm-up ticks; on-CPU microseconds per tick.
 async fn measure(secs: u64, k: usize, addr: &str, raw: bool) -> Result<f64, Error> {
     let mut conns = Vec::with_capacity(k);
@@ -140,7 +239,8 @@ async fn measure(secs: u64, k: usize, addr: &str, raw: bool) -> Result<f64, Erro
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let raw = args.iter().any(|a| a == "--raw");
-    let pos: Vec<&String> = args.iter().filter(|a| *a != "--raw").collect();
+    let blocking = args.iter().any(|a| a == "--blocking");
+    let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let (Some(secs), Some(k)) = (
         pos.first()
             .and_then(|s| s.parse::<u64>().ok())
@@ -149,18 +249,28 @@ fn main() -> std::process::ExitCode {
             .and_then(|s| s.parse::<usize>().ok())
             .filter(|&k| k > 0),
     ) else {
-        eprintln!("usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw]  (SECS, K > 0)");
+        eprintln!(
+            "usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw | --blocking]  (SECS, K > 0)"
+        );
         return std::process::ExitCode::from(2);
     };
     let addr = pos.get(2).map_or("169.254.169.254:80", |a| a.as_str());
-    let result = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(Error::from)
-        .and_then(|rt| rt.block_on(measure(secs, k, addr, raw)));
+    let result = if blocking {
+        blocking::measure(secs, k, addr)
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(Error::from)
+            .and_then(|rt| rt.block_on(measure(secs, k, addr, raw)))
+    };
     match result {
         Ok(us) => {
-            let stack = if raw { "tokio" } else { "tokio+hyper" };
+            let stack = match (blocking, raw) {
+                (true, _) => "blocking",
+                (false, true) => "tokio",
+                (false, false) => "tokio+hyper",
+            };
             println!(
                 r#"{{"stack":"{stack}","k":{k},"ticks":{secs},"us_per_tick":{us:.1},"us_per_request":{:.1}}}"#,
                 us / k as f64
