@@ -2,8 +2,9 @@
 //! toolkit keeps for a journal `MESSAGE_ID` or an AWS metadata path is compared with the Rust
 //! constant it copies. The metadata paths are the compiled constants (`nthd::testing`); the
 //! `MESSAGE_ID`s are `pub(crate)`, so they are read from their one definition in src/.
-//! A message names the shell file to fix. The shell structure check runs in
-//! tests/architecture.rs.
+//! The system man pages nthd's pages may cite (`SYSTEM_PAGES`, src/assets.rs) are compared with
+//! the e2e's copy (`DOCS_SYSTEM_PAGES`, tests/e2e/scen-docs.sh) the same way. A message names the
+//! shell file to fix. The shell structure check runs in tests/architecture.rs.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 use std::path::Path;
@@ -104,4 +105,56 @@ fn the_message_ids_are_found_in_src() {
         );
         assert!(v.chars().all(|c| c.is_ascii_hexdigit()), "{name} = {v:?}");
     }
+}
+
+/// The pages of `SYSTEM_PAGES` in src/assets.rs as `name.section` (`systemd\\-logind(8)` is
+/// `systemd-logind.8`), in order.
+fn rust_system_pages(assets: &str) -> Option<Vec<String>> {
+    let at = assets.find("SYSTEM_PAGES: &[&str] = &[")?;
+    let list = &assets[at..];
+    let list = &list[list.find("= &[")? + 4..list.find("];")?];
+    let mut out = Vec::new();
+    for lit in list.split('"').skip(1).step_by(2) {
+        let (name, section) = lit.split_once('(')?;
+        out.push(format!(
+            "{}.{}",
+            name.replace("\\\\", ""),
+            section.strip_suffix(')')?
+        ));
+    }
+    Some(out)
+}
+
+/// The words of the first top-level `NAME=(...)` array in a shell file.
+fn shell_array(text: &str, name: &str) -> Option<Vec<String>> {
+    let prefix = format!("{name}=(");
+    let line = text.lines().find(|l| l.starts_with(&prefix))?;
+    let words = line[prefix.len()..].split(')').next()?;
+    Some(words.split_whitespace().map(str::to_string).collect())
+}
+
+#[test]
+fn the_e2e_system_pages_match_the_man_pages_see_also() {
+    let rust = rust_system_pages(&read("src/assets.rs"))
+        .expect("src/assets.rs: no `SYSTEM_PAGES: &[&str] = &[ \"name(N)\", ... ];`");
+    assert!(!rust.is_empty(), "src/assets.rs: SYSTEM_PAGES is empty");
+    let docs = "tests/e2e/scen-docs.sh";
+    let shell = shell_array(&read(docs), "DOCS_SYSTEM_PAGES");
+    assert_eq!(
+        shell.as_ref(),
+        Some(&rust),
+        "{docs}: DOCS_SYSTEM_PAGES drifted from src/assets.rs's SYSTEM_PAGES"
+    );
+}
+
+#[test]
+fn a_drifted_page_list_is_found() {
+    let assets = "pub(crate) const SYSTEM_PAGES: &[&str] = &[\n    \"systemd\\\\-logind(8)\",\n    \"polkit(8)\",\n];\n";
+    let want = vec!["systemd-logind.8".to_string(), "polkit.8".to_string()];
+    assert_eq!(rust_system_pages(assets), Some(want.clone()));
+    let same = "X=1\nDOCS_SYSTEM_PAGES=(systemd-logind.8 polkit.8)\n";
+    assert_eq!(shell_array(same, "DOCS_SYSTEM_PAGES"), Some(want.clone()));
+    let drifted = "DOCS_SYSTEM_PAGES=(systemd-logind.8 polkit.1)\n";
+    assert_ne!(shell_array(drifted, "DOCS_SYSTEM_PAGES"), Some(want));
+    assert_eq!(shell_array("Y=(a)\n", "DOCS_SYSTEM_PAGES"), None);
 }
