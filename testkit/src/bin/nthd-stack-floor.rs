@@ -129,6 +129,9 @@ mod blocking {
     fn get(stream: &mut TcpStream, buf: &mut [u8; 4096]) -> Result<String, Error> {
         let mut have = 0;
         loop {
+            if have == buf.len() {
+                return Err("the answer's head is larger than 4 KiB".into());
+            }
             let n = stream.read(&mut buf[have..])?;
             if n == 0 {
                 return Err("the server closed the connection".into());
@@ -241,7 +244,12 @@ fn main() -> std::process::ExitCode {
     let raw = args.iter().any(|a| a == "--raw");
     let blocking = args.iter().any(|a| a == "--blocking");
     let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let (Some(secs), Some(k)) = (
+    let flags_known = args
+        .iter()
+        .all(|a| !a.starts_with("--") || a == "--raw" || a == "--blocking");
+    let (true, false, Some(secs), Some(k)) = (
+        flags_known,
+        raw && blocking,
         pos.first()
             .and_then(|s| s.parse::<u64>().ok())
             .filter(|&s| s > 0),
@@ -250,7 +258,8 @@ fn main() -> std::process::ExitCode {
             .filter(|&k| k > 0),
     ) else {
         eprintln!(
-            "usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw | --blocking]  (SECS, K > 0)"
+            "usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw | --blocking]  (SECS, K > 0; \
+             one of --raw and --blocking at most)"
         );
         return std::process::ExitCode::from(2);
     };
