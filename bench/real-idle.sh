@@ -45,7 +45,9 @@ export REPO
 . "$REPO/tests/e2e/lib.sh"
 
 secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0 floor_k="" stack_k=""
-dropins=() envs=()
+dropins=() envs=() stack_pids=()
+# nthd-stack-floor's modes, in the order of the JSON's stack fields: tokio + hyper, tokio, blocking.
+STACK_MODES=("" raw blocking)
 SPOT=/latest/meta-data/spot/instance-action
 
 parse_args() {
@@ -199,9 +201,14 @@ beside_start() {
   [[ -x "$bin" ]] || (cd "$REPO" && cargo build --quiet --release --target "$(uname -m)-unknown-linux-musl" \
     -p nthd-testkit --bin nthd-stack-floor) || fail "cannot build the testkit's nthd-stack-floor"
   log "beside nthd: nthd-stack-floor, $stack_k GET(s) a second: tokio + hyper, tokio alone, blocking"
-  sleep 0.25; "${net[@]}" "$bin" "$secs" "$stack_k" >"$work/hyper.json" & hyper_pid=$!
-  sleep 0.25; "${net[@]}" "$bin" "$secs" "$stack_k" --raw >"$work/raw.json" & raw_pid=$!
-  sleep 0.25; "${net[@]}" "$bin" "$secs" "$stack_k" --blocking >"$work/blocking.json" & blocking_pid=$!
+  local mode
+  stack_pids=()
+  for mode in "${STACK_MODES[@]}"; do
+    sleep 0.25
+    # shellcheck disable=SC2086  # an empty mode is no argument (tokio + hyper)
+    "${net[@]}" "$bin" "$secs" "$stack_k" ${mode:+--$mode} >"$work/stack-${mode:-hyper}.json" &
+    stack_pids+=($!)
+  done
 }
 
 # Sets floor_json and stack_json (null without --floor, --stack) when they are done.
@@ -212,10 +219,13 @@ beside_wait() {
     floor_json="$(cat "$work/floor.json")"
   fi
   [[ -n "$stack_k" ]] || return 0
-  wait "$hyper_pid" || fail "nthd-stack-floor could not read the mock"
-  wait "$raw_pid" || fail "nthd-stack-floor --raw could not read the mock"
-  wait "$blocking_pid" || fail "nthd-stack-floor --blocking could not read the mock"
-  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1], blocking: .[2]}' "$work/hyper.json" "$work/raw.json" "$work/blocking.json")"
+  local i mode files=()
+  for i in "${!STACK_MODES[@]}"; do
+    mode="${STACK_MODES[i]}"
+    wait "${stack_pids[i]}" || fail "nthd-stack-floor ${mode:+--$mode }could not read the mock"
+    files+=("$work/stack-${mode:-hyper}.json")
+  done
+  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1], blocking: .[2]}' "${files[@]}")"
 }
 
 # The JSON result: printed, written to --out, and a one-line summary.

@@ -118,7 +118,7 @@ hjq() {
 
 # ------------------------------------------------------- container lifecycle
 
-# The one container's state (ct_boot sets it for each container it boots).
+# The one container's state, empty; ct_boot starts each container from it.
 ct_state_reset() {
   CT_NAME=""        # machine name
   CT_DIR=""         # host dir bound at /e2e
@@ -188,7 +188,7 @@ ct_boot() {
   rm -f "$dir/nspawn.pid" "$dir/nspawn.rc" "$dir/nspawn.exit_ms"
   # Unique per harness process: /run/systemd/nspawn/{locks,propagate}/NAME
   # are host-global.
-  CT_NAME="e2e-${name//[^a-zA-Z0-9-]/-}-$$"; CT_DIR="$dir"; CT_PID=""; CT_EXIT_MS=""; CT_EXIT_RC=""; CT_BOOT_MS=""
+  ct_state_reset; CT_NAME="e2e-${name//[^a-zA-Z0-9-]/-}-$$"; CT_DIR="$dir"
   CT_START_MS="$(now_ms)"
   # The watcher subshell waits for nspawn and stamps the exit time, so the
   # power-off instant is measured where it happens, independent of how often
