@@ -11,6 +11,12 @@
 //! connection and one answer read from it: no URL parsing, no proxy or redirect machinery and
 //! no task spawned, not even for the connection (the request drives it, [`kept`]), because nthd
 //! makes one or two of them every second for as long as the machine runs.
+//!
+//! The daemon's metadata reader thread makes the same reads with blocking sockets instead
+//! ([`ClientOptions::blocking`], [`blocking`]): there a read is a `write(2)` and a `read(2)`
+//! with no runtime between, which costs what the least possible client costs
+//! (docs/performance.md). Everything else (the commands, GCP's long-polls, Azure's first call)
+//! reads through hyper, as above.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +26,7 @@ use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 
+mod blocking;
 pub(crate) mod imdsd;
 mod kept;
 pub(crate) use imdsd::{Imdsd, Refusal};
@@ -59,6 +66,10 @@ pub struct ClientOptions {
     pub imdsd_socket: std::path::PathBuf,
     /// Where the polkit files that explain a refusal are read (`/`; a directory in tests).
     pub imdsd_root: std::path::PathBuf,
+    /// Direct reads with blocking sockets on the calling thread (`imds/blocking.rs`): only for the
+    /// metadata reader thread, whose runtime serves nothing else. systemd-imdsd's Varlink
+    /// stays asynchronous.
+    pub blocking: bool,
 }
 
 impl Default for ClientOptions {
@@ -72,6 +83,7 @@ impl Default for ClientOptions {
             via: Via::Auto,
             imdsd_socket: imdsd::SOCKET.into(),
             imdsd_root: "/".into(),
+            blocking: false,
         }
     }
 }
@@ -282,8 +294,7 @@ impl Reply {
 const MAX_IDLE: usize = 4;
 /// A connection idle for longer is closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-const USER_AGENT: HeaderValue =
-    HeaderValue::from_static(concat!("nthd/", env!("CARGO_PKG_VERSION")));
+const USER_AGENT: &str = concat!("nthd/", env!("CARGO_PKG_VERSION"));
 const ANY: HeaderValue = HeaderValue::from_static("*/*");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
@@ -324,6 +335,8 @@ struct Conn {
     /// The `Host` header: the base URL's authority.
     authority: HeaderValue,
     idle: Mutex<Vec<Kept>>,
+    /// The kept connections of the blocking reads.
+    pool: blocking::Pool,
 }
 
 impl std::fmt::Debug for ImdsClient {
@@ -336,6 +349,7 @@ impl std::fmt::Debug for ImdsClient {
 }
 
 /// Why an exchange got no usable answer, before it is told as an [`ImdsError`].
+#[derive(Debug)]
 enum Failure {
     /// No TCP connection (refused, unreachable, DNS).
     Connect(std::io::Error),
@@ -343,6 +357,12 @@ enum Failure {
     ConnectTimeout,
     /// The connection broke, or what came back is not HTTP.
     Http(hyper::Error),
+    /// The same, on the blocking path.
+    Io(std::io::Error),
+    /// A kept connection was reset before any of the answer came, and no new one took over.
+    Closed,
+    /// No whole answer within the request's timeout.
+    Timeout,
     /// The body is longer than the cap.
     TooLarge,
 }
@@ -358,6 +378,7 @@ impl ImdsClient {
         let authority = HeaderValue::from_str(&base["http://".len()..])
             .map_err(|e| ImdsError::Client(e.to_string()))?;
         let conn = Arc::new(Conn {
+            pool: blocking::Pool::new(host.clone(), port, &base["http://".len()..]),
             host,
             port,
             authority,
@@ -393,6 +414,14 @@ impl ImdsClient {
         self.route.imdsd.socket()
     }
 
+    /// The same client (sharing its connections and route) with its reads on the runtime,
+    /// for a request that must not block the reader thread (a wait of minutes).
+    pub(crate) fn on_runtime(&self) -> ImdsClient {
+        let mut c = self.clone();
+        c.opts.blocking = false;
+        c
+    }
+
     pub(crate) fn base(&self) -> &str {
         &self.base
     }
@@ -425,24 +454,86 @@ impl ImdsClient {
                 .send(&method, path, &self.url(path), timeout)
                 .await;
         }
-        let again = method.clone();
-        let req = self.request(method, path, headers, body)?;
-        let failure = match tokio::time::timeout(timeout, self.exchange(req)).await {
-            Ok(Ok((status, etag, body))) => {
-                let body = String::from_utf8(body).map_err(|e| {
-                    let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
-                    ImdsError::malformed(&self.url(path), "the body is not UTF-8", &lossy)
-                })?;
-                return Ok(Reply { status, body, etag });
+        let answer = if self.opts.blocking {
+            let req = self
+                .conn
+                .pool
+                .request(&method, path, headers, body.as_deref())?;
+            let mut answers = self.conn.pool.batch(&[req], &self.limits(timeout));
+            answers.pop().unwrap_or(Err(Failure::Closed))
+        } else {
+            let req = self.request(method.clone(), path, headers, body)?;
+            match tokio::time::timeout(timeout, self.exchange(req)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(Failure::Timeout),
             }
-            Ok(Err(f)) => f,
-            Err(_) => {
-                let err = ImdsError::Timeout {
-                    url: self.url(path),
-                    timeout,
-                };
-                return Err(self.blame_sandbox(err).await);
-            }
+        };
+        self.answer(&method, path, timeout, answer).await
+    }
+
+    /// GETs every path at once, each on its own kept connection, so that their answers share a
+    /// wakeup; the answers in the order of `paths`.
+    pub(crate) async fn get_all(
+        &self,
+        paths: &[&str],
+        headers: &[(&'static str, &str)],
+    ) -> Vec<Result<Reply, ImdsError>> {
+        if !self.opts.blocking || self.access() == Access::Imdsd {
+            let reads = paths.iter().map(|path| self.get(path, headers));
+            return futures_util::future::join_all(reads).await;
+        }
+        let requests: Result<Vec<_>, _> = paths
+            .iter()
+            .map(|p| self.conn.pool.request(&Method::GET, p, headers, None))
+            .collect();
+        let requests = match requests {
+            Ok(r) => r,
+            Err(e) => return vec![Err(e); paths.len()],
+        };
+        let timeout = self.opts.request_timeout;
+        let answers = self.conn.pool.batch(&requests, &self.limits(timeout));
+        let mut replies = Vec::with_capacity(paths.len());
+        for (path, answer) in paths.iter().zip(answers) {
+            // Only a failure needs the (larger) future that can blame the sandbox or go
+            // through systemd-imdsd.
+            replies.push(match answer {
+                Ok(a) => self.reply(path, a),
+                failed => self.answer(&Method::GET, path, timeout, failed).await,
+            });
+        }
+        replies
+    }
+
+    fn limits(&self, timeout: Duration) -> blocking::Limits {
+        blocking::Limits {
+            timeout,
+            connect_timeout: self.opts.connect_timeout,
+            max_body: self.opts.max_body,
+        }
+    }
+
+    /// A whole answer as a reply: its body must be UTF-8.
+    fn reply(&self, path: &str, (status, etag, body): Answer) -> Result<Reply, ImdsError> {
+        let body = String::from_utf8(body).map_err(|e| {
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            ImdsError::malformed(&self.url(path), "the body is not UTF-8", &lossy)
+        })?;
+        Ok(Reply { status, body, etag })
+    }
+
+    /// An exchange's answer as a reply, or its failure told as an [`ImdsError`]: blamed on the
+    /// unit's sandbox when that is the cause, or read through systemd-imdsd when a prohibit
+    /// route refused the connection.
+    async fn answer(
+        &self,
+        method: &Method,
+        path: &str,
+        timeout: Duration,
+        answer: Result<Answer, Failure>,
+    ) -> Result<Reply, ImdsError> {
+        let failure = match answer {
+            Ok(a) => return self.reply(path, a),
+            Err(f) => f,
         };
         let url = self.url(path);
         let err = match failure {
@@ -452,15 +543,20 @@ impl ImdsClient {
                     limit: self.opts.max_body,
                 })
             }
+            Failure::Timeout => ImdsError::Timeout { url, timeout },
             Failure::ConnectTimeout => ImdsError::Timeout {
                 url,
                 timeout: self.opts.connect_timeout,
             },
             Failure::Connect(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                return self.locked(&again, path, url, timeout).await;
+                return self.locked(method, path, url, timeout).await;
             }
-            Failure::Connect(e) => connect_error(url, &e, self.opts.endpoint_set),
+            Failure::Connect(e) | Failure::Io(e) => connect_error(url, &e, self.opts.endpoint_set),
             Failure::Http(e) => connect_error(url, &e, self.opts.endpoint_set),
+            Failure::Closed => {
+                let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+                connect_error(url, &e, self.opts.endpoint_set)
+            }
         };
         Err(self.blame_sandbox(err).await)
     }
@@ -521,7 +617,7 @@ impl ImdsClient {
         *req.uri_mut() = uri;
         let h = req.headers_mut();
         h.insert(header::HOST, self.conn.authority.clone());
-        h.insert(header::USER_AGENT, USER_AGENT);
+        h.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
         h.insert(header::ACCEPT, ANY);
         for (k, v) in headers {
             let value = HeaderValue::from_str(v).map_err(|_| {
@@ -826,8 +922,7 @@ pub(crate) async fn get_all_with_token<T: TokenSource>(
     };
     let client = src.client();
     let headers = token_header::<T>(token.as_deref());
-    let mut replies =
-        futures_util::future::join_all(paths.iter().map(|path| client.get(path, &headers))).await;
+    let mut replies = client.get_all(paths, &headers).await;
     let mut renewed = false;
     for (path, reply) in paths.iter().zip(replies.iter_mut()) {
         let status = match reply {
@@ -1128,10 +1223,53 @@ mod tests {
         )
     }
 
-    #[tokio::test]
+    /// The client's default options, blocking or not. The blocking reads run on the test's own
+    /// thread; the server answers from the runtime's workers.
+    fn opts(blocking: bool) -> ClientOptions {
+        ClientOptions {
+            blocking,
+            ..ClientOptions::default()
+        }
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keeps_the_connection_and_sends_origin_form_with_host() {
+        keeps_the_connection_and_sends_origin_form_with_host_with(false).await;
+        keeps_the_connection_and_sends_origin_form_with_host_with(true).await;
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_kept_connection_is_replaced() {
+        a_closed_kept_connection_is_replaced_with(false).await;
+        a_closed_kept_connection_is_replaced_with(true).await;
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redirects_are_answers_not_followed() {
+        redirects_are_answers_not_followed_with(false).await;
+        redirects_are_answers_not_followed_with(true).await;
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn caps_the_body_declared_or_not() {
+        caps_the_body_declared_or_not_with(false).await;
+        caps_the_body_declared_or_not_with(true).await;
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn times_out_and_refuses_to_connect_with_the_url() {
+        times_out_and_refuses_to_connect_with_the_url_with(false).await;
+        times_out_and_refuses_to_connect_with_the_url_with(true).await;
+    }
+
+    async fn keeps_the_connection_and_sends_origin_form_with_host_with(blocking: bool) {
         let (base, conns, heads) = server(|n, _| (ok(&format!("answer {n}")), false)).await;
-        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
         for n in 0..3 {
             let r = c.get("/latest/x", &[("x-token", "t")]).await.unwrap();
             assert_eq!(
@@ -1150,11 +1288,10 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_closed_kept_connection_is_replaced() {
+    async fn a_closed_kept_connection_is_replaced_with(blocking: bool) {
         // The server closes after every answer, as one with a short keep-alive timeout would.
         let (base, conns, _) = server(|_, _| (ok("fine"), true)).await;
-        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
         for _ in 0..3 {
             assert_eq!(c.get("/x", &[]).await.unwrap().body, "fine");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1162,24 +1299,22 @@ mod tests {
         assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
-    #[tokio::test]
-    async fn redirects_are_answers_not_followed() {
+    async fn redirects_are_answers_not_followed_with(blocking: bool) {
         let (base, _, heads) = server(|_, _| {
             let text = "HTTP/1.1 302 Found\r\nlocation: http://192.0.2.1/elsewhere\r\n\
                         content-length: 0\r\n\r\n";
             (text.to_string(), false)
         })
         .await;
-        let c = ImdsClient::new(&base, ClientOptions::default()).unwrap();
+        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
         assert_eq!(c.get("/x", &[]).await.unwrap().status, 302);
         assert_eq!(heads.lock().unwrap().len(), 1);
     }
 
-    #[tokio::test]
-    async fn caps_the_body_declared_or_not() {
+    async fn caps_the_body_declared_or_not_with(blocking: bool) {
         let opts = ClientOptions {
             max_body: 10,
-            ..ClientOptions::default()
+            ..opts(blocking)
         };
         let (base, _, _) = server(|n, _| match n {
             // Declared too long.
@@ -1200,8 +1335,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn times_out_and_refuses_to_connect_with_the_url() {
+    async fn times_out_and_refuses_to_connect_with_the_url_with(blocking: bool) {
         // Head sent, body never: the request timeout covers the body.
         let (base, _, _) = server(|_, _| {
             (
@@ -1210,11 +1344,11 @@ mod tests {
             )
         })
         .await;
-        let opts = ClientOptions {
+        let short = ClientOptions {
             request_timeout: Duration::from_millis(200),
-            ..ClientOptions::default()
+            ..opts(blocking)
         };
-        let c = ImdsClient::new(&base, opts).unwrap();
+        let c = ImdsClient::new(&base, short).unwrap();
         let e = c.get("/slow", &[]).await.unwrap_err();
         assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
         assert!(e.to_string().contains(&format!("{base}/slow")), "{e}");
@@ -1225,11 +1359,11 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let opts = ClientOptions {
+        let set = ClientOptions {
             endpoint_set: true,
-            ..ClientOptions::default()
+            ..opts(blocking)
         };
-        let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), opts).unwrap();
+        let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), set).unwrap();
         let e = c.get("/x", &[]).await.unwrap_err();
         assert!(
             matches!(
@@ -1241,6 +1375,66 @@ mod tests {
             ),
             "{e:?}"
         );
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_due_together_cost_one_timeout_and_keep_their_order() {
+        reads_together_with(false).await;
+        reads_together_with(true).await;
+    }
+
+    async fn reads_together_with(blocking: bool) {
+        // `/slow` is never answered; the others at once.
+        let (base, _, _) = server(|_, head| match head.contains("/slow") {
+            true => (String::new(), false),
+            false => (ok(head.split(' ').nth(1).unwrap_or("")), false),
+        })
+        .await;
+        let short = ClientOptions {
+            request_timeout: Duration::from_millis(300),
+            ..opts(blocking)
+        };
+        let c = ImdsClient::new(&base, short).unwrap();
+        let start = Instant::now();
+        let replies = c.get_all(&["/a", "/slow", "/b"], &[]).await;
+        assert!(
+            start.elapsed() < Duration::from_millis(600),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(replies[0].as_ref().unwrap().body, "/a");
+        assert!(
+            matches!(replies[1], Err(ImdsError::Timeout { .. })),
+            "{:?}",
+            replies[1]
+        );
+        assert_eq!(replies[2].as_ref().unwrap().body, "/b");
+    }
+
+    /// On the hyper path and on the blocking one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_chunked_bodies_and_etags_on_a_kept_connection() {
+        chunked_with(false).await;
+        chunked_with(true).await;
+    }
+
+    async fn chunked_with(blocking: bool) {
+        let (base, conns, _) = server(|_, _| {
+            let text = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\netag: \"e1\"\r\n\r\n\
+                        3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+            (text.to_string(), false)
+        })
+        .await;
+        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
+        for _ in 0..2 {
+            let r = c.get("/x", &[]).await.unwrap();
+            assert_eq!(
+                (r.body.as_str(), r.etag.as_deref()),
+                ("abcde", Some("\"e1\""))
+            );
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

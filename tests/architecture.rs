@@ -493,3 +493,73 @@ fn shell_structure_holds_and_its_check_finds_a_planted_script() {
         );
     }
 }
+
+/// The lines of `code` (already [`code_only`], unit tests cut off) that turn the metadata
+/// client's blocking reads on, or open a `std::net` connection: `blocking = X` or
+/// `blocking: X` with X other than `false` or the type `bool`, and `std::net`'s `TcpStream`
+/// named or imported.
+fn blocking_reads(code: &str) -> Vec<String> {
+    let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let sets = ["blocking = ", "blocking: "].iter().any(|p| {
+            line.match_indices(p).any(|(at, _)| {
+                let value = line[at + p.len()..].trim_start();
+                !(value.starts_with("false") || value.starts_with("bool"))
+            })
+        });
+        let std_socket = line.contains("std::net::TcpStream")
+            || (line.contains("use std::net::") && line.contains("TcpStream"));
+        if sets || std_socket {
+            found.push(format!("{}: {}", n + 1, line.trim()));
+        }
+    }
+    found
+}
+
+/// Item 6: the metadata reads block only on the reader thread, whose runtime serves nothing
+/// else. Only `src/daemon/reader.rs` turns the client's blocking reads on, and only
+/// `src/imds/blocking.rs` opens a blocking socket: a blocking read on the daemon's own runtime
+/// would stall its signals, watchdog and logind reads for up to a request timeout.
+#[test]
+fn blocking_reads_happen_only_on_the_reader_thread() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut stray = Vec::new();
+    for f in &files {
+        let name = f.strip_prefix(root).unwrap().display().to_string();
+        if name == "src/daemon/reader.rs" || name == "src/imds/blocking.rs" {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        stray.extend(
+            blocking_reads(&code)
+                .into_iter()
+                .map(|hit| format!("{name}:{hit}")),
+        );
+    }
+    assert!(files.len() > 40, "found only {} files", files.len());
+    assert!(
+        stray.is_empty(),
+        "blocking reads outside the reader:\n{}",
+        stray.join("\n")
+    );
+}
+
+/// The check finds a client turned blocking and a std socket, and lets the field, its
+/// default, the runtime clone and tokio's sockets pass.
+#[test]
+fn a_stray_blocking_read_is_found() {
+    let stray = "let opts = ClientOptions { blocking: true, ..o };\nopts.blocking = cloud_blocks;\n\
+                 let s = std::net::TcpStream::connect(a)?;\nuse std::net::{SocketAddr, TcpStream};\n";
+    assert_eq!(blocking_reads(&code_only(stray)).len(), 4);
+    let fine = "pub blocking: bool,\nblocking: false,\nc.opts.blocking = false;\n\
+                async fn tcp(&self) -> std::io::Result<tokio::net::TcpStream> {\n\
+                use tokio::net::{TcpListener, TcpStream};\nfn opts(blocking: bool) {}\n";
+    assert!(
+        blocking_reads(&code_only(fine)).is_empty(),
+        "{:?}",
+        blocking_reads(&code_only(fine))
+    );
+}

@@ -9,9 +9,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::provider::{
-    self as shared, client, kinds, mock_imds, nothing_listening, observe_until,
+    self as shared, client_for, kinds, mock_imds, nothing_listening, observe_until,
 };
-use nthd::testing::imds::ImdsError;
+use nthd::testing::imds::{ImdsClient, ImdsError};
 use nthd::testing::notice::{Cloud, Identity, Lifecycle, NoticeKind};
 use nthd::testing::provider::{self, Provider};
 use nthd_testkit::imds::{identity as values, Config, Fault, MockImds, Response, TokenMode};
@@ -31,8 +31,8 @@ trait Contract {
     const IDENTITY_PATHS: &'static [&'static str];
     /// Whether the provider long-polls: its next read is due at once, and waits at the service.
     const LONG_POLLS: bool = false;
-    /// The provider on the metadata service at `base`, with the tests' client.
-    fn build(base: &str) -> Self::P;
+    /// The provider on `client`, the tests' client for the mock.
+    fn build(client: ImdsClient) -> Self::P;
     /// The mock's settings for this cloud (which tokens it requires).
     fn config() -> Config {
         Config {
@@ -55,6 +55,12 @@ trait Contract {
 
 // ---------------------------------------------------------------------------------- the cases
 
+/// The cloud's provider on the mock at `base`; with `blocking`, its direct reads are made with
+/// blocking sockets, as the daemon's metadata reader makes them.
+fn build<C: Contract>(base: &str, blocking: bool) -> C::P {
+    C::build(client_for(base, blocking))
+}
+
 /// The mock with this cloud's settings, serving `routes` (and its identity when asked).
 async fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
     let m = mock_imds(C::config(), identity.then(|| C::CLOUD.name())).await;
@@ -65,9 +71,9 @@ async fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
 }
 
 /// Nothing scheduled is an answer, not an error: every source fresh, no notice.
-async fn not_found_is_no_notice<C: Contract>() {
+async fn not_found_is_no_notice<C: Contract>(blocking: bool) {
     let m = serve::<C>(C::quiet(), false).await;
-    let mut p = C::build(&m.url());
+    let mut p = build::<C>(&m.url(), blocking);
     assert_eq!(p.cloud(), C::CLOUD);
     let o = p.observe().await;
     assert!(o.ok(), "{:?}", o.errors);
@@ -84,9 +90,9 @@ async fn not_found_is_no_notice<C: Contract>() {
 }
 
 /// A notice served is observed with its kind; withdrawn, it is gone from a fresh read.
-async fn observe_until_a_notice_and_its_withdrawal<C: Contract>() {
+async fn observe_until_a_notice_and_its_withdrawal<C: Contract>(blocking: bool) {
     let m = serve::<C>(C::quiet(), false).await;
-    let mut p = C::build(&m.url());
+    let mut p = build::<C>(&m.url(), blocking);
     assert!(p.observe().await.notices.is_empty());
     let (routes, kind) = C::notice();
     let paths: Vec<&str> = routes.iter().map(|(path, _)| *path).collect();
@@ -107,21 +113,21 @@ async fn observe_until_a_notice_and_its_withdrawal<C: Contract>() {
 }
 
 /// The mock's default values are read as they are.
-async fn identity_is_read<C: Contract>() {
+async fn identity_is_read<C: Contract>(blocking: bool) {
     let m = serve::<C>(Vec::new(), true).await;
-    let mut p = C::build(&m.url());
+    let mut p = build::<C>(&m.url(), blocking);
     assert_eq!(p.identity().await.unwrap(), C::identity());
 }
 
 /// A hostile value is dropped, not cut down, and the clean keys are kept; with nothing clean
 /// left the read is an error.
-async fn hostile_values_are_dropped<C: Contract>() {
+async fn hostile_values_are_dropped<C: Contract>(blocking: bool) {
     let m = serve::<C>(Vec::new(), true).await;
     let (routes, left) = C::hostile();
     for (path, r) in routes {
         m.set(path, r);
     }
-    let mut p = C::build(&m.url());
+    let mut p = build::<C>(&m.url(), blocking);
     assert_eq!(p.identity().await.unwrap(), left);
     for path in C::IDENTITY_PATHS {
         m.set(path, Response::text(200, "value\r\nX-Injected: 1"));
@@ -131,8 +137,8 @@ async fn hostile_values_are_dropped<C: Contract>() {
 }
 
 /// No service, a hanging one, one without any key: errors, each saying why.
-async fn nothing_answering_is_an_error<C: Contract>() {
-    let mut p = C::build(&nothing_listening());
+async fn nothing_answering_is_an_error<C: Contract>(blocking: bool) {
+    let mut p = build::<C>(&nothing_listening(), blocking);
     let e = p.identity().await.unwrap_err();
     assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
     let o = p.observe().await;
@@ -144,11 +150,11 @@ async fn nothing_answering_is_an_error<C: Contract>() {
     for path in C::IDENTITY_PATHS {
         m.set(path, Response::fault(Fault::Hang));
     }
-    let e = C::build(&m.url()).identity().await.unwrap_err();
+    let e = build::<C>(&m.url(), blocking).identity().await.unwrap_err();
     assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
     // A look-alike service without any of the keys: the first key's 404 is the reason.
     let m = serve::<C>(Vec::new(), false).await;
-    let e = C::build(&m.url()).identity().await.unwrap_err();
+    let e = build::<C>(&m.url(), blocking).identity().await.unwrap_err();
     assert!(
         matches!(&e, ImdsError::Status { status: 404, url, .. } if url.contains(C::IDENTITY_PATHS[0])),
         "{e:?}"
@@ -162,40 +168,52 @@ async fn nothing_answering_is_an_error<C: Contract>() {
     }
 }
 
-/// Runs every case for each cloud, as `<cloud>::<case>`.
+/// Runs every case for each cloud, as `<cloud>::<case>`, on `$test`'s runtime, with blocking
+/// reads or not.
 macro_rules! contract {
-    ($($module:ident: $cloud:ident),* $(,)?) => {$(
+    ($test:meta, $blocking:expr; $($module:ident: $cloud:ident),* $(,)?) => {$(
         mod $module {
-            #[tokio::test]
+            #[$test]
             async fn not_found_is_no_notice() {
-                super::not_found_is_no_notice::<super::$cloud>().await;
+                super::not_found_is_no_notice::<super::$cloud>($blocking).await;
             }
-            #[tokio::test]
+            #[$test]
             async fn observe_until_a_notice_and_its_withdrawal() {
-                super::observe_until_a_notice_and_its_withdrawal::<super::$cloud>().await;
+                super::observe_until_a_notice_and_its_withdrawal::<super::$cloud>($blocking).await;
             }
-            #[tokio::test]
+            #[$test]
             async fn identity_is_read() {
-                super::identity_is_read::<super::$cloud>().await;
+                super::identity_is_read::<super::$cloud>($blocking).await;
             }
-            #[tokio::test]
+            #[$test]
             async fn hostile_values_are_dropped() {
-                super::hostile_values_are_dropped::<super::$cloud>().await;
+                super::hostile_values_are_dropped::<super::$cloud>($blocking).await;
             }
-            #[tokio::test]
+            #[$test]
             async fn nothing_answering_is_an_error() {
-                super::nothing_answering_is_an_error::<super::$cloud>().await;
+                super::nothing_answering_is_an_error::<super::$cloud>($blocking).await;
             }
         }
     )*};
 }
 
 contract!(
+    tokio::test, false;
     aws: AwsCase,
     gcp: GcpCase,
     azure: AzureCase,
     alibaba: AlibabaCase,
     tencent: TencentCase,
+);
+
+// The same cases with blocking reads, for the clouds the daemon reads that way (all but GCP's
+// long-polls). The mock answers from the runtime's workers while the test's thread blocks.
+contract!(
+    tokio::test(flavor = "multi_thread", worker_threads = 2), true;
+    aws_blocking: AwsCase,
+    azure_blocking: AzureCase,
+    alibaba_blocking: AlibabaCase,
+    tencent_blocking: TencentCase,
 );
 
 // ------------------------------------------------------------------------------- the clouds
@@ -225,12 +243,12 @@ impl Contract for AwsCase {
         provider::aws::ZONE_PATH,
         provider::aws::LIFE_CYCLE_PATH,
     ];
-    fn build(base: &str) -> provider::aws::Aws {
+    fn build(client: ImdsClient) -> provider::aws::Aws {
         let opts = provider::aws::AwsOptions {
             poll_interval: Duration::from_millis(100),
             ..provider::aws::AwsOptions::default()
         };
-        shared::aws(client(base), opts)
+        shared::aws(client, opts)
     }
     fn config() -> Config {
         // IMDSv2 only: every read must carry the token.
@@ -281,13 +299,13 @@ impl Contract for GcpCase {
         provider::gcp::PREEMPTIBLE_PATH,
     ];
     const LONG_POLLS: bool = true;
-    fn build(base: &str) -> provider::gcp::Gcp {
+    fn build(client: ImdsClient) -> provider::gcp::Gcp {
         let opts = provider::gcp::GcpOptions {
             wait: Duration::from_secs(1),
             retry_interval: Duration::from_millis(100),
             ..provider::gcp::GcpOptions::default()
         };
-        shared::gcp(client(base), opts)
+        shared::gcp(client, opts)
     }
     fn notice() -> (Routes, NoticeKind) {
         let routes = vec![(provider::gcp::PREEMPTED_PATH, Response::text(200, "TRUE"))];
@@ -326,8 +344,8 @@ impl Contract for AzureCase {
     const CLOUD: Cloud = Cloud::Azure;
     const SOURCES: &'static [&'static str] = &["azure/scheduledevents"];
     const IDENTITY_PATHS: &'static [&'static str] = &[provider::azure::COMPUTE_PATH];
-    fn build(base: &str) -> provider::azure::Azure {
-        shared::azure(client(base), Duration::from_millis(50))
+    fn build(client: ImdsClient) -> provider::azure::Azure {
+        shared::azure(client, Duration::from_millis(50))
     }
     /// Azure always serves its Scheduled Events document: nothing scheduled is an empty one.
     fn quiet() -> Routes {
@@ -394,8 +412,8 @@ impl Contract for AlibabaCase {
         provider::alibaba::INSTANCE_TYPE_PATH,
         provider::alibaba::ZONE_PATH,
     ];
-    fn build(base: &str) -> provider::alibaba::Alibaba {
-        shared::alibaba(client(base), Duration::from_millis(50))
+    fn build(client: ImdsClient) -> provider::alibaba::Alibaba {
+        shared::alibaba(client, Duration::from_millis(50))
     }
     fn notice() -> (Routes, NoticeKind) {
         let body = "2015-01-05T18:02:00Z";
@@ -439,8 +457,8 @@ impl Contract for TencentCase {
         provider::tencent::ZONE_PATH,
         provider::tencent::CHARGE_TYPE_PATH,
     ];
-    fn build(base: &str) -> provider::tencent::Tencent {
-        shared::tencent(client(base), Duration::from_millis(50))
+    fn build(client: ImdsClient) -> provider::tencent::Tencent {
+        shared::tencent(client, Duration::from_millis(50))
     }
     fn notice() -> (Routes, NoticeKind) {
         let body = "2018-08-18 12:05:33";

@@ -429,7 +429,12 @@ impl Azure {
     async fn read_events(&mut self, obs: &mut Observation, now: Instant) {
         if self.inflight.is_none() {
             let timeout = (!self.answered).then_some(FIRST_REQUEST_TIMEOUT);
-            let client = self.client.clone();
+            // The first call is waited for a little at each poll, on the runtime, never in a
+            // blocking read that would hold the reader for its two minutes.
+            let client = match self.answered {
+                true => self.client.clone(),
+                false => self.client.on_runtime(),
+            };
             let fut = async move {
                 client
                     .send(

@@ -26,7 +26,17 @@ pub(crate) fn fast_client_options() -> ClientOptions {
 
 /// A metadata client for `base` with [`fast_client_options`].
 pub(crate) fn client(base: &str) -> ImdsClient {
-    ImdsClient::new(base, fast_client_options()).unwrap()
+    client_for(base, false)
+}
+
+/// The same, its direct reads made with blocking sockets when `blocking` (the daemon's
+/// metadata reader thread reads AWS, Azure, Alibaba and Tencent that way).
+pub(crate) fn client_for(base: &str, blocking: bool) -> ImdsClient {
+    let opts = ClientOptions {
+        blocking,
+        ..fast_client_options()
+    };
+    ImdsClient::new(base, opts).unwrap()
 }
 
 /// The mock IMDS on a free local port with `config`, serving the identity keys of `identity`
