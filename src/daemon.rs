@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use anyhow::Context as _;
+
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Options;
@@ -19,8 +21,8 @@ use crate::logind::{Logind, SystemState};
 use crate::metrics::Metrics;
 use crate::notice::{Cloud, Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
-use crate::provider::detect::{DetectError, Detection};
-use crate::provider::{self, Observation, Provider, ProviderSettings};
+use crate::provider::detect::DetectError;
+use crate::provider::Observation;
 use crate::report::{self, Outputs};
 use crate::status::Sight;
 use crate::timefmt;
@@ -28,6 +30,9 @@ use crate::webhook::{Context, Event};
 
 mod drained;
 mod logind_watch;
+mod reader;
+
+use reader::{AckRequest, FromProvider};
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
@@ -41,114 +46,6 @@ const HEALTH_TICK: Duration = Duration::from_secs(10);
 
 /// How long after logind accepted a power action nthd starts watching for its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
-
-/// Messages from the provider task.
-enum FromProvider {
-    Detected(Detection, String),
-    DetectFailed(DetectError),
-    Config(String),
-    Observed(Observation),
-    Identity(Identity),
-}
-
-/// How long to wait before asking the metadata service for the machine's identity again, after
-/// a read that gave nothing.
-const IDENTITY_RETRY: Duration = Duration::from_secs(300);
-
-type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
-
-/// Detects the cloud (retrying with backoff, each failure sent on) and builds its provider;
-/// `None` when the daemon has gone or the settings cannot make one (sent on as `Config`).
-async fn start_provider(
-    settings: &ProviderSettings,
-    tx: &mpsc::Sender<FromProvider>,
-) -> Option<provider::AnyProvider> {
-    let mut backoff =
-        crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
-    let detection = loop {
-        match provider::resolve_cloud(settings).await {
-            Ok(d) => break d,
-            Err(e) => {
-                tx.send(FromProvider::DetectFailed(e)).await.ok()?;
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-        }
-    };
-    // The plan resolves the timings: a poll interval too long for this cloud falls back to its
-    // default there (the daemon warns).
-    let provider = match provider::build(detection.cloud, settings) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = tx.send(FromProvider::Config(e.to_string())).await;
-            return None;
-        }
-    };
-    let describe = provider.describe();
-    tx.send(FromProvider::Detected(detection, describe))
-        .await
-        .ok()?;
-    Some(provider)
-}
-
-async fn provider_task(
-    settings: ProviderSettings,
-    tx: mpsc::Sender<FromProvider>,
-    mut acks: mpsc::Receiver<AckRequest>,
-) {
-    let Some(mut provider) = start_provider(&settings, &tx).await else {
-        return;
-    };
-    // The identity is read after the first observation, so it never delays a notice.
-    let mut identity_due = Some(Instant::now());
-    let mut timer = crate::timer::Deadline::new();
-    loop {
-        let due = tokio::time::Instant::from_std(provider.next_due());
-        tokio::select! {
-            biased;
-            req = acks.recv() => match req {
-                Some((ids, reply)) => { let _ = reply.send(provider.acknowledge(&ids).await); }
-                None => return,
-            },
-            _ = timer.sleep_until(due) => {
-                let obs = tokio::select! {
-                    obs = provider.observe() => obs,
-                    req = acks.recv() => {
-                        // Stopping: answer the acknowledgement and abandon this read.
-                        if let Some((ids, reply)) = req {
-                            let _ = reply.send(provider.acknowledge(&ids).await);
-                        }
-                        continue;
-                    }
-                };
-                if tx.send(FromProvider::Observed(obs)).await.is_err() {
-                    return;
-                }
-                if identity_due.is_some_and(|t| t <= Instant::now()) {
-                    identity_due = read_identity(&mut provider, &tx).await;
-                }
-            }
-        }
-    }
-}
-
-/// Reads the instance's identity and sends it on; the time of the next try when nothing could
-/// be read.
-async fn read_identity(
-    provider: &mut provider::AnyProvider,
-    tx: &mpsc::Sender<FromProvider>,
-) -> Option<Instant> {
-    match provider.identity().await {
-        Ok(id) => {
-            // A closed channel means the daemon is stopping: nothing left to retry for.
-            let _ = tx.send(FromProvider::Identity(id)).await;
-            None
-        }
-        Err(e) => {
-            tracing::debug!("instance identity not read: {e}; retrying later");
-            Some(Instant::now() + IDENTITY_RETRY)
-        }
-    }
-}
 
 fn notify(states: &[sd_notify::NotifyState<'_>]) {
     // Outside systemd NOTIFY_SOCKET is unset and this is a no-op.
@@ -325,6 +222,9 @@ struct Daemon {
     settled: bool,
     /// The drain watcher's other end.
     drain: drained::DrainSide,
+    /// Shared with the metadata reader: whether it sends every observation, and the quiet
+    /// reads it kept instead.
+    quiet: std::sync::Arc<reader::Quiet>,
 }
 
 /// systemd's watchdog. The main loop pings it on a tick of a third of `WatchdogSec=`, and also
@@ -635,7 +535,12 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
 
 impl Daemon {
     /// The daemon's parts, from the settings and the record of earlier actions.
-    fn new(opts: &Options, webhooks: WebhookSlot, drain: drained::DrainSide) -> Daemon {
+    fn new(
+        opts: &Options,
+        webhooks: WebhookSlot,
+        drain: drained::DrainSide,
+        quiet: std::sync::Arc<reader::Quiet>,
+    ) -> Daemon {
         let policy = opts.policy();
         let st = executor::load_state(&opts.state_dir(), SystemTime::now());
         let mut planner = Planner::new(policy.clone());
@@ -676,6 +581,7 @@ impl Daemon {
             ready: false,
             settled: false,
             drain,
+            quiet,
             opts: opts.clone(),
         }
     }
@@ -690,6 +596,7 @@ impl Daemon {
 
     /// One message from the metadata watcher. An error here is a bad setting: nthd stops.
     async fn on_message(&mut self, msg: FromProvider) -> anyhow::Result<()> {
+        self.take_held();
         self.watchdog.last_progress = Instant::now();
         match msg {
             FromProvider::Detected(det, describe) => {
@@ -868,6 +775,45 @@ impl Daemon {
         self.send_status();
     }
 
+    /// The quiet reads the metadata reader kept while the daemon was settled: counted in the
+    /// metrics, timed in the status, and proof for the watchdog that the reader is alive.
+    fn take_held(&mut self) {
+        let held = self.quiet.take();
+        if let Some(t) = held.observed {
+            self.watchdog.last_progress = self.watchdog.last_progress.max(t);
+        }
+        let reads: Vec<(SourceId, u64)> =
+            held.sources.iter().map(|h| (h.source, h.reads)).collect();
+        let last = held.sources.iter().map(|h| h.last.wall).max();
+        self.out.metrics.held_reads(&reads, last);
+        for h in &held.sources {
+            let obs = Observation {
+                fresh: vec![h.source],
+                ..Observation::default()
+            };
+            self.out.status.observation(&obs, h.last);
+        }
+    }
+
+    /// Tells the metadata reader whether to send every observation: while the picture after
+    /// the last one is not settled, or something else moved it since.
+    fn publish_settled(&self) {
+        self.quiet
+            .want_every(!(self.settled && self.settled(false)));
+    }
+
+    /// The health tick: the quiet reads so far, logind's budget when due, the webhook retry,
+    /// the status file's heartbeat and blindness, the watchdog.
+    async fn on_health_tick(&mut self) {
+        self.take_held();
+        let budget = self.budget;
+        self.refresh_budget().await;
+        if self.budget != budget {
+            self.settled = false;
+        }
+        self.on_watchdog_tick();
+    }
+
     fn on_watchdog_tick(&mut self) {
         self.out.webhooks.retry_if_due(&self.opts, Instant::now());
         self.update_status(false);
@@ -897,6 +843,15 @@ async fn sleep_until(wake: Option<tokio::time::Instant>) {
     }
 }
 
+/// The health tick: a third of `WatchdogSec=`, and at least every 10 s, since it is also the
+/// clock of the blindness check, the webhook retry and the quiet reads. On a timerfd, which
+/// wakes nthd once a tick where tokio's wheel woke it three times (`timer.rs`).
+fn health_every() -> Duration {
+    sd_notify::watchdog_enabled()
+        .map_or(HEALTH_TICK, |w| w / 3)
+        .min(HEALTH_TICK)
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -910,20 +865,19 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     let sandbox = crate::sandbox::own_policy().await;
     let webhooks = WebhookSlot::start(&opts, Context::for_this_host(), sandbox.clone());
     let (drain, mut drain_rx) = drained::DrainSide::start(&opts, sandbox.clone());
-    let mut d = Daemon::new(&opts, webhooks, drain);
+    let quiet = reader::Quiet::new();
+    let mut d = Daemon::new(&opts, webhooks, drain, quiet.clone());
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
     let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
     let mut settings = opts.provider_settings();
     settings.client.sandbox = sandbox;
-    let task = tokio::spawn(provider_task(settings, tx, ack_rx));
-    let mut wd_tick = tokio::time::interval(
-        // Also the clock of the blindness check and the webhook retry: at least every 10 s.
-        sd_notify::watchdog_enabled()
-            .map_or(HEALTH_TICK, |w| w / 3)
-            .min(HEALTH_TICK),
-    );
-    wd_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Ends by itself once this loop has gone (both channels closed).
+    let _reader = reader::start(settings, tx, ack_rx, quiet)
+        .context("cannot start the metadata reader thread; nthd exits so systemd restarts it")?;
+    let health_every = health_every();
+    let mut health = crate::timer::Deadline::new();
+    let mut health_at = tokio::time::Instant::now() + health_every;
 
     loop {
         let wake = d.planner.next_wakeup().map(to_instant);
@@ -938,7 +892,10 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
             }
             Some(msg) = drain_rx.recv() => d.on_drain(msg),
             _ = sleep_until(wake) => d.on_wakeup().await,
-            _ = wd_tick.tick() => d.on_watchdog_tick(),
+            _ = health.sleep_until(health_at) => {
+                health_at = tokio::time::Instant::now() + health_every;
+                d.on_health_tick().await;
+            }
             _ = sighup.recv() => tracing::info!(
                 "SIGHUP: ignored, nthd keeps watching. It reads its settings only at start; to \
                  apply changed settings run: systemctl restart nthd"
@@ -946,12 +903,12 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
             _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
         }
+        d.publish_settled();
     }
 
     notify(&[sd_notify::NotifyState::Stopping]);
     d.out.metrics.flush_now();
     acknowledge_on_stop(&mut d, &ack_tx).await;
-    task.abort();
     // The action event is sent right before the machine goes down: give it a moment, within
     // the unit's TimeoutStopSec=15s (the Azure acknowledgement above takes at most 5 s).
     d.out.webhooks.drain(WEBHOOK_DRAIN).await;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use prometheus::core::Collector;
 use prometheus::{GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
-use crate::notice::{Cloud, NoticeKind, NoticeStatus, PerExtra, KINDS};
+use crate::notice::{Cloud, NoticeKind, NoticeStatus, PerExtra, SourceId, KINDS};
 use crate::policy::{Planner, PowerAction};
 use crate::provider::Observation;
 
@@ -453,6 +453,26 @@ impl Metrics {
                 .last_ok
                 .with_label_values(&[] as &[&str])
                 .set(unix(SystemTime::now()));
+        }
+    }
+
+    /// Counts the quiet reads the metadata reader kept (`daemon/reader.rs`): each source's
+    /// successful reads, and when the last of them was.
+    pub(crate) fn held_reads(&mut self, reads: &[(SourceId, u64)], last: Option<SystemTime>) {
+        if !self.has_reader() {
+            return;
+        }
+        for (source, n) in reads {
+            self.series
+                .reads
+                .with_label_values(&[source.as_str(), "ok"])
+                .inc_by(*n);
+        }
+        if let Some(last) = last {
+            self.series
+                .last_ok
+                .with_label_values(&[] as &[&str])
+                .set(unix(last));
         }
     }
 

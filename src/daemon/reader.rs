@@ -1,0 +1,449 @@
+//! The metadata reader: the provider on a thread of its own, and the quiet reads it keeps.
+//!
+//! The thread detects the cloud, builds its provider and reads it on schedule. For AWS, Azure,
+//! Alibaba and Tencent the reads are blocking (`imds/blocking.rs`) and the thread sleeps
+//! between polls in `nanosleep`: a poll is one wakeup, its reads and nothing else. GCP's
+//! long-polls need the runtime, and keep it (a current-thread runtime on this thread, which
+//! also serves systemd-imdsd's Varlink and the detection).
+//!
+//! Every observation with a notice or an error goes to the daemon at once. So does every
+//! observation while the daemon asks for them ([`Quiet::want_every`]): until its picture has
+//! settled. Once it has, an empty observation changes nothing the daemon would act on, and the
+//! reader keeps it here instead of waking the daemon: which sources answered, how often and
+//! when last ([`Held`]). The daemon takes them on its health tick (at least every 10 s) and
+//! before any message, so its metrics, status file and watchdog see every read, in order.
+//! Measured in docs/performance.md ("Idle CPU against the floor in the same run").
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::imds::ImdsError;
+use crate::notice::{Cloud, Identity, SourceId};
+use crate::provider::detect::{DetectError, Detection};
+use crate::provider::{self, Observation, Provider, ProviderSettings};
+use crate::status::Moment;
+
+/// Messages from the metadata reader.
+pub(super) enum FromProvider {
+    Detected(Detection, String),
+    DetectFailed(DetectError),
+    Config(String),
+    Observed(Observation),
+    Identity(Identity),
+}
+
+/// Event ids to acknowledge to the platform, and where the count acknowledged goes.
+pub(super) type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
+
+/// How long to wait before asking the metadata service for the machine's identity again, after
+/// a read that gave nothing.
+const IDENTITY_RETRY: Duration = Duration::from_secs(300);
+
+/// One source's quiet reads since the daemon last took them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HeldSource {
+    pub(super) source: SourceId,
+    /// Successful reads.
+    pub(super) reads: u64,
+    /// The last of them.
+    pub(super) last: Moment,
+}
+
+/// The quiet reads kept since the daemon last took them.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    pub(super) sources: Vec<HeldSource>,
+    /// When the reader last finished an observation, quiet or not.
+    pub(super) observed: Option<Instant>,
+}
+
+/// What the reader and the daemon share: whether the daemon wants every observation, and the
+/// quiet ones kept while it does not.
+#[derive(Debug)]
+pub(super) struct Quiet {
+    every: AtomicBool,
+    held: Mutex<Held>,
+}
+
+impl Quiet {
+    /// The daemon wants every observation until it says otherwise.
+    pub(super) fn new() -> Arc<Quiet> {
+        Arc::new(Quiet {
+            every: AtomicBool::new(true),
+            held: Mutex::new(Held::default()),
+        })
+    }
+
+    /// `true` while the daemon's picture is unsettled: every observation is sent.
+    pub(super) fn want_every(&self, every: bool) {
+        self.every.store(every, Ordering::Relaxed);
+    }
+
+    /// The quiet reads kept so far; none are kept after.
+    pub(super) fn take(&self) -> Held {
+        self.held
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default()
+    }
+
+    /// `obs` when it is to be sent; `None` when it was quiet and is kept here instead.
+    fn pass(&self, obs: Observation) -> Option<Observation> {
+        let Ok(mut held) = self.held.lock() else {
+            return Some(obs);
+        };
+        held.observed = Some(Instant::now());
+        let quiet = obs.notices.is_empty() && obs.errors.is_empty();
+        if !quiet || self.every.load(Ordering::Relaxed) {
+            return Some(obs);
+        }
+        let now = Moment::now();
+        for &source in &obs.fresh {
+            match held.sources.iter_mut().find(|h| h.source == source) {
+                Some(h) => {
+                    h.reads += 1;
+                    h.last = now;
+                }
+                None => held.sources.push(HeldSource {
+                    source,
+                    reads: 1,
+                    last: now,
+                }),
+            }
+        }
+        None
+    }
+}
+
+/// Starts the reader thread. It ends when the daemon drops its end of either channel.
+pub(super) fn start(
+    settings: ProviderSettings,
+    tx: mpsc::Sender<FromProvider>,
+    acks: mpsc::Receiver<AckRequest>,
+    quiet: Arc<Quiet>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("nthd-metadata".into())
+        .spawn(move || {
+            let reader = Reader { rt, tx, quiet };
+            let Some(provider) = reader.rt.block_on(start_provider(&settings, &reader.tx)) else {
+                return;
+            };
+            if blocks(provider.cloud()) {
+                reader.read_blocking(provider, acks);
+            } else {
+                reader.rt.block_on(reader.read_async(provider, acks));
+            }
+        })
+}
+
+/// Whether a cloud's reads are made with blocking sockets: all but GCP's long-polls.
+fn blocks(cloud: Cloud) -> bool {
+    cloud != Cloud::Gcp
+}
+
+/// Detects the cloud (retrying with backoff, each failure sent on) and builds its provider;
+/// `None` when the daemon has gone or the settings cannot make one (sent on as `Config`).
+async fn start_provider(
+    settings: &ProviderSettings,
+    tx: &mpsc::Sender<FromProvider>,
+) -> Option<provider::AnyProvider> {
+    let mut backoff =
+        crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
+    let detection = loop {
+        match provider::resolve_cloud(settings).await {
+            Ok(d) => break d,
+            Err(e) => {
+                tx.send(FromProvider::DetectFailed(e)).await.ok()?;
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    };
+    let mut settings = settings.clone();
+    settings.client.blocking = blocks(detection.cloud);
+    // The plan resolves the timings: a poll interval too long for this cloud falls back to its
+    // default there (the daemon warns).
+    let provider = match provider::build(detection.cloud, &settings) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = tx.send(FromProvider::Config(e.to_string())).await;
+            return None;
+        }
+    };
+    let describe = provider.describe();
+    tx.send(FromProvider::Detected(detection, describe))
+        .await
+        .ok()?;
+    Some(provider)
+}
+
+/// The reader thread's runtime and its ends of what it shares with the daemon.
+struct Reader {
+    rt: tokio::runtime::Runtime,
+    tx: mpsc::Sender<FromProvider>,
+    quiet: Arc<Quiet>,
+}
+
+impl Reader {
+    /// Blocking reads: sleep until the next source is due, read, send or keep; answer an
+    /// acknowledgement between polls. Ends when the daemon has gone.
+    fn read_blocking(
+        &self,
+        mut provider: provider::AnyProvider,
+        mut acks: mpsc::Receiver<AckRequest>,
+    ) {
+        let mut identity_due = Some(Instant::now());
+        loop {
+            loop {
+                match acks.try_recv() {
+                    Ok((ids, reply)) => {
+                        let _ = reply.send(self.rt.block_on(provider.acknowledge(&ids)));
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            }
+            let wait = provider
+                .next_due()
+                .saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+                continue;
+            }
+            let obs = self.rt.block_on(provider.observe());
+            if let Some(obs) = self.quiet.pass(obs) {
+                if self.tx.blocking_send(FromProvider::Observed(obs)).is_err() {
+                    return;
+                }
+            }
+            if identity_due.is_some_and(|t| t <= Instant::now()) {
+                identity_due = self.rt.block_on(read_identity(&mut provider, &self.tx));
+            }
+        }
+    }
+
+    /// Reads on the runtime (GCP's long-polls): an acknowledgement can interrupt a read, which
+    /// is then abandoned (the daemon is stopping).
+    async fn read_async(
+        &self,
+        mut provider: provider::AnyProvider,
+        mut acks: mpsc::Receiver<AckRequest>,
+    ) {
+        let mut identity_due = Some(Instant::now());
+        let mut timer = crate::timer::Deadline::new();
+        loop {
+            let due = tokio::time::Instant::from_std(provider.next_due());
+            tokio::select! {
+                biased;
+                req = acks.recv() => match req {
+                    Some((ids, reply)) => { let _ = reply.send(provider.acknowledge(&ids).await); }
+                    None => return,
+                },
+                _ = timer.sleep_until(due) => {
+                    let obs = tokio::select! {
+                        obs = provider.observe() => obs,
+                        req = acks.recv() => {
+                            if let Some((ids, reply)) = req {
+                                let _ = reply.send(provider.acknowledge(&ids).await);
+                            }
+                            continue;
+                        }
+                    };
+                    if let Some(obs) = self.quiet.pass(obs) {
+                        if self.tx.send(FromProvider::Observed(obs)).await.is_err() {
+                            return;
+                        }
+                    }
+                    if identity_due.is_some_and(|t| t <= Instant::now()) {
+                        identity_due = read_identity(&mut provider, &self.tx).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads the instance's identity and sends it on; the time of the next try when nothing could
+/// be read.
+async fn read_identity(
+    provider: &mut provider::AnyProvider,
+    tx: &mpsc::Sender<FromProvider>,
+) -> Option<Instant> {
+    match provider.identity().await {
+        Ok(id) => {
+            // A closed channel means the daemon is stopping: nothing left to retry for.
+            let _ = tx.send(FromProvider::Identity(id)).await;
+            None
+        }
+        Err(e) => {
+            tracing::debug!("instance identity not read: {e}; retrying later");
+            Some(Instant::now() + IDENTITY_RETRY)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notice::NoticeKind;
+
+    const SPOT: SourceId = SourceId::new("spot");
+    const REBALANCE: SourceId = SourceId::new("rebalance");
+
+    fn obs(fresh: &[SourceId], notice: bool) -> Observation {
+        let mut o = Observation {
+            fresh: fresh.to_vec(),
+            ..Observation::default()
+        };
+        if notice {
+            o.notices.push(crate::simulate::synthetic(
+                NoticeKind::SpotTerminate,
+                Duration::from_secs(120),
+                std::time::SystemTime::now(),
+            ));
+        }
+        o
+    }
+
+    #[test]
+    fn every_observation_goes_while_the_daemon_wants_them() {
+        let q = Quiet::new();
+        assert!(q.pass(obs(&[SPOT], false)).is_some());
+        let held = q.take();
+        assert!(held.sources.is_empty() && held.observed.is_some());
+    }
+
+    #[test]
+    fn quiet_reads_are_kept_counted_and_taken_once_when_settled() {
+        let q = Quiet::new();
+        q.want_every(false);
+        for _ in 0..3 {
+            assert!(q.pass(obs(&[SPOT], false)).is_none());
+        }
+        let before = Instant::now();
+        assert!(q.pass(obs(&[SPOT, REBALANCE], false)).is_none());
+        let held = q.take();
+        let counts: Vec<(SourceId, u64)> =
+            held.sources.iter().map(|h| (h.source, h.reads)).collect();
+        assert_eq!(counts, [(SPOT, 4), (REBALANCE, 1)]);
+        assert!(held.sources.iter().all(|h| h.last.mono >= before));
+        assert!(q.take().sources.is_empty(), "taken once");
+    }
+
+    #[test]
+    fn a_notice_or_an_error_always_goes_at_once() {
+        let q = Quiet::new();
+        q.want_every(false);
+        assert!(q.pass(obs(&[SPOT], true)).is_some());
+        let mut failed = obs(&[], false);
+        failed.errors.push(crate::provider::SourceError {
+            source: SPOT,
+            error: ImdsError::Client("x".into()),
+        });
+        assert!(q.pass(failed).is_some());
+        assert!(q.take().sources.is_empty());
+    }
+
+    /// The next message, within 5 s.
+    async fn next(rx: &mut mpsc::Receiver<FromProvider>) -> FromProvider {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a message within 5 s")
+            .expect("the reader is running")
+    }
+
+    /// AWS on the mock at `url`, spot every 100 ms, 500 ms timeouts.
+    fn aws_settings(url: String) -> ProviderSettings {
+        let fast = Duration::from_millis(500);
+        ProviderSettings {
+            cloud: Some(Cloud::Aws),
+            endpoint: Some(url),
+            client: crate::imds::ClientOptions {
+                request_timeout: fast,
+                connect_timeout: fast,
+                ..crate::imds::ClientOptions::default()
+            },
+            timings: crate::timings::Set {
+                poll: Some(Duration::from_millis(100)),
+                slow_poll: crate::timings::SLOW_POLL,
+                gcp_wait: crate::timings::GCP_WAIT,
+                request_timeout: fast,
+                rebalance_boost: None,
+            },
+            aws_ipv6: false,
+            aws_imdsv1: false,
+        }
+    }
+
+    /// The reader thread on AWS, against the mock: the observations go while the daemon wants
+    /// them; once it is settled, a quiet second sends nothing and its reads are kept and
+    /// counted; a notice goes at once; an acknowledgement is answered between polls; and the
+    /// thread ends when the daemon has gone. The reads are blocking, on the reader's thread;
+    /// the mock answers from this runtime's workers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_reader_sends_what_matters_and_keeps_the_quiet_reads() {
+        use nthd_testkit::imds::{MockImds, Response};
+        let m = MockImds::builder()
+            .listen("127.0.0.1:0")
+            .start()
+            .await
+            .unwrap();
+        let settings = aws_settings(m.url());
+        let (tx, mut rx) = mpsc::channel(8);
+        let (ack_tx, ack_rx) = mpsc::channel(1);
+        let quiet = Quiet::new();
+        let reader = start(settings, tx, ack_rx, quiet.clone()).unwrap();
+        assert!(matches!(next(&mut rx).await, FromProvider::Detected(..)));
+        while !matches!(next(&mut rx).await, FromProvider::Observed(_)) {}
+
+        quiet.want_every(false);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        while rx.try_recv().is_ok() {}
+        quiet.take();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(rx.try_recv().is_err(), "a quiet second sent something");
+        let held = quiet.take();
+        let spot_id = crate::provider::aws::AwsSource::Spot.id();
+        let spot = held.sources.iter().find(|h| h.source == spot_id);
+        let spot = spot.expect("spot reads kept");
+        assert!((5..=12).contains(&spot.reads), "{held:?}");
+        assert!(held
+            .observed
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(300)));
+
+        let notice = r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#;
+        m.set(
+            crate::provider::aws::AwsSource::Spot.path(),
+            Response::text(200, notice),
+        );
+        let FromProvider::Observed(obs) = next(&mut rx).await else {
+            panic!("not an observation");
+        };
+        assert_eq!(obs.notices.len(), 1, "{obs:?}");
+
+        let (reply_tx, reply_rx) = oneshot::channel();
+        ack_tx.send((vec!["e1".into()], reply_tx)).await.unwrap();
+        let acked = tokio::time::timeout(Duration::from_secs(2), reply_rx).await;
+        assert!(matches!(acked, Ok(Ok(Ok(0)))), "{acked:?}");
+
+        drop((rx, ack_tx));
+        let ended = tokio::task::spawn_blocking(move || reader.join());
+        let ended = tokio::time::timeout(Duration::from_secs(3), ended).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "the reader did not end");
+    }
+
+    #[test]
+    fn only_gcp_reads_on_the_runtime() {
+        assert!(!blocks(Cloud::Gcp));
+        for c in [Cloud::Aws, Cloud::Azure, Cloud::Alibaba, Cloud::Tencent] {
+            assert!(blocks(c), "{c}");
+        }
+    }
+}
