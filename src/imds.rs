@@ -369,12 +369,17 @@ enum Failure {
 
 impl ImdsClient {
     /// `base` is e.g. `http://169.254.169.254` or `http://[fd00:ec2::254]`.
-    pub fn new(base: &str, opts: ClientOptions) -> Result<ImdsClient, ImdsError> {
+    pub fn new(base: &str, mut opts: ClientOptions) -> Result<ImdsClient, ImdsError> {
         let base = normalize_base(base)?;
         let (host, port) = host_port(&base).ok_or_else(|| ImdsError::BadEndpoint {
             url: base.clone(),
             reason: "no host".into(),
         })?;
+        // A name (an NTHD_IMDS_ENDPOINT of the user's) is read on the runtime: a blocking
+        // lookup has no timeout of its own, where tokio's is abandoned after the connect
+        // timeout. Every cloud's own endpoint is an address.
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        opts.blocking &= literal.parse::<std::net::IpAddr>().is_ok();
         let authority = HeaderValue::from_str(&base["http://".len()..])
             .map_err(|e| ImdsError::Client(e.to_string()))?;
         let conn = Arc::new(Conn {
@@ -1435,6 +1440,19 @@ mod tests {
             );
         }
         assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A blocking lookup of a name would have no timeout: only an address is read blocking.
+    #[test]
+    fn only_an_address_is_read_with_blocking_sockets() {
+        for (base, blocks) in [
+            ("http://169.254.169.254", true),
+            ("http://[fd00:ec2::254]", true),
+            ("http://metadata.example.internal", false),
+        ] {
+            let c = ImdsClient::new(base, opts(true)).unwrap();
+            assert_eq!(c.options().blocking, blocks, "{base}");
+        }
     }
 
     #[test]

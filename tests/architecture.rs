@@ -351,23 +351,31 @@ fn timeouts_around_logind(code: &str) -> Vec<String> {
 /// constant): one bound, one error text, one reset of a hung connection.
 #[test]
 fn no_timeout_around_a_logind_read_outside_logind_rs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let mut wrapped = Vec::new();
-    for f in files.iter().filter(|f| !f.ends_with("src/logind.rs")) {
-        let code = code_only(&std::fs::read_to_string(f).unwrap());
-        for hit in timeouts_around_logind(&code) {
-            let name = f.strip_prefix(root).unwrap().display();
-            wrapped.push(format!("{name}:{hit}"));
-        }
-    }
-    assert!(files.len() > 40, "found only {} files", files.len());
+    let wrapped = hits_in_src(&["src/logind.rs"], timeouts_around_logind);
     assert!(
         wrapped.is_empty(),
         "bounded by hand:\n{}",
         wrapped.join("\n")
     );
+}
+
+/// What `find` reports in each file of src/ but `skip` (read through [`code_only`]), as
+/// `FILE:HIT`.
+fn hits_in_src(skip: &[&str], find: fn(&str) -> Vec<String>) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    assert!(files.len() > 40, "found only {} files", files.len());
+    let mut hits = Vec::new();
+    for f in &files {
+        let name = f.strip_prefix(root).unwrap().display().to_string();
+        if skip.contains(&name.as_str()) {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        hits.extend(find(&code).into_iter().map(|hit| format!("{name}:{hit}")));
+    }
+    hits
 }
 
 /// The check finds what daemon.rs and once.rs did before issue 33, and lets the executor's
@@ -523,23 +531,10 @@ fn blocking_reads(code: &str) -> Vec<String> {
 /// would stall its signals, watchdog and logind reads for up to a request timeout.
 #[test]
 fn blocking_reads_happen_only_on_the_reader_thread() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let mut stray = Vec::new();
-    for f in &files {
-        let name = f.strip_prefix(root).unwrap().display().to_string();
-        if name == "src/daemon/reader.rs" || name == "src/imds/blocking.rs" {
-            continue;
-        }
-        let code = code_only(&std::fs::read_to_string(f).unwrap());
-        stray.extend(
-            blocking_reads(&code)
-                .into_iter()
-                .map(|hit| format!("{name}:{hit}")),
-        );
-    }
-    assert!(files.len() > 40, "found only {} files", files.len());
+    let stray = hits_in_src(
+        &["src/daemon/reader.rs", "src/imds/blocking.rs"],
+        blocking_reads,
+    );
     assert!(
         stray.is_empty(),
         "blocking reads outside the reader:\n{}",

@@ -15,7 +15,7 @@
 //! poll, not one per source, as with the hyper path's concurrent requests.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -193,29 +193,18 @@ impl Pool {
         let limit = remaining(deadline)
             .ok_or(Failure::Timeout)?
             .min(limits.connect_timeout);
-        let mut last = None;
-        for addr in self.addresses().map_err(Failure::Connect)? {
-            match TcpStream::connect_timeout(&addr, limit) {
-                Ok(stream) => {
-                    // IMDS answers are small and each request is one write: no Nagle delay.
-                    let _ = stream.set_nodelay(true);
-                    let _ = stream.set_write_timeout(Some(limit.max(Duration::from_millis(1))));
-                    let wait = limits.timeout.max(Duration::from_millis(1));
-                    stream.set_read_timeout(Some(wait)).map_err(Failure::Io)?;
-                    let buf = vec![0; BUF];
-                    return Ok(Open { stream, wait, buf });
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(match last {
-            Some(e) if e.kind() == ErrorKind::TimedOut => Failure::ConnectTimeout,
-            Some(e) => Failure::Connect(e),
-            None => Failure::Connect(std::io::Error::new(
-                ErrorKind::NotFound,
-                format!("{} resolves to no address", self.host),
-            )),
-        })
+        let stream =
+            TcpStream::connect_timeout(&self.address()?, limit).map_err(|e| match e.kind() {
+                ErrorKind::TimedOut => Failure::ConnectTimeout,
+                _ => Failure::Connect(e),
+            })?;
+        // IMDS answers are small and each request is one write: no Nagle delay.
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(limit.max(Duration::from_millis(1))));
+        let wait = limits.timeout.max(Duration::from_millis(1));
+        stream.set_read_timeout(Some(wait)).map_err(Failure::Io)?;
+        let buf = vec![0; BUF];
+        Ok(Open { stream, wait, buf })
     }
 
     /// One request's bytes: a GET made before is sent again as it was.
@@ -304,12 +293,17 @@ impl Pool {
         Ok(out)
     }
 
-    fn addresses(&self) -> std::io::Result<Vec<SocketAddr>> {
+    /// The host's address. Only an address is read this way: a client for a name reads on the
+    /// runtime ([`super::ImdsClient::new`]), since a lookup here would have no timeout.
+    fn address(&self) -> Result<SocketAddr, Failure> {
         let literal = self.host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
-            return Ok(vec![SocketAddr::new(ip, self.port)]);
-        }
-        Ok((self.host.as_str(), self.port).to_socket_addrs()?.collect())
+        let ip = literal.parse::<std::net::IpAddr>().map_err(|_| {
+            Failure::Connect(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{} is a name, not an address", self.host),
+            ))
+        })?;
+        Ok(SocketAddr::new(ip, self.port))
     }
 }
 
