@@ -39,6 +39,9 @@ pub(super) enum FromProvider {
 /// Event ids to acknowledge to the platform, and where the count acknowledged goes.
 pub(super) type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
 
+/// The longest the blocking reader sleeps before it looks for an acknowledgement to answer.
+const ACK_WITHIN: Duration = Duration::from_secs(1);
+
 /// How long to wait before asking the metadata service for the machine's identity again, after
 /// a read that gave nothing.
 const IDENTITY_RETRY: Duration = Duration::from_secs(300);
@@ -214,7 +217,9 @@ impl Reader {
                 .next_due()
                 .saturating_duration_since(Instant::now());
             if !wait.is_zero() {
-                std::thread::sleep(wait);
+                // At most a second, so a stopping daemon's acknowledgement is never left
+                // waiting behind a source that backs off (it waits 5 s for the answer).
+                std::thread::sleep(wait.min(ACK_WITHIN));
                 continue;
             }
             let obs = self.rt.block_on(provider.observe());
