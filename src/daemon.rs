@@ -1,7 +1,8 @@
 //! The daemon: poll, decide, act.
 //!
-//! A provider task reads the metadata service and sends observations over a channel. The main
-//! loop reads top-down: observe (a message from the provider task) → plan (the [`Planner`]) →
+//! The metadata reader (`daemon/reader.rs`, a thread of its own) reads the metadata service and
+//! sends observations over a channel. The main loop reads top-down: observe (a message from the
+//! reader) → plan (the [`Planner`]) →
 //! execute (the [`Executor`], the one path to logind) → record (the planner learns the
 //! outcome). It keeps systemd informed (READY=1, STATUS=, WATCHDOG=1, STOPPING=1) and stops on
 //! SIGTERM. No transient fault (metadata service down, bus missing, polkit denial, unwritable
