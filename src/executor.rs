@@ -711,15 +711,78 @@ mod tests {
     /// wait happens off the runtime thread (the runtime keeps ticking, here on a single
     /// thread), and a reboot, whose record must land first, goes through once the lock is
     /// released, with the drill's record kept.
+    ///
+    /// No wall-clock bound: the drill gives the lock back only once the runtime has ticked
+    /// while it held it (on a current-thread runtime the ticker runs only while `execute` is
+    /// suspended), or after 1.5 s if it never does, which fails the test; `execute` must not
+    /// return before the lock is given back.
     #[tokio::test]
     async fn a_state_lock_held_by_a_drill_never_blocks_the_runtime() {
+        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
         let bus = PrivateBus::start().unwrap();
         let fake = FakeLogind::serve(bus.address()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let st = load_state(dir.path(), SystemTime::now());
         let mut exec = Executor::new(Logind::at(bus.address()), st, false, None);
-        // A drill's record, then the drill still holding the lock for 700 ms.
-        let (drill, _) = State::load(dir.path(), state::current_boot_id(), SystemTime::now());
+        let drill_id = drill_record(dir.path());
+        let lock = crate::files::DirLock::take(&dir.path().join("state.json"), Duration::ZERO)
+            .unwrap()
+            .expect("free");
+        let ticks = Arc::new(AtomicU32::new(0));
+        let released = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let drill = hold_until_ticked(lock, ticks, released.clone());
+        let reboot = notice(NoticeKind::ScheduledReboot);
+        let out = exec.execute(&reboot, PowerAction::Reboot, &|| {}).await;
+        assert!(
+            released.load(Ordering::SeqCst),
+            "the reboot went ahead while the drill held the state lock"
+        );
+        ticker.abort();
+        assert!(
+            drill.join().unwrap(),
+            "the runtime stood still while the lock was held"
+        );
+        assert_eq!(out.outcome, Outcome::Accepted);
+        assert_eq!(fake.reboot_count(), 1);
+        let body = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        assert!(
+            body.contains(drill_id.as_str()),
+            "the drill's record was lost: {body}"
+        );
+    }
+
+    /// The drill's side: holds `lock` until the runtime has ticked 5 times (or 1.5 s have
+    /// passed), says so in `released`, then gives it back. Joins to whether it ticked.
+    fn hold_until_ticked(
+        lock: crate::files::DirLock,
+        ticks: Arc<std::sync::atomic::AtomicU32>,
+        released: Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<bool> {
+        use std::sync::atomic::Ordering;
+        std::thread::spawn(move || {
+            let give_up = std::time::Instant::now() + Duration::from_millis(1500);
+            while ticks.load(Ordering::SeqCst) < 5 && std::time::Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let ticked_while_held = ticks.load(Ordering::SeqCst) >= 5;
+            released.store(true, Ordering::SeqCst);
+            drop(lock);
+            ticked_while_held
+        })
+    }
+
+    /// A drill's record in `dir`'s state file, as `nthd simulate` writes it; its notice id.
+    fn drill_record(dir: &std::path::Path) -> crate::notice::NoticeId {
+        let (drill, _) = State::load(dir, state::current_boot_id(), SystemTime::now());
         let mut drill = drill.for_drill();
         let drill_id = crate::simulate::synthetic(
             NoticeKind::SpotTerminate,
@@ -735,42 +798,7 @@ mod tests {
             SystemTime::now(),
         );
         drill.snapshot().unwrap().write().unwrap();
-        let lock = crate::files::DirLock::take(&dir.path().join("state.json"), Duration::ZERO)
-            .unwrap()
-            .expect("free");
-        let release = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(700));
-            drop(lock);
-        });
-        let ticks = tokio::spawn(async {
-            let mut n = 0u32;
-            loop {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                n += 1;
-                if n == 20 {
-                    return n;
-                }
-            }
-        });
-        let reboot = notice(NoticeKind::ScheduledReboot);
-        let started = std::time::Instant::now();
-        let out = exec.execute(&reboot, PowerAction::Reboot, &|| {}).await;
-        assert!(
-            ticks.is_finished(),
-            "the runtime stood still while the lock was held"
-        );
-        assert!(
-            started.elapsed() >= Duration::from_millis(600),
-            "the lock was not waited for"
-        );
-        release.join().unwrap();
-        assert_eq!(out.outcome, Outcome::Accepted);
-        assert_eq!(fake.reboot_count(), 1);
-        let body = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
-        assert!(
-            body.contains(drill_id.as_str()),
-            "the drill's record was lost: {body}"
-        );
+        drill_id
     }
 
     /// A PowerOff refused for a block inhibitor: the record carries logind's error name, as each
