@@ -2,7 +2,7 @@
 # Runs nthd's fuzz targets one after the other and writes a summary table.
 #
 #   fuzz/run.sh [--smoke] [--time SECS] [--runs N] [--sanitizer S] [--results FILE]
-#               [--update] [--jobs N] [TARGET...]
+#               [--update] [--jobs N] [--build-only] [TARGET...]
 #
 # Full campaign (the default): each target until 10,000,000 executions or 30 minutes,
 # whichever comes first; the table goes to fuzz/results.md.
@@ -10,6 +10,8 @@
 # fuzz/logs/results-smoke.md so the committed figures are left alone.
 # --update: keep the rows of targets not run this time (from an existing table).
 # --jobs N: run N targets at a time (default 1); each libFuzzer process uses one core.
+# --build-only: install cargo-fuzz and build the targets, run none (the suite builds them while
+# other stages wait on timers, and runs them later).
 #
 # Seeds are read from fuzz/corpus/<target>/ (committed). What the fuzzer finds goes to
 # fuzz/corpus-grown/<target>/, crashes to fuzz/artifacts/<target>/, logs to fuzz/logs/: all
@@ -17,7 +19,8 @@
 # the -Z flags it needs. Exits 1 when any target crashed (or libFuzzer failed otherwise).
 set -euo pipefail
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+CARGO_FUZZ_VERSION=0.13.2
 
 smoke=0
 secs=""
@@ -25,6 +28,7 @@ runs=""
 sanitizer=address
 results=""
 update=0
+build_only=0
 jobs=1
 targets=()
 # Sets the options above and targets; the mode's defaults for --time and --runs.
@@ -39,6 +43,7 @@ parse_args() {
         --sanitizer) sanitizer="$2"; shift ;;
         --sanitizer=*) sanitizer="${1#*=}" ;;
         --update) update=1 ;;
+        --build-only) build_only=1 ;;
         --jobs) jobs="$2"; shift ;;
         --jobs=*) jobs="${1#*=}" ;;
         --results) results="$2"; shift ;;
@@ -69,10 +74,9 @@ prepare() {
         if [ "$smoke" = 1 ]; then results=fuzz/logs/results-smoke.md; else results=fuzz/results.md; fi
     fi
 
-    if ! cargo install --list | grep -q '^cargo-fuzz v'; then
-        echo "run.sh: installing cargo-fuzz" >&2
-        cargo install --locked cargo-fuzz
-    fi
+    # shellcheck source=packaging/host-tools.sh
+    . packaging/host-tools.sh
+    cargo_tool cargo-fuzz "$CARGO_FUZZ_VERSION" fuzz >&2 || { echo "run.sh: cargo install cargo-fuzz failed" >&2; exit 1; }
     export RUSTC_BOOTSTRAP=1
 
     if [ ${#targets[@]} -eq 0 ]; then
@@ -214,6 +218,7 @@ write_results() {
 main() {
     parse_args "$@"
     prepare
+    [ "$build_only" = 0 ] || { echo "run.sh: built the fuzz targets; --build-only: running none" >&2; exit 0; }
     run_all
     write_results
     exit "$failed"

@@ -122,7 +122,7 @@ made for this run, exported as nthd-TEST-key.asc, which expires within a day:
 
 # --- 1. tools -----------------------------------------------------------------
 install_tools() {
-    local a installed spec name version missing=() p tools
+    local a spec name version missing=() p tools
     tools=("cargo-deb@$CARGO_DEB_VERSION" "cargo-generate-rpm@$CARGO_GENERATE_RPM_VERSION"
         "cargo-auditable@$CARGO_AUDITABLE_VERSION")
     [ $deb_only = 0 ] || tools=("cargo-deb@$CARGO_DEB_VERSION")
@@ -132,14 +132,9 @@ install_tools() {
     for a in "${arches[@]}"; do
         rustup_target_add "$(triple "$a")" || die "rustup target add $(triple "$a") failed"
     done
-    installed=$(cargo install --list)
     for spec in "${tools[@]}"; do
         name=${spec%@*} version=${spec#*@}
-        if grep -qx "$name v$version:" <<<"$installed"; then
-            echo "$name $version already installed"
-        else
-            cargo install --locked "$name@$version"
-        fi
+        cargo_tool "$name" "$version" "${name#cargo-}" || die "cargo install $name@$version failed"
     done
     missing=()
     if [ $deb_only = 0 ]; then

@@ -2,8 +2,9 @@
 # The build and test host's tools, installed without failing when another installer runs at the
 # same time: the README's demo and its test suite started together, or unattended-upgrades on a
 # machine that has just booted. Sourced by packaging/build.sh, packaging/ami/validate.sh,
-# tests/run-all.sh, tests/e2e/demo.sh and every script that installs a host package or a Rust
-# target; nothing else in the tree runs apt-get or `rustup target add` on the host.
+# tests/run-all.sh, tests/e2e/demo.sh and every script that installs a host package, a Rust
+# target or a cargo tool; nothing else in the tree runs apt-get, `rustup target add` or
+# `cargo install` on the host.
 #
 # apt-get's own DPkg::Lock::Timeout waits for dpkg's lock only: `apt-get update` still fails at
 # once on /var/lib/apt/lists/lock (measured on Debian 12's apt 2.6.2, docs/testing.md). So every
@@ -65,3 +66,39 @@ rustup_target_add() {
         done
     ) 9>"$lock"
 }
+
+# cargo_tool CRATE VERSION SUBCOMMAND: the cargo tool CRATE at VERSION, installed unless the tool
+# itself answers `cargo SUBCOMMAND --version` with that version. The tool is asked, not
+# `cargo install --list`: that reads only the current CARGO_HOME's records, so a binary of the
+# pinned version that another CARGO_HOME put in a shared bin/ would make `cargo install` refuse
+# ("binary already exists in destination"). --force replaces a binary of another version.
+# cargo-auditable alone cannot be asked (`cargo auditable --version` is cargo's own version):
+# for it the records are read, and a binary they do not know is replaced (--force).
+# Two callers at once (the demo beside the suite) install one at a time, behind a lock file.
+cargo_tool() {
+    local crate=$1 version=$2 sub=$3 lock
+    lock="${TMPDIR:-/tmp}/nthd-cargo-install-$(id -u).lock"
+    (
+        flock -w "${NTHD_APT_LOCK_WAIT:-900}" 9 || {
+            echo "cargo install $crate: another install held $lock for ${NTHD_APT_LOCK_WAIT:-900}s" >&2
+            exit 1
+        }
+        if _cargo_tool_has "$crate" "$version" "$sub"; then
+            echo "$crate $version already installed ($(command -v "cargo-$sub" || echo "cargo $sub"))"
+            exit 0
+        fi
+        echo "==> cargo install --locked $crate@$version"
+        cargo install --locked --force "$crate@$version"
+    ) 9>"$lock"
+}
+_cargo_tool_has() {
+    if [ "$1" = cargo-auditable ]; then
+        command -v cargo-auditable >/dev/null && cargo install --list | grep -qxF "$1 v$2:"
+        return
+    fi
+    cargo "$3" --version 2>/dev/null | tr -s '[:blank:]' '\n' | grep -qxF -e "$2" -e "v$2"
+}
+
+# cargo-nextest, which runs the test suite (tests/run-all.sh, tests/arm64.sh; .config/nextest.toml).
+NEXTEST_VERSION=0.9.143
+nextest_tool() { cargo_tool cargo-nextest "$NEXTEST_VERSION" nextest; }

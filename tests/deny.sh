@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cargo-deny for nthd, as CI runs it (deny.toml holds the policy).
 #
-#   tests/deny.sh
+#   tests/deny.sh [--install-only]
 #
 # 0. `cargo fetch --locked` (crates.io only): cargo-deny reads `cargo metadata`, which needs
 #    the crates of every platform (windows-sys and the like) even though deny.toml checks
@@ -19,13 +19,9 @@ cd "$(dirname "$0")/.."
 
 db_root=${CARGO_HOME:-$HOME/.cargo}/advisory-dbs
 have_db() { compgen -G "$db_root/advisory-db-*/crates" >/dev/null; }
-# `cargo deny` also finds cargo-deny in $CARGO_HOME/bin when that is not on PATH.
-install_deny() {
-    if ! cargo deny --version >/dev/null 2>&1; then
-        echo "deny.sh: installing cargo-deny" >&2
-        cargo install --locked cargo-deny
-    fi
-}
+CARGO_DENY_VERSION=0.20.2
+# shellcheck source=packaging/host-tools.sh
+. packaging/host-tools.sh
 
 # The advisory database: sets fetch_log and fetched (1 when the fetch worked).
 fetch_db() {
@@ -70,9 +66,12 @@ check_advisories() {
 }
 
 main() {
-    install_deny
+    cargo_tool cargo-deny "$CARGO_DENY_VERSION" deny >&2
     # Every platform's crates, so that the offline steps below find them (a no-op once cached).
     cargo fetch --locked
+    # --install-only: the tool and the crates, no check (the suite does this while other stages
+    # wait on timers, and checks later).
+    [ "${1:-}" != --install-only ] || return 0
 
     # Duplicate versions only warn (deny.toml); their inclusion trees are noise here.
     cargo deny --offline check --hide-inclusion-graph licenses bans sources
