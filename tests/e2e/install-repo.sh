@@ -247,7 +247,9 @@ i = b.index(b"Node termination handler"); b[i] = ord("M"); open(p, "wb").write(b
 }
 # dnf (Debian's dnf 4.14 on the host, into an --installroot with scriptlets off: rpm-12/13
 # prove them) with packaging/README.md's .repo file: gpgcheck=1, repo_gpgcheck=1, gpgkey=.
-REPO_DNF_PORT=18081
+# The host's port is one the kernel picks free, so two checkouts' suites never meet on it.
+REPO_DNF_PORT=""
+_free_host_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Usage: dnf_try NAME TREE GPGKEY_URLS -> DNF_OUT, DNF_RC, $SDIR/dnf-NAME.log
 dnf_try() {
   local name="$1" root="$SDIR/dnf/$1"
@@ -263,6 +265,7 @@ dnf_try() {
   local d; for d in "$root"/cache/*/pubring; do [[ -d "$d" ]] && gpgconf --homedir "$d" --kill gpg-agent 2>/dev/null; done; true
 }
 scen_repo_dnf() {
+  REPO_DNF_PORT="$(_free_host_port)" || fail "no free port on the host's 127.0.0.1"
   local www="$SDIR/www" key gh="$SDIR/other-gnupg" url="http://127.0.0.1:$REPO_DNF_PORT"
   [[ -r "$DIST/rpm/repodata/repomd.xml.asc" ]] || fail "no $DIST/rpm: run packaging/build.sh --all-arches --test-key first"
   command -v dnf >/dev/null || apt_install dnf >/dev/null ||

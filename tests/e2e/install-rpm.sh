@@ -10,10 +10,10 @@
 # --set-metadata, Cargo.toml untouched.  Same files; the version is what rpm -U sees.
 bumped_rpm() {
   local v nv; v="$(pkg_version)"; nv="${v%.*}.$(( ${v##*.} + 1 ))"
-  rm -rf "$ART/rpm-bumped"; mkdir -p "$ART/rpm-bumped"
+  rm -rf "$SDIR/art/rpm-bumped"; mkdir -p "$SDIR/art/rpm-bumped"
   (cd "$REPO" && cargo generate-rpm --target x86_64-unknown-linux-musl --arch x86_64 --auto-req disabled \
-     --set-metadata "version = \"$nv\"" --output "$ART/rpm-bumped/") >&2 || return 1
-  echo "$ART/rpm-bumped/nthd-$nv-1.$ARCH_RPM.rpm"
+     --set-metadata "version = \"$nv\"" --output "$SDIR/art/rpm-bumped/") >&2 || return 1
+  echo "$SDIR/art/rpm-bumped/nthd-$nv-1.$ARCH_RPM.rpm"
 }
 
 # The previous release's .rpm (0.1.0, tests/e2e/previous-release: built once from its commit
@@ -224,7 +224,7 @@ RPM_SLOW_SECS=40 RPM_MAX_GAP_MS=3000
 # A noarch rpm whose %post writes its start time and nthd's inode, sleeps RPM_SLOW_SECS, then
 # writes its end time, all under /e2e.
 slow_post_rpm() {
-  local top="$ART/slow"
+  local top="$SDIR/art/slow"
   rm -rf "$top"; mkdir -p "$top/SPECS"
   cat >"$top/SPECS/s.spec" <<SPEC
 Name: nthd-e2e-slow-post

@@ -160,7 +160,7 @@ rpm_path() { dist_artifact "nthd-$(pkg_version)-1.$ARCH_RPM.rpm"; }
 # requires that Fedora/RHEL packages provide and Debian's dpkg database holds
 # instead (systemd, dbus, polkit, and /bin/sh for the scriptlets).
 debian_provides_rpm() {
-  local top="$ART/provides"
+  local top="$SDIR/art/provides"
   rm -rf "$top"; mkdir -p "$top/SPECS"
   cat >"$top/SPECS/p.spec" <<'EOF'
 Name: debian-dpkg-provides
@@ -206,6 +206,9 @@ run_scenario() {
         || fail "rootfs.sh failed for $suite ${flavour:-plain} (see $SDIR/rootfs.log)"
       ((SECONDS - tr0 < 5)) || timing "tree built $((SECONDS - tr0))s"
     fi
+    # A scenario slot (lib.sh) once the tree is there: a tree being built holds none.
+    e2e_slot_take; trap 'ct_cleanup; e2e_slot_give' EXIT
+    log "scenario slot $E2E_SLOT"
     "$fn"
     log "=== scenario $name passed"
   ) &
@@ -244,9 +247,10 @@ main() {
   [[ -x "$E2E_MOCK_IMDS" && -x "$E2E_FAKE_KUBELET" ]] ||
     die "no testkit binaries at $E2E_MOCK_IMDS and $E2E_FAKE_KUBELET (see the build above)"
   local t0=$SECONDS
-  for n in "${names[@]}"; do
-    if run_scenario "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  done
+  trap 'stop_concurrent; exit 130' INT TERM
+  log "${#names[@]} scenarios, up to $E2E_JOBS at once (E2E_JOBS), $E2E_SLOTS on this machine (E2E_SLOTS)"
+  run_concurrently run_scenario "$RUNS_DIR/.reports" "${names[@]}"
+  passed=$E2E_PASSED failed=$E2E_FAILED
   echo "(install.sh took $((SECONDS - t0))s)"
   echo "$passed passed, $failed failed"
   ((failed == 0))

@@ -116,6 +116,90 @@ hjq() {
   if command -v jq >/dev/null; then jq "$@"; else chroot "$ROOTFS" /usr/bin/jq "$@"; fi
 }
 
+# ------------------------------------------------------ concurrent scenarios
+# Scenarios run several at a time: each boots its own container (own PID, network and cgroup
+# namespaces, own overlay), and most of a scenario's time is spent waiting on timers (a notice
+# at t=10 s, a drain, a halt).  Two limits apply:
+#   E2E_JOBS   how many scenarios one run.sh or install.sh starts at once (default: E2E_SLOTS);
+#   E2E_SLOTS  how many scenario containers run on this machine at once, over every run.sh and
+#              install.sh of every checkout (the suite's concurrent stages, the demo beside it):
+#              a slot is a directory under E2E_SLOTS_DIR, taken with mkdir (atomic) and given
+#              back when the scenario ends; a slot whose owner died is taken over.
+# E2E_SLOTS=8 was chosen by measurement on the 2-core CI machine (docs/testing.md, "Concurrent
+# scenarios").
+e2e_slot_defaults() {
+  E2E_SLOTS="${E2E_SLOTS:-8}"
+  E2E_JOBS="${E2E_JOBS:-$E2E_SLOTS}"
+  E2E_SLOTS_DIR="${E2E_SLOTS_DIR:-/run/nthd-e2e-slots}"
+  if ! [[ "$E2E_SLOTS$E2E_JOBS" =~ ^[0-9]+$ ]] || ((E2E_SLOTS < 1 || E2E_JOBS < 1)); then
+    die "E2E_SLOTS ($E2E_SLOTS) and E2E_JOBS ($E2E_JOBS) must be numbers >= 1"
+  fi
+  E2E_SLOT=""
+}
+e2e_slot_defaults
+
+# Take a free slot, waiting for one (sets E2E_SLOT, the slot's directory); the caller gives it
+# back with e2e_slot_give, or it goes stale with the caller's process.
+e2e_slot_take() {
+  local i d said=0
+  mkdir -p "$E2E_SLOTS_DIR" || return 1
+  while :; do
+    for ((i = 0; i < E2E_SLOTS; i++)); do
+      d="$E2E_SLOTS_DIR/$i"
+      if mkdir "$d" 2>/dev/null; then
+        echo "$BASHPID" >"$d/owner"; E2E_SLOT="$d"; return 0
+      fi
+      ! _e2e_slot_stale "$d" || rm -rf "$d"
+    done
+    ((said)) || { log "all $E2E_SLOTS scenario slots ($E2E_SLOTS_DIR) are taken; waiting for one"; said=1; }
+    sleep 0.5
+  done
+}
+# A slot is stale when its owner process is gone, or when it has had no owner for 60 s (its
+# taker died between mkdir and writing the owner).
+_e2e_slot_stale() {
+  local owner
+  if owner="$(cat "$1/owner" 2>/dev/null)" && [[ -n "$owner" ]]; then
+    [[ ! -d "/proc/$owner" ]]
+  else
+    [[ -d "$1" && -n "$(find "$1" -maxdepth 0 -mmin +1 2>/dev/null)" ]]
+  fi
+}
+e2e_slot_give() { [[ -z "$E2E_SLOT" ]] || rm -rf "$E2E_SLOT"; E2E_SLOT=""; }
+
+# Run FN NAME for every NAME, up to E2E_JOBS at once, each in the background with its report
+# (stdout and stderr) in a file; each report is printed whole as its scenario ends, so the
+# reports of concurrent scenarios never interleave.  Sets E2E_PASSED and E2E_FAILED, and
+# E2E_PIDS (the running jobs, for a signal handler).
+# Usage: run_concurrently FN REPORT_DIR NAME...
+declare -gA E2E_PIDS=()
+run_concurrently() {
+  local fn="$1" dir="$2" n; shift 2
+  E2E_PASSED=0 E2E_FAILED=0
+  mkdir -p "$dir"
+  for n in "$@"; do
+    while ((${#E2E_PIDS[@]} >= E2E_JOBS)); do _reap_one "$dir"; done
+    "$fn" "$n" >"$dir/$n.report" 2>&1 &
+    E2E_PIDS[$!]="$n"
+  done
+  while ((${#E2E_PIDS[@]})); do _reap_one "$dir"; done
+}
+_reap_one() {
+  local pid rc n
+  wait -n -p pid "${!E2E_PIDS[@]}"; rc=$?
+  [[ -n "${pid:-}" && -n "${E2E_PIDS[$pid]:-}" ]] || return 0
+  n="${E2E_PIDS[$pid]}"; unset "E2E_PIDS[$pid]"
+  cat "$1/$n.report"
+  if ((rc == 0)); then E2E_PASSED=$((E2E_PASSED + 1)); else E2E_FAILED=$((E2E_FAILED + 1)); fi
+}
+# SIGTERM to every running job (their EXIT traps tear their containers down), then wait.
+stop_concurrent() {
+  local pid
+  for pid in "${!E2E_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${!E2E_PIDS[@]}"; do wait_until 15 _pid_gone "$pid" || kill -KILL "$pid" 2>/dev/null; done
+}
+_pid_gone() { ! kill -0 "$1" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" == Z ]]; }
+
 # ------------------------------------------------------- container lifecycle
 
 # The one container's state, empty; ct_boot starts each container from it.
@@ -712,23 +796,32 @@ build_testkit() {
 # installs with --no-index from /e2e/wheels (wheels_install_in_ct).
 E2E_CLOUDEVENTS_REQ="${E2E_CLOUDEVENTS_REQ:-cloudevents>=2.2,<3}"
 E2E_WHEELS="${E2E_WHEELS:-$E2E_DIR/wheels}"
-wheels_fetch() {
-  local want="req=$E2E_CLOUDEVENTS_REQ python=3.11" tmp="$E2E_WHEELS.tmp"
-  if [[ "$(cat "$E2E_WHEELS/stamp" 2>/dev/null)" == "$want" ]] &&
-     compgen -G "$E2E_WHEELS/cloudevents-*.whl" >/dev/null && compgen -G "$E2E_WHEELS/pip-*.whl" >/dev/null; then
+wheels_fetch() { wheels_fetch_for "$E2E_WHEELS" "$E2E_CLOUDEVENTS_REQ" cloudevents; }
+# The wheels of REQUIREMENT (NAME-*.whl among them) and pip's, for the trees' Python 3.11, in
+# DIR: downloaded once, under DIR.lock, so that scenarios running at once download them once.
+# Usage: wheels_fetch_for DIR REQUIREMENT NAME
+wheels_fetch_for() {
+  mkdir -p "$(dirname "$1")"
+  ( flock -w 600 9 || { log "waited 600 s for $1.lock (another download of these wheels)"; exit 1; }
+    _wheels_download "$@" ) 9>"$1.lock"
+}
+_wheels_download() {
+  local dir="$1" req="$2" name="$3" want="req=$2 python=3.11" tmp="$1.tmp"
+  if [[ "$(cat "$dir/stamp" 2>/dev/null)" == "$want" ]] &&
+     compgen -G "$dir/$name-*.whl" >/dev/null && compgen -G "$dir/pip-*.whl" >/dev/null; then
     return 0
   fi
   if ! python3 -m pip --version >/dev/null 2>&1; then
-    log "installing python3-pip (apt-get) to download the CloudEvents SDK's wheels"
+    log "installing python3-pip (apt-get) to download the wheels of $req"
     apt_install python3-pip >/dev/null ||
       { log "no pip on the host: apt-get install python3-pip"; return 1; }
   fi
   rm -rf "$tmp"; mkdir -p "$tmp"
-  log "pip download $E2E_CLOUDEVENTS_REQ pip (wheels for Python 3.11) into $E2E_WHEELS"
+  log "pip download $req pip (wheels for Python 3.11) into $dir"
   python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.11 \
-      -d "$tmp" "$E2E_CLOUDEVENTS_REQ" pip >&2 || { rm -rf "$tmp"; return 1; }
+      -d "$tmp" "$req" pip >&2 || { rm -rf "$tmp"; return 1; }
   echo "$want" >"$tmp/stamp"
-  rm -rf "$E2E_WHEELS"; mv "$tmp" "$E2E_WHEELS"
+  rm -rf "$dir"; mv "$tmp" "$dir"
 }
 # Install the SDK into DIR inside the running container with the container's python3, pip run
 # from its wheel (no pip package in the tree), nothing but /e2e/wheels as the index.

@@ -15,9 +15,11 @@
 #                                      and open a root shell in it, for debugging
 #   E2E_VERBOSE=1 tests/e2e/run.sh     stream harness logs
 #   E2E_SUITE=trixie tests/e2e/run.sh   boot Debian 13 (systemd 257, polkit 126) instead of 12
+#   E2E_JOBS=1 tests/e2e/run.sh        one scenario at a time (default: E2E_SLOTS, 8, at once,
+#                                      within the machine's slots; see lib.sh)
 #
-# Output: one line per scenario "PASS|FAIL name (timings)", then exactly
-# "N passed, M failed" alone on a line.  Exit status non-zero if any failed.
+# Output: one line per scenario "PASS|FAIL name (timings)" as each ends (with its report),
+# then exactly "N passed, M failed" alone on a line.  Exit status non-zero if any failed.
 # Artefacts per run: target/e2e/runs/<name>/ (journal/, console.log,
 # kubelet.jsonl, mock-*.json, harness.log, journal.txt).
 #
@@ -90,29 +92,30 @@ print_journal_excerpt() {
     -u nthd -u systemd-logind -u polkit -u fake-kubelet 2>/dev/null | tail -n 80 | sed 's/^/    /'
 }
 
-# Run one scenario in a subshell with set -e and a cleanup trap.  The
-# subshell runs in the background and we `wait` for it, so a SIGTERM/SIGINT
-# to the harness is handled at once (bash defers traps until a foreground
-# child finishes) and forwarded to the scenario, whose EXIT trap tears the
-# container down.
-SCEN_PID=""
+# Run one scenario in a subshell with set -e and a cleanup trap, in a scenario slot of its own
+# (lib.sh, e2e_slot_take).  run_concurrently runs this in the background, several at once; the
+# subshell runs in the background too and we `wait` for it, so a SIGTERM/SIGINT is handled at
+# once (bash defers traps until a foreground child finishes) and forwarded to the scenario,
+# whose EXIT trap tears the container down.
 run_scenario() {
-  local name="$1" fn="scen_${1//-/_}" t0 rc
+  local name="$1" fn="scen_${1//-/_}" t0 rc scen_pid
   SCEN="$name"; SDIR="$RUNS_DIR/$name"; SREPORT="$SDIR"
   rm -rf "$SDIR"; mkdir -p "$SDIR"
+  e2e_slot_take 2>>"$SDIR/harness.log" || { echo "FAIL $name (no scenario slot under $E2E_SLOTS_DIR)"; return 1; }
   t0=$SECONDS
   (
     trap 'ct_cleanup' EXIT
     trap 'exit 130' INT TERM
     set -e
     if [[ -n "${E2E_VERBOSE:-}" ]]; then exec 2> >(tee -a "$SDIR/harness.log" >&2); else exec 2>>"$SDIR/harness.log"; fi
-    log "=== scenario $name"
+    log "=== scenario $name (slot $E2E_SLOT)"
     "$fn"
     log "=== scenario $name passed"
   ) &
-  SCEN_PID=$!
-  wait "$SCEN_PID"; rc=$?
-  SCEN_PID=""
+  scen_pid=$!
+  trap 'kill -TERM "$scen_pid" 2>/dev/null; wait "$scen_pid"; e2e_slot_give; exit 130' TERM INT
+  wait "$scen_pid"; rc=$?
+  e2e_slot_give
   # Full journal as text for artefact collection.
   journalctl -D "$SDIR/journal" -o short-precise --no-pager -q >"$SDIR/journal.txt" 2>/dev/null || true
   local timings; timings="$(awk 'NR > 1 { printf ", " } { printf "%s", $0 }' "$SDIR/timings" 2>/dev/null)"
@@ -171,14 +174,10 @@ debug_shell() {
 on_signal() {
   trap '' INT TERM
   log "interrupted; cleaning up"
-  if [[ -n "$SCEN_PID" ]]; then
-    kill -TERM "$SCEN_PID" 2>/dev/null
-    wait_until 15 _scen_gone || kill -KILL "$SCEN_PID" 2>/dev/null
-  fi
+  stop_concurrent
   kill_our_containers
   exit 130
 }
-_scen_gone() { ! kill -0 "$SCEN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$SCEN_PID/stat" 2>/dev/null)" == Z ]]; }
 
 
 # Prints what is missing (and succeeds) if an artefact we need is absent.
@@ -298,20 +297,20 @@ main() {
   [[ $EUID -eq 0 ]] || die "must run as root (systemd-nspawn)"
   need systemd-nspawn nsenter journalctl flock
   mkdir -p "$RUNS_DIR"
-  exec 8>"$E2E_DIR/run.lock"
-  flock -n 8 || { log "another e2e run holds $E2E_DIR/run.lock; waiting"; flock 8; }
+  # One run per tree and architecture at a time (they share RUNS_DIR and its package copy);
+  # runs of other trees go on beside it, their scenarios bounded by the machine's slots.
+  exec 8>"$RUNS_DIR.lock"
+  flock -n 8 || { log "another e2e run holds $RUNS_DIR.lock; waiting"; flock 8; }
   kill_our_containers
-  local passed=0 failed=0
   if ! _prepare "${names[@]}"; then
     for n in "${names[@]}"; do echo "FAIL $n (not run: $NOT_RUN)"; done
     echo "0 passed, ${#names[@]} failed"
     return 1
   fi
   trap on_signal INT TERM
-
-  for n in "${names[@]}"; do
-    if run_scenario "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  done
+  log "${#names[@]} scenarios, up to $E2E_JOBS at once (E2E_JOBS), $E2E_SLOTS on this machine (E2E_SLOTS)"
+  run_concurrently run_scenario "$RUNS_DIR/.reports" "${names[@]}"
+  local passed=$E2E_PASSED failed=$E2E_FAILED
   if ((narrate)) && ((passed == 1)); then
     echo
     echo "Narration (times relative to the notice appearing on the IMDS):"

@@ -24,24 +24,7 @@ E2E_ASG_WHEELS="${E2E_ASG_WHEELS:-$E2E_DIR/wheels-botocore}"
 
 # botocore's wheels (and its dependencies', and pip's) for the tree's Python 3.11, downloaded
 # once on the host like the CloudEvents SDK's (lib.sh wheels_fetch): the container has no network.
-_asg_wheels_fetch() {
-  local want="req=$E2E_BOTOCORE_REQ python=3.11" tmp="$E2E_ASG_WHEELS.tmp"
-  if [[ "$(cat "$E2E_ASG_WHEELS/stamp" 2>/dev/null)" == "$want" ]] &&
-     compgen -G "$E2E_ASG_WHEELS/botocore-*.whl" >/dev/null && compgen -G "$E2E_ASG_WHEELS/pip-*.whl" >/dev/null; then
-    return 0
-  fi
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    log "installing python3-pip (apt-get) to download botocore's wheels"
-    apt_install python3-pip >/dev/null ||
-      { log "no pip on the host: apt-get install python3-pip"; return 1; }
-  fi
-  rm -rf "$tmp"; mkdir -p "$tmp"
-  log "pip download $E2E_BOTOCORE_REQ pip (wheels for Python 3.11) into $E2E_ASG_WHEELS"
-  python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.11 \
-      -d "$tmp" "$E2E_BOTOCORE_REQ" pip >&2 || { rm -rf "$tmp"; return 1; }
-  echo "$want" >"$tmp/stamp"
-  rm -rf "$E2E_ASG_WHEELS"; mv "$tmp" "$E2E_ASG_WHEELS"
-}
+_asg_wheels_fetch() { wheels_fetch_for "$E2E_ASG_WHEELS" "$E2E_BOTOCORE_REQ" botocore; }
 
 # botocore into ASG_PY_DIR inside the container: pip from its wheel, --no-index.
 _asg_botocore_in_ct() {
