@@ -12,6 +12,10 @@
 #                               glibc build made here), e.g. the static build:
 #                               --nthd target/x86_64-unknown-linux-musl/release/nthd
 #                               (cargo build --release --target x86_64-unknown-linux-musl first)
+#   bash bench/run.sh --bin-dir DIR   nthd-bench (and, unless --nthd says otherwise, nthd) from DIR,
+#                               built already: nothing is built. The suite passes the static
+#                               build's directory (target/x86_64-unknown-linux-musl/release), so
+#                               its smoke measures the nthd that is packaged, built once.
 #   bash bench/run.sh --no-real-idle   skip bench/real-idle.sh (the packaged unit on a booted
 #                               Debian 12: 120 s window, 20 s with --smoke; needs root and the
 #                               e2e suite's cached tree; see bench/README.md)
@@ -23,7 +27,8 @@ cd "$(dirname "$0")/.."
 
 smoke=0
 real_idle=1
-nthd=target/release/nthd
+nthd=""
+bin_dir=""
 args=()
 parse_args() {
     while [ $# -gt 0 ]; do
@@ -32,6 +37,8 @@ parse_args() {
             --no-real-idle) real_idle=0 ;;
             --nthd) nthd=${2:?--nthd needs a path}; shift ;;
             --nthd=*) nthd=${1#*=} ;;
+            --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift ;;
+            --bin-dir=*) bin_dir=${1#*=} ;;
             *) args+=("$1") ;;
         esac
         shift
@@ -63,8 +70,13 @@ measure_real_idle() {
 main() {
     parse_args "$@"
     check_tools
-    echo "bench/run.sh: building (cargo build --release -p nthd -p nthd-testkit)" >&2
-    cargo build --release -p nthd -p nthd-testkit >&2
+    if [ -z "$bin_dir" ]; then
+        echo "bench/run.sh: building (cargo build --release -p nthd -p nthd-testkit)" >&2
+        cargo build --release -p nthd -p nthd-testkit >&2
+        bin_dir=target/release
+    fi
+    nthd=${nthd:-$bin_dir/nthd}
+    [ -x "$bin_dir/nthd-bench" ] || { echo "bench/run.sh: no $bin_dir/nthd-bench (build it first)" >&2; exit 1; }
 
     extra=()
     limit=3600
@@ -78,7 +90,7 @@ main() {
     if [ "$real_idle" = 1 ]; then measure_real_idle; fi
 
     # nthd-bench kills all its children on SIGTERM; the hard kill is a last resort.
-    exec timeout --kill-after=20 "$limit" target/release/nthd-bench \
+    exec timeout --kill-after=20 "$limit" "$bin_dir/nthd-bench" \
         --nthd "$nthd" "${extra[@]}" "${args[@]}"
 }
 
