@@ -27,8 +27,12 @@ register() {
         fi
 }
 
+# Several callers at once (the suite's e2e lanes and the aarch64 build start together): one at a
+# time, or the second registration fails with EEXIST while the first is being written.
 main() {
     [ "$(id -u)" = 0 ] || die "needs root (binfmt_misc registration)"
+    exec 8>"${TMPDIR:-/tmp}/nthd-binfmt.lock"
+    flock -w 120 8 || die "another registration held ${TMPDIR:-/tmp}/nthd-binfmt.lock for 120 s"
     if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
         say "installing qemu-user-static"
         apt_install qemu-user-static >/dev/null ||

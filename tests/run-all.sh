@@ -9,8 +9,8 @@
 #      musl binaries, deb, rpm, tarball, sysext image, lintian, rpmlint, SHA256SUMS, signed with
 #      a TEST key; tests/signing-key.sh), the testkit's static binaries (the e2e's mock IMDS and
 #      kubelet stand-in, the benchmark's tools), the Packer example through Debian's Packer;
-#      the metrics through Debian's promtool and node_exporter; the previous release's packages
-#   3. at once, each in its lane: the real-system e2e suite, nthd installed from those
+#      the metrics through Debian's promtool and node_exporter
+#   3. at once, each in its lane: the previous release's packages; the real-system e2e suite, nthd installed from those
 #      artifacts into booted Debian trees with real systemd, dbus, polkit and logind, on cgroup
 #      v2 with the unit's IP firewall enforced: every scenario on Debian 12 (but those that need
 #      systemd-imdsd); the core set on Debian 11, 13 and sid (with the fault scenarios on 13 and
@@ -175,8 +175,6 @@ stages_artifacts() {
     stage "the testkit's static binaries (e2e, installers, benchmark)" testkit_static
     stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
-    # The upgrade scenarios start from the previous release, built once from its own commit.
-    stage "previous release's packages (tests/e2e/previous-release)" bash tests/e2e/previous-release.sh
 }
 
 # What stage 4 builds, at the lowest CPU priority while the e2e lanes wait on their timers.
@@ -190,6 +188,9 @@ stages_e2e() {
     local core=(spot-terminate no-action-defaults polkit-denied-then-restored scoped-grant check)
     local faults=(logind-restart polkitd-restart upgrade-while-deferred neighbour block-inhibitor
                   sighup-and-restart bad-setting azure-restart-mid-drain shutdown-cancelled)
+    # The upgrade scenarios start from the previous release, built once from its own commit
+    # while the trees are debootstrapped; the scenarios that need it wait for it, no others.
+    lane "previous release's packages (tests/e2e/previous-release)" bash tests/e2e/previous-release.sh
     lane "real-system e2e, Debian 12 (systemd 252), every scenario but the systemd-imdsd ones" \
         bash tests/e2e/run.sh
     # Debian sid: the newest systemd (262 when written), which boots only on cgroup v2.

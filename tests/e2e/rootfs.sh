@@ -10,7 +10,9 @@
 #                                   if it differs from what we want -> full rebuild
 #   target/e2e/rootfs.setup-stamp   hash of the customisation step; if it differs
 #                                   -> re-run customisation + test boot only
-#   target/e2e/debs/                debootstrap's .deb cache (makes rebuilds cheap)
+#   target/e2e/debs/<tree>/         debootstrap's .deb cache (makes rebuilds cheap), one per
+#                                   tree: trees are built at the same time, and debootstrap
+#                                   validates a .deb another one is still writing
 #
 # Usage: tests/e2e/rootfs.sh [--force]    (must run as root)
 # Env:   E2E_MIRROR   Debian mirror (default: first bookworm "main" URI found in
@@ -183,11 +185,12 @@ _debootstrap() {
   local mirror="$1" want="$2"
   local tmp="$ROOTFS.tmp"
   rm -rf "$tmp" "$ROOTFS.setup-stamp"
-  mkdir -p "$tmp" "$E2E_DIR/debs"
+  local debs; debs="$E2E_DIR/debs/$(basename "$ROOTFS")"
+  mkdir -p "$tmp" "$debs"
   log "debootstrap $SUITE (minbase) from $mirror: ${PACKAGES[*]}"
   local t0=$SECONDS
   debootstrap --variant=minbase --arch="$E2E_ARCH" --include="$(IFS=,; echo "${PACKAGES[*]}")" \
-    --cache-dir="$E2E_DIR/debs" "$SUITE" "$tmp" "$mirror" \
+    --cache-dir="$debs" "$SUITE" "$tmp" "$mirror" \
     >"$ROOTFS.debootstrap.log" 2>&1 \
     || { tail -n 40 "$ROOTFS.debootstrap.log" >&2; die "debootstrap failed (log: $ROOTFS.debootstrap.log)"; }
   log "debootstrap took $((SECONDS - t0)) s"

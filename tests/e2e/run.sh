@@ -244,10 +244,11 @@ default_scenarios() {
 
 usage() { sed -n '2,/^set -uo/p' "$0" | grep -v '^# shellcheck' | sed '$d; s/^# \{0,1\}//'; }
 
-# Everything the scenarios NAMES need: the testkit, the package, the previous release (for
-# upgrade-configured), binfmt for a foreign nthd, the tree.  On failure NOT_RUN says why.
+# Everything the scenarios NAMES need: the testkit, the package, binfmt for a foreign nthd, the
+# tree (upgrade-configured builds the previous release itself, when it needs it).  On failure
+# NOT_RUN says why.
 _prepare() {
-  local missing t_prev
+  local missing
   build_testkit
   # Fail fast (and clearly) instead of debootstrapping and booting N containers to find out.
   if missing="$(missing_artefacts)"; then
@@ -256,17 +257,6 @@ _prepare() {
     return 1
   fi
   snapshot_deb || { NOT_RUN="$(nthd_deb_path) is not a readable .deb"; return 1; }
-  # upgrade-configured starts from the previous release's own .deb: built from its commit by
-  # that tree's packaging/build.sh the first time, cached under target/previous-release/.
-  if [[ " $* " == *" upgrade-configured "* ]]; then
-    t_prev=$SECONDS
-    if PREV_RELEASE_DIR="$(bash "$HERE/previous-release.sh")"; then
-      log "previous release: $PREV_RELEASE_DIR ($((SECONDS - t_prev))s)"
-    else
-      PREV_RELEASE_DIR=""
-      PREV_RELEASE_ERR="tests/e2e/previous-release.sh failed (see its output above)"
-    fi
-  fi
   # A foreign nthd in the host's tree runs through binfmt_misc: register it first (rootfs.sh
   # does so for a foreign tree), or the first exec fails on a new machine.
   if [[ "$E2E_NTHD_ARCH" != "$E2E_HOST_ARCH" ]] && ! bash "$REPO/tests/binfmt-aarch64.sh" >&2; then

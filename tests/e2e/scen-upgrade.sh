@@ -3,17 +3,16 @@
 # Upgrades that never ask (issue 22), from the real previous release, sourced by run.sh.
 #
 # The previous release is 0.1.0, the commit in tests/e2e/previous-release; its .deb shipped
-# /etc/default/nthd as a dpkg conffile. run.sh has tests/e2e/previous-release.sh build it from
-# that commit (once, cached under target/previous-release/) and sets PREV_RELEASE_DIR.
-
-PREV_RELEASE_DIR=""   # set by run.sh: the cache directory of the previous release's packages
-PREV_RELEASE_ERR=""   # set by run.sh when it could not be built
+# /etc/default/nthd as a dpkg conffile. tests/e2e/previous-release.sh builds it from that
+# commit when the scenario first needs it (once, cached under target/previous-release/; a
+# second caller waits for the first's build), so no other scenario waits for it.
 
 # The previous release's .deb for the architecture under test (host path).
 previous_deb() {
-  [[ -n "$PREV_RELEASE_DIR" ]] || { log "no previous release: ${PREV_RELEASE_ERR:-run.sh did not build it}"; return 1; }
-  local f; f="$(compgen -G "$PREV_RELEASE_DIR/nthd_*_$E2E_NTHD_ARCH.deb" | head -n 1)"
-  [[ -n "$f" ]] || { log "no $E2E_NTHD_ARCH .deb in $PREV_RELEASE_DIR (tests/e2e/previous-release.sh builds the host's architecture)"; return 1; }
+  local dir f
+  dir="$(bash "$HERE/previous-release.sh")" || { log "no previous release: tests/e2e/previous-release.sh failed (see above)"; return 1; }
+  f="$(compgen -G "$dir/nthd_*_$E2E_NTHD_ARCH.deb" | head -n 1)"
+  [[ -n "$f" ]] || { log "no $E2E_NTHD_ARCH .deb in $dir (tests/e2e/previous-release.sh builds the host's architecture)"; return 1; }
   echo "$f"
 }
 
