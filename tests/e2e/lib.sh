@@ -179,7 +179,11 @@ run_concurrently() {
   mkdir -p "$dir"
   for n in "$@"; do
     while ((${#E2E_PIDS[@]} >= E2E_JOBS)); do _reap_one "$dir"; done
-    "$fn" "$n" >"$dir/$n.report" 2>&1 &
+    # Under an `if`, as the runners have always called a scenario: bash then ignores `set -e`
+    # in everything the scenario runs (its subshell's own `set -e` included), and each step
+    # says itself what failed (fail). Run bare, a scenario would end silently at the first
+    # command that returns non-zero on purpose (diff of two files that differ).
+    ( if "$fn" "$n"; then exit 0; else exit 1; fi ) >"$dir/$n.report" 2>&1 &
     E2E_PIDS[$!]="$n"
   done
   while ((${#E2E_PIDS[@]})); do _reap_one "$dir"; done
