@@ -6,7 +6,11 @@
 #   2. apt_install waits for /var/lib/apt/lists/lock held by another process, says who holds
 #      it, and succeeds once it is free;
 #   3. with NTHD_APT_LOCK_WAIT=1 it gives up, naming the lock and the setting;
-#   4. a failure that is not a lock (an unknown package) is returned at once, in apt's words.
+#   4. a failure that is not a lock (an unknown package) is returned at once, in apt's words;
+#   5. cargo_tool asks the tool: a cargo-deb of the pinned version in CARGO_HOME/bin that
+#      CARGO_HOME's records do not know (another CARGO_HOME put it in a shared bin/) is used as
+#      it is, and one of another version is replaced with --force; no script runs
+#      `cargo install` but through it.
 # Usage: tests/host-tools.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -84,8 +88,36 @@ check_not_retried() {
     fi
 }
 
+# 5. A cargo tool is asked its version. `cargo install` is recorded by a stand-in, never run.
+check_cargo_tool_asks() {
+    local home calls out
+    home=$(mktemp -d) calls=$(mktemp)
+    mkdir -p "$home/bin"
+    printf '#!/bin/sh\necho "cargo-deb 3.8.0"\n' >"$home/bin/cargo-deb"
+    chmod +x "$home/bin/cargo-deb"
+    # shellcheck disable=SC2317  # called by cargo_tool through its name
+    cargo() { if [ "$1" = install ]; then echo "cargo install $*" >>"$calls"; else command cargo "$@"; fi; }
+    out=$(CARGO_HOME=$home PATH=$home/bin:$PATH cargo_tool cargo-deb 3.8.0 deb 2>&1)
+    if [ -s "$calls" ] || ! grep -q 'cargo-deb 3.8.0 already installed' <<<"$out"; then
+        fail "a cargo-deb 3.8.0 unknown to CARGO_HOME's records was not used as it is: $out $(cat "$calls")"
+    else
+        ok "cargo-deb 3.8.0 in CARGO_HOME/bin, unknown to its records: asked, used as it is"
+    fi
+    printf '#!/bin/sh\necho "cargo-deb 3.7.0"\n' >"$home/bin/cargo-deb"
+    CARGO_HOME=$home PATH=$home/bin:$PATH cargo_tool cargo-deb 3.8.0 deb >/dev/null 2>&1
+    grep -q -- '--force cargo-deb@3.8.0' "$calls" ||
+        fail "a cargo-deb of another version was not replaced with --force: $(cat "$calls")"
+    unset -f cargo
+    rm -rf "$home" "$calls"
+    if git ls-files -z '*.sh' .ci/run ':!packaging/host-tools.sh' | xargs -0 grep -nE \
+        '(^[[:space:]]*|[;&|{][[:space:]]*|\$\([[:space:]]*)cargo[[:space:]]+install'; then
+        fail "cargo install outside packaging/host-tools.sh's cargo_tool (above)"
+    fi
+}
+
 main() {
     check_direct_calls
+    check_cargo_tool_asks
     check_lock_waited
     check_wait_bounded
     check_not_retried
