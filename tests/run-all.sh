@@ -18,8 +18,8 @@
 #      on sid); the arm64 package under Debian 12's own systemd (firewall enforced);
 #      spot-terminate on an arm64 Debian 12 booted through qemu-user; the installers (tarball,
 #      rpm, cloud-init, sysext). Their containers share the machine's scenario slots
-#      (tests/e2e/lib.sh). Beside them, at the lowest CPU priority, the builds that stage 4
-#      needs: the aarch64 test suite, the fuzz targets, cargo-deny
+#      (tests/e2e/lib.sh). From the suite's start, beside every stage at the lowest CPU
+#      priority, the builds that stage 4 needs: the fuzz targets, cargo-deny, the aarch64 tests
 #   4. the aarch64 test suite under qemu-user; smoke runs of the benchmark and the fuzzers;
 #      cargo-deny
 #   5. the 10-minute log budget against a hostile metadata service (in the background from 2.)
@@ -177,10 +177,19 @@ stages_artifacts() {
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
 }
 
-# What stage 4 builds, at the lowest CPU priority while the e2e lanes wait on their timers.
+# What stage 4 builds, from the suite's start at the lowest CPU priority: it takes the CPU that
+# the tests, the signing and the e2e lanes leave idle while they wait. None of it shares a cargo
+# build directory with the stages in front (the fuzz targets have fuzz/target, cargo-deny a
+# directory of its own, the aarch64 tests target/arm64-build), so no stage waits for its lock.
+ARM64_TARGET_DIR=target/arm64-build
 later_builds() {
-    nice -n 19 bash tests/arm64.sh build && nice -n 19 bash fuzz/run.sh --build-only &&
-        nice -n 19 bash tests/deny.sh --install-only
+    nice -n 19 bash fuzz/run.sh --build-only && nice -n 19 bash tests/deny.sh --install-only &&
+        CARGO_TARGET_DIR=$ARM64_TARGET_DIR nice -n 19 bash tests/arm64.sh build
+}
+
+start_later_builds() {
+    background "builds for stage 4, from the start at the lowest CPU priority: fuzz targets, cargo-deny, aarch64 tests" \
+        later_builds
 }
 
 # Stage 3: every lane at once; each scenario takes one of the machine's slots (tests/e2e/lib.sh).
@@ -210,14 +219,13 @@ stages_e2e() {
         env E2E_NTHD_ARCH=arm64 bash tests/e2e/run.sh spot-terminate tencent-auto sandbox-imds
     lane "real-system e2e, arm64 Debian 12 under qemu-user, spot-terminate" \
         env E2E_ARCH=arm64 bash tests/e2e/run.sh spot-terminate
-    lane "builds for stage 4, at the lowest CPU priority: aarch64 tests, fuzz targets, cargo-deny" \
-        later_builds
-    lanes_wait "stage 3: the e2e lanes and the builds beside them, at once"
+    lanes_wait "stage 3: the e2e lanes, at once"
 }
 
 # Stages 4 and 5.
 stages_rest() {
-    stage "aarch64 test suite under qemu-user" bash tests/arm64.sh run
+    background_wait
+    stage "aarch64 test suite under qemu-user" env CARGO_TARGET_DIR=$ARM64_TARGET_DIR bash tests/arm64.sh run
     stage "benchmark smoke (the static nthd, as packaged)" bash bench/run.sh --smoke --bin-dir "$TESTKIT_DIR"
     stage "fuzz smoke" bash fuzz/run.sh --smoke --jobs 2
     stage "cargo deny" bash tests/deny.sh
@@ -233,6 +241,7 @@ main() {
     check_prerequisites
     install_packages
     check_disk
+    [ $quick = 1 ] || start_later_builds
     stages_quick
     if [ $quick = 0 ]; then
         stages_artifacts

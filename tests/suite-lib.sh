@@ -7,6 +7,8 @@
 #   lanes_wait GROUP      waits for every lane started since the last lanes_wait, prints each
 #                         lane's output whole, records each lane with its own time and GROUP
 #                         with the time from the first lane's start to the last one's end
+#   background NAME CMD...  like lane, but in no group: it runs beside every stage until
+#   background_wait       waits for it, prints and records it
 #   suite_summary         the stage table, the whole time, the margins to the budget and to
 #                         CI's limit; fails when a stage failed or the time is over the budget
 #
@@ -40,41 +42,59 @@ stage() {
     return $rc
 }
 
-lane() {
-    local name=$1 log; shift
+# Starts CMD in the background with its output in a file under SUITE_LANES_DIR; its status,
+# seconds and end go to the file's .end. Sets LANE_PID and LANE_LOG.
+_lane_start() {
+    local name=$1; shift
     mkdir -p "$SUITE_LANES_DIR"
-    log="$SUITE_LANES_DIR/$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-' | cut -c1-60)-${#lane_pids[@]}.log"
-    echo "==> started beside the others: $name (output: $log)"
+    LANE_LOG="$SUITE_LANES_DIR/$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-' | cut -c1-60)-$RANDOM.log"
+    echo "==> started beside the others: $name (output: $LANE_LOG)"
     (
         t0=$SECONDS
         "$@"
         rc=$?
-        echo "$rc $((SECONDS - t0)) $SECONDS" >"$log.end"
+        echo "$rc $((SECONDS - t0)) $SECONDS" >"$LANE_LOG.end"
         exit $rc
-    ) </dev/null >"$log" 2>&1 &
-    lane_pids+=($!) lane_names+=("$name") lane_logs+=("$log")
-    [ -n "${lanes_t0:-}" ] || lanes_t0=$SECONDS
+    ) </dev/null >"$LANE_LOG" 2>&1 &
+    LANE_PID=$!
 }
 
-# Prints and records each lane in the order started; rc, secs and end come from its .end file.
+# Waits for one started lane, prints its output whole and records it with its own time.
+# Usage: _lane_report PID NAME LOG
+_lane_report() {
+    local rc=1 secs=0
+    wait "$1"
+    read -r rc secs _ <"$3.end" || echo "(the lane ended without its record)"
+    echo
+    echo "==> $2 (ran beside the others)"
+    cat "$3"
+    echo "==> $2: $([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)") in ${secs}s"
+    suite_record "$2" "$rc" "$secs" lane
+    return "$rc"
+}
+
+lane() {
+    [ -n "${lanes_t0:-}" ] || lanes_t0=$SECONDS
+    _lane_start "$@"
+    lane_pids+=("$LANE_PID") lane_names+=("$1") lane_logs+=("$LANE_LOG")
+}
+
+# Prints and records each lane in the order started, then the group.
 lanes_wait() {
-    local group=$1 i rc secs worst=0
+    local group=$1 i worst=0
     for i in "${!lane_pids[@]}"; do
-        wait "${lane_pids[$i]}"
-        rc=1 secs=$((SECONDS - lanes_t0))
-        read -r rc secs _ <"${lane_logs[$i]}.end" || echo "(the lane ended without its record)"
-        echo
-        echo "==> ${lane_names[$i]} (ran beside the others)"
-        cat "${lane_logs[$i]}"
-        echo "==> ${lane_names[$i]}: $([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)") in ${secs}s"
-        suite_record "${lane_names[$i]}" "$rc" "$secs" lane
-        [ "$rc" = 0 ] || worst=$rc
+        _lane_report "${lane_pids[$i]}" "${lane_names[$i]}" "${lane_logs[$i]}" || worst=$?
     done
     suite_record "$group" "$worst" $((SECONDS - lanes_t0)) group
     echo "==> $group: $([ "$worst" = 0 ] && echo ok || echo FAILED) in $((SECONDS - lanes_t0))s ($(disk_free_gb) GB free)"
     lane_pids=() lane_names=() lane_logs=() lanes_t0=""
     return "$worst"
 }
+
+# background NAME CMD...: one lane that runs beside every stage until background_wait, in no
+# group (its time is counted by the stages it ran beside).
+background() { bg_name=$1; _lane_start "$@"; bg_pid=$LANE_PID bg_log=$LANE_LOG; }
+background_wait() { _lane_report "$bg_pid" "$bg_name" "$bg_log"; }
 
 # min:s for a number of seconds.
 suite_mmss() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
