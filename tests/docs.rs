@@ -1412,3 +1412,38 @@ fn every_nthd_version_shown_is_cargo_tomls() {
     }
     assert!(checked >= 3, "only {checked} versions found");
 }
+
+/// The stage names tests/run-all.sh gives `stage`, `lane`, `lanes_wait` and `background`
+/// (tests/suite-lib.sh),
+/// in order: the names its closing table prints.
+fn suite_stage_names() -> Vec<String> {
+    read("tests/run-all.sh")
+        .lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let rest = ["stage \"", "lane \"", "lanes_wait \"", "background \""]
+                .iter()
+                .find_map(|p| t.strip_prefix(p))?;
+            Some(rest[..rest.find('"')?].to_string())
+        })
+        .collect()
+}
+
+/// docs/testing.md's "Measured times" is the suite's own closing table (target/suite/times.md
+/// of the run it names), so it has a row for every stage the suite runs, by the name it prints:
+/// a stage added, split or renamed without a measured run fails here.
+#[test]
+fn measured_times_name_every_stage_of_the_suite() {
+    let names = suite_stage_names();
+    assert!(names.len() >= 20, "too few stages found: {names:?}");
+    let testing = read("docs/testing.md");
+    let table = block(&testing, "suite-times", "docs/testing.md");
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+    for n in &names {
+        assert!(
+            rows.iter().any(|r| r.contains(&format!(" {n} |"))),
+            "docs/testing.md's measured times have no row for the stage \"{n}\" of \
+             tests/run-all.sh: paste target/suite/times.md of a run of this suite"
+        );
+    }
+}
