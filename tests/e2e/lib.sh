@@ -776,7 +776,7 @@ nb_stop() {
   wait_until 5 _nb_exited; _ct_own_cgroup remove "nthd-neighbour-$$"
   NB_NSPAWN_PID=""; NB_PID=""
 }
-_nb_exited() { ! kill -0 "$NB_NSPAWN_PID" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$NB_NSPAWN_PID/stat" 2>/dev/null)" == Z ]]; }
+_nb_exited() { _pid_gone "$NB_NSPAWN_PID"; }
 
 # The mock IMDS and the kubelet stand-in are cheap to build (and a no-op when
 # up to date), so build them here: a fresh clone then needs only the .deb.
