@@ -38,12 +38,11 @@
 #
 # Output: "PASS|FAIL name (timings)" per scenario, then "N passed, M failed".
 # Artefacts: target/e2e/runs-install/<name>/.
-# Inputs: target/dist/ (packaging/build.sh --all-arches --test-key) when present: the x86_64
-# tarball, .rpm and amd64 .deb, apt/ and the public key (nthd-TEST-key.asc, or the release's
-# nthd-archive-key.asc; repo-*, cloud-init-*: required);
-# otherwise built here from the same files
-# (target/x86_64-unknown-linux-musl/release/nthd, cargo deb / cargo generate-rpm into
-# target/e2e/install-artefacts/). The testkit binaries as for run.sh.
+# Inputs: target/dist/ (packaging/build.sh --all-arches --test-key): the x86_64 tarball, .rpm
+# and amd64 .deb, apt/ and the public key (nthd-TEST-key.asc, or the release's
+# nthd-archive-key.asc). The rpms a scenario builds for itself (a bumped version, the provides
+# rpm, the slow %post) go to its own target/e2e/runs-install/<name>/art/, since scenarios run at
+# once. The testkit binaries as for run.sh.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -66,7 +65,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/install-sysext.sh"
 
 RUNS_DIR="$E2E_DIR/runs-install"
-ART="$E2E_DIR/install-artefacts"
 DIST="$REPO/target/dist"
 
 SCENARIOS=(tarball tarball-11 rpm-12 rpm-13 rpm-deferred rpm-long-transaction cloud-init-12 cloud-init-13 sysext repo-11 repo-12 repo-13 repo-dnf)
@@ -240,7 +238,7 @@ main() {
   done
   [[ $EUID -eq 0 ]] || die "must run as root (systemd-nspawn)"
   need systemd-nspawn nsenter journalctl flock rpm rpmbuild cargo
-  mkdir -p "$RUNS_DIR" "$ART"
+  mkdir -p "$RUNS_DIR"
   exec 7>"$E2E_DIR/install.lock"
   flock -n 7 || { log "another tests/e2e/install.sh holds $E2E_DIR/install.lock; waiting"; flock 7; }
   build_testkit
