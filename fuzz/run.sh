@@ -107,6 +107,7 @@ run_one() {
     aws_* | gcp* | azure* | alibaba* | varlink) dict=(-dict=fuzz/dict/json.dict) ;;
     timefmt | duration | tencent) dict=(-dict=fuzz/dict/time.dict) ;;
     cli) dict=(-dict=fuzz/dict/cli.dict) ;;
+    imds_answer) dict=(-dict=fuzz/dict/http.dict) ;;
     esac
     log="fuzz/logs/$t.log"
     before=$(find "fuzz/artifacts/$t" -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)

@@ -11,7 +11,6 @@
 
 use std::fs::{self, File, FileType};
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -182,13 +181,10 @@ impl DirLock {
         let f = File::open(dir)?;
         let until = Instant::now() + wait;
         loop {
-            // SAFETY: `f` is an open descriptor for the whole call.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(Some(DirLock { _dir: f }));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(e);
+            match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(Some(DirLock { _dir: f })),
+                Err(rustix::io::Errno::WOULDBLOCK) => {}
+                Err(e) => return Err(e.into()),
             }
             if Instant::now() >= until {
                 return Ok(None);
@@ -196,6 +192,14 @@ impl DirLock {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// Makes a FIFO (named pipe) at `path`, mode 0644: for the tests that plant one where a file
+/// should be.
+pub fn mkfifo(path: &Path) {
+    use rustix::fs::{mknodat, FileType, Mode, CWD};
+    let made = mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o644), 0);
+    assert!(made.is_ok(), "mkfifo {}: {made:?}", path.display());
 }
 
 #[cfg(test)]
@@ -245,9 +249,7 @@ pub(crate) mod tests {
         ) -> (&'static str, Option<std::os::unix::net::UnixListener>) {
             match self {
                 Trap::Fifo => {
-                    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-                    // SAFETY: `c` is a valid NUL-terminated path for the whole call.
-                    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+                    mkfifo(path);
                     ("is a FIFO (named pipe), not a regular file", None)
                 }
                 Trap::Symlink => {

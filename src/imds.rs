@@ -782,6 +782,22 @@ async fn read_capped(cap: usize, mut body: hyper::body::Incoming) -> Result<Vec<
     Ok(buf)
 }
 
+/// An answer as the fuzz target sees it: status, ETag, body, whether the connection would be
+/// kept; `None` when nothing came; a failure as text.
+pub(crate) type PiecesAnswer = Result<Option<(u16, Option<String>, Vec<u8>, bool)>, String>;
+
+/// The answer reader over `pieces` (each what one read(2) returns), for the fuzz target: the
+/// answer, the size its buffer grew to, and the most it may grow to.
+pub(crate) fn read_pieces(pieces: &[&[u8]], cap: usize) -> (PiecesAnswer, usize, usize) {
+    let mut source = blocking::Pieces(pieces.iter().copied().collect());
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = blocking::read_from(&mut source, &mut buf, deadline, cap)
+        .map(|a| a.map(|((status, etag, body), keep)| (status, etag, body, keep)))
+        .map_err(|f| format!("{f:?}"));
+    (answer, buf.len(), blocking::answer_limit(cap))
+}
+
 /// Checks a metadata base URL (`http://host[:port]`) and returns it without a trailing slash.
 pub(crate) fn normalize_base(base: &str) -> Result<String, ImdsError> {
     let trimmed = base.trim().trim_end_matches('/');
@@ -1147,26 +1163,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn backoff_grows_caps_and_resets() {
-        let mut b = Backoff::with_max(Duration::from_secs(1), Duration::from_secs(5));
-        let d: Vec<_> = (0..6).map(|_| b.next_delay()).collect();
-        for (i, want) in [1u64, 2, 4, 5, 5, 5].iter().enumerate() {
-            let lo = Duration::from_secs(*want).mul_f64(0.8);
-            assert!(
-                d[i] >= lo && d[i] <= Duration::from_secs(*want),
-                "{i}: {:?}",
-                d[i]
-            );
-        }
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_secs(1));
-        // Never overflows, however many failures.
-        for _ in 0..10_000 {
-            assert!(b.next_delay() <= Duration::from_secs(5));
-        }
-    }
-
     /// A one-port HTTP server: answers each request with `answer(n, request head)`, `n`
     /// counting requests from 0, and closes the connection after the answer when `close` says
     /// so. Returns its base URL and the number of connections it accepted.
@@ -1470,5 +1466,25 @@ mod tests {
         assert!(s.contains("http://x/latest/api/token") && s.contains("NTHD_AWS_IMDSV1"));
         let s = status_error("http://x/y".into(), 503).to_string();
         assert!(s.contains("http://x/y") && s.contains("503") && s.contains("retries"));
+    }
+
+    #[test]
+    fn backoff_grows_caps_and_resets() {
+        let mut b = Backoff::with_max(Duration::from_secs(1), Duration::from_secs(5));
+        let d: Vec<_> = (0..6).map(|_| b.next_delay()).collect();
+        for (i, want) in [1u64, 2, 4, 5, 5, 5].iter().enumerate() {
+            let lo = Duration::from_secs(*want).mul_f64(0.8);
+            assert!(
+                d[i] >= lo && d[i] <= Duration::from_secs(*want),
+                "{i}: {:?}",
+                d[i]
+            );
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_secs(1));
+        // Never overflows, however many failures.
+        for _ in 0..10_000 {
+            assert!(b.next_delay() <= Duration::from_secs(5));
+        }
     }
 }

@@ -1,4 +1,6 @@
 #![warn(missing_docs, unreachable_pub)]
+// Every system call nthd makes itself goes through rustix or std (docs/architecture.md).
+#![forbid(unsafe_code)]
 //! nthd, the node termination handler daemon.
 //!
 //! It watches the cloud's instance metadata service for interruption notices and asks

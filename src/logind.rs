@@ -266,8 +266,7 @@ pub(crate) fn polkit_action(action: PowerAction) -> &'static str {
 
 /// The effective uid of this process.
 pub(crate) fn effective_uid() -> u32 {
-    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// The name of `uid` in `root`/etc/passwd.

@@ -1,5 +1,7 @@
 //! The `nthd` binary: parse the command line, set up logging, run, print the error chain.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 /// On the static (musl) builds: musl's mallocng returns memory to the kernel around every few

@@ -692,16 +692,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("nthd.prom");
         // The unit's UMask=0077.
-        // SAFETY: umask(2) takes a mode by value and always succeeds (test-only, restored below).
-        let old_umask = unsafe { libc::umask(0o077) };
+        let old_umask = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
         let mut m = Metrics::new(MetricsOptions {
             textfile: Some(file.clone()),
             listen: None,
         });
         m.set_provider(Cloud::Aws);
         m.settle(Duration::from_secs(5));
-        // SAFETY: as above.
-        unsafe { libc::umask(old_umask) };
+        rustix::process::umask(old_umask);
         let meta = std::fs::metadata(&file).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o644);
         let inode = meta.ino();

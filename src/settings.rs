@@ -11,7 +11,7 @@
 //! unit starts with is a file every command accepts, with the same values. An assignment
 //! systemd ignores is skipped with a warning; a file systemd refuses stops the command.
 
-mod env_file;
+pub(crate) mod env_file;
 
 use std::path::PathBuf;
 

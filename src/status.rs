@@ -74,18 +74,11 @@ impl Moment {
 /// `CLOCK_BOOTTIME`: time since boot, suspend included, the same for every process of the boot
 /// (the status file's writer and its readers) and never stepped by NTP.
 pub(crate) fn boottime() -> Option<Duration> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the kernel to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    (rc == 0).then(|| {
-        Duration::new(
-            u64::try_from(ts.tv_sec).unwrap_or(0),
-            u32::try_from(ts.tv_nsec).unwrap_or(0),
-        )
-    })
+    let ts = rustix::time::clock_gettime_dynamic(rustix::time::DynamicClockId::Boottime).ok()?;
+    Some(Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    ))
 }
 
 /// How many actions the file lists, newest last.

@@ -66,6 +66,17 @@ pub mod config {
 pub mod imds {
     pub use crate::imds::imdsd::Vendor;
     pub use crate::imds::{ClientOptions, ImdsClient, ImdsError, Via};
+
+    /// One answer as the metadata reader reads it from `pieces` (each what one read(2)
+    /// returns) with a body cap of `cap`: status, ETag, body and whether its connection would
+    /// be kept; `Ok(None)` when nothing came; an error as text. Also the most memory the
+    /// answer's buffer took, and the most it may take.
+    pub fn read_answer(pieces: &[&[u8]], cap: usize) -> (ReadAnswer, usize, usize) {
+        crate::imds::read_pieces(pieces, cap)
+    }
+
+    /// What [`read_answer`] gives.
+    pub type ReadAnswer = crate::imds::PiecesAnswer;
 }
 
 pub mod logging {
@@ -179,3 +190,15 @@ pub mod timer {
         }
     }
 }
+
+pub mod settings {
+    /// `settings/env_file.rs`'s reading of a settings file's bytes: the assignments in order,
+    /// and how many were skipped; an error as its message.
+    pub fn parse_env_file(bytes: &[u8]) -> Result<(Vec<(String, String)>, usize), String> {
+        crate::settings::env_file::parse(std::path::Path::new("/etc/default/nthd"), bytes)
+            .map(|p| (p.pairs, p.skipped.len()))
+            .map_err(|e| e.to_string())
+    }
+}
+
+pub use crate::files::mkfifo;

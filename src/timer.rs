@@ -7,7 +7,7 @@
 //! (`bench/results/request-cost.md`). A timerfd armed for the deadline wakes the runtime once,
 //! at the deadline, through the epoll set the runtime already waits on.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
@@ -20,19 +20,11 @@ pub(crate) struct Deadline {
 impl Deadline {
     /// Must be called inside the runtime.
     pub(crate) fn new() -> Deadline {
-        // SAFETY: timerfd_create takes no pointers; a non-negative result is a new descriptor
-        // that nothing else owns.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+        let Ok(owned) = timerfd_create(TimerfdClockId::Monotonic, flags) else {
             return Deadline { fd: None };
-        }
-        // SAFETY: `raw` is a new descriptor that nothing else owns.
-        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+        };
         // `new` is deprecated for descriptors that can be closed while registered; this one is
         // owned by the AsyncFd and closed only after it is deregistered (`register`, the
         // replacement, needs tokio 1.53).
@@ -51,12 +43,12 @@ impl Deadline {
         if left.is_zero() {
             return;
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = rustix::time::Itimerspec {
+            it_interval: rustix::time::Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
+            it_value: rustix::time::Timespec {
                 // A poll deadline is seconds away; 2^30 s (34 years) fits every time_t.
                 tv_sec: left.as_secs().min(1 << 30) as _,
                 // Below 1e9, so it fits every c_long.
@@ -64,10 +56,8 @@ impl Deadline {
             },
         };
         // Arming also clears an expiry a cancelled sleep did not read.
-        // SAFETY: a valid descriptor, a valid itimerspec, and a null old-value pointer.
-        let armed =
-            unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if armed != 0 {
+        let flags = rustix::time::TimerfdTimerFlags::empty();
+        if rustix::time::timerfd_settime(fd.get_ref(), flags, &spec).is_err() {
             return tokio::time::sleep_until(when).await;
         }
         loop {
@@ -76,13 +66,9 @@ impl Deadline {
             };
             let read = guard.try_io(|fd| {
                 let mut expirations = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into an 8-byte buffer.
-                let n = unsafe { libc::read(fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
-                if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
+                rustix::io::read(fd.get_ref(), &mut expirations)
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
             match read {
                 Ok(Ok(())) => {

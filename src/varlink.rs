@@ -133,6 +133,22 @@ impl Connection {
         })
     }
 
+    /// Whether nothing is waiting to be read: no bytes after the last answer's NUL, in the
+    /// buffer or on the socket, and not the end of the stream. Looked at without waiting.
+    pub(crate) fn is_idle(&self) -> bool {
+        use rustix::net::{recv, RecvFlags};
+        let mut byte = [0u8; 1];
+        self.stream.buffer().is_empty()
+            && matches!(
+                recv(
+                    self.stream.get_ref(),
+                    &mut byte,
+                    RecvFlags::PEEK | RecvFlags::DONTWAIT
+                ),
+                Err(rustix::io::Errno::AGAIN)
+            )
+    }
+
     /// Calls `method` and reads its one answer within `timeout`. After an error the connection
     /// is in an unknown state: drop it.
     pub(crate) async fn call(
@@ -290,5 +306,32 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("none"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_connection_with_bytes_after_the_answer_is_not_idle() {
+        let answer = b"{\"parameters\":{}}\0{\"parameters\":{\"stray\":1}}\0".to_vec();
+        let (_d, path, task) = serve_once(answer).await;
+        let mut c = Connection::connect(&path).await.unwrap();
+        assert!(c.is_idle());
+        let a = c.call("x.Y", &Map::new(), Duration::from_secs(5)).await;
+        assert_eq!(a.unwrap(), Answer::Reply(Map::new()));
+        task.await.unwrap();
+        assert!(!c.is_idle(), "the stray answer is still there");
+
+        // Bytes that come later, unasked, and the end of the stream are seen the same way.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let c = Connection::connect(&path).await.unwrap();
+        let (mut s, _) = listener.accept().await.unwrap();
+        assert!(c.is_idle());
+        s.write_all(b"{}\0").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!c.is_idle());
+        let c = Connection::connect(&path).await.unwrap();
+        drop(listener.accept().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!c.is_idle(), "closed by the service");
     }
 }

@@ -145,6 +145,24 @@ fn lint_table(manifest: &str, prefix: &str) -> Vec<String> {
 
 /// The fuzz crate is a workspace of its own and cannot inherit `[workspace.lints]`: its copy
 /// must say the same, or the fuzz targets drift out of the standard unnoticed.
+/// Where each crate root forbids `unsafe`: the compiler then refuses it anywhere in the crate,
+/// tests included.
+#[test]
+fn no_unsafe_in_nthd() {
+    for root in ["src/lib.rs", "src/main.rs"] {
+        let code =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(root)).unwrap();
+        let head: Vec<&str> = code
+            .lines()
+            .take_while(|l| !l.starts_with("use ") && !l.starts_with("pub "))
+            .collect();
+        assert!(
+            head.contains(&"#![forbid(unsafe_code)]"),
+            "{root} must forbid unsafe code: rustix and std serve every system call nthd makes"
+        );
+    }
+}
+
 #[test]
 fn the_fuzz_crate_has_the_workspace_lints() {
     let workspace = lint_table("Cargo.toml", "workspace.");

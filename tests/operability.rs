@@ -402,9 +402,7 @@ async fn simulate_yes_goes_through_the_executor() {
 
 /// Makes a FIFO at `path`, as user nthd can in the directories it owns.
 fn mkfifo(path: &std::path::Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: `c` is a valid NUL-terminated path for the whole call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    nthd::testing::mkfifo(path);
 }
 
 /// Runs `cmd` to its end, or kills it and fails after `limit`: a test that would otherwise

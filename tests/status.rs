@@ -284,9 +284,7 @@ fn the_shipped_monitor_config_uses_only_npd_fields() {
 fn a_fifo_at_the_status_file_is_unknown_not_a_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("status.json");
-    let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: `c` is a valid NUL-terminated path for the whole call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    nthd::testing::mkfifo(&file);
     let started = Instant::now();
     let got = run_like_npd(&file);
     assert!(

@@ -33,8 +33,7 @@ struct Mount {
 
 impl Mount {
     fn new() -> Mount {
-        // SAFETY: geteuid(2) has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = rustix::process::geteuid().is_root();
         assert!(
             root,
             "needs root for a loop mount and fsfreeze (the suite runs as root)"

@@ -630,9 +630,7 @@ mod tests {
         fs::create_dir_all(&pod).unwrap();
         // A FIFO where cgroup.events should be: refused, never waited on.
         let fifo = pod.join("cgroup.events");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
-        // SAFETY: mkfifo(3) with a NUL-terminated path we own.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        crate::files::mkfifo(&fifo);
         let why = unknown_text(pods_left(&cg, &logs));
         assert!(why.contains(&fifo.display().to_string()), "{why}");
         assert!(why.contains("nthd.service must be able to read"), "{why}");

@@ -142,7 +142,8 @@ impl Pool {
     }
 
     /// The answer on `stream`. A kept connection that the server closed before answering (its
-    /// keep-alive ran out) gets the request once more, on a new connection.
+    /// keep-alive ran out) gets the request once more, on a new connection, when sending it
+    /// twice is harmless (a GET or PUT); any other request that was written is not sent again.
     fn finish(
         &self,
         mut conn: Open,
@@ -153,7 +154,7 @@ impl Pool {
     ) -> Result<Answer, Failure> {
         let answer = match read_answer(&mut conn, deadline, limits.max_body)? {
             Some(a) => a,
-            None if reused => {
+            None if reused && idempotent(request) => {
                 conn = self.connect(deadline, limits)?;
                 conn.stream
                     .write_all(request)
@@ -169,10 +170,12 @@ impl Pool {
         Ok(answer)
     }
 
+    /// A kept connection that can take a request: open, not idle too long, and with nothing
+    /// unread on it (bytes a server sent after its last answer would be read as the next one).
     fn checkout(&self) -> Option<Open> {
         let mut idle = self.idle.lock().ok()?;
         while let Some((c, since)) = idle.pop() {
-            if since.elapsed() <= IDLE_TIMEOUT {
+            if since.elapsed() <= IDLE_TIMEOUT && quiet(&c.stream) {
                 return Some(c);
             }
         }
@@ -324,6 +327,22 @@ fn equal(a: &str, b: &str) -> bool {
     tails && wa.zip(wb).all(|(x, y)| word(x) == word(y))
 }
 
+/// Whether a request sent twice does no more than sent once: GET and PUT (AWS's token).
+fn idempotent(request: &[u8]) -> bool {
+    request.starts_with(b"GET ") || request.starts_with(b"PUT ")
+}
+
+/// Whether a kept connection has nothing to read: no stray bytes, and not closed by the
+/// server (a read would see its end). Looked at without waiting and without taking anything.
+fn quiet(stream: &TcpStream) -> bool {
+    use rustix::net::{recv, RecvFlags};
+    let mut byte = [0u8; 1];
+    matches!(
+        recv(stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT),
+        Err(rustix::io::Errno::AGAIN)
+    )
+}
+
 fn remaining(deadline: Instant) -> Option<Duration> {
     deadline
         .checked_duration_since(Instant::now())
@@ -347,57 +366,91 @@ fn io_failure(e: std::io::Error, early: bool) -> Failure {
     }
 }
 
-/// The bytes of one answer as they arrive, against the request's deadline. Read straight into
-/// `buf` (1 KiB, doubled when full): a poll touches as little memory as it can, since after a
-/// second asleep every line of it is a cache miss (bench/results/poll-cost.md).
+/// Where an answer's bytes come from: a socket, waited on until the deadline ([`Sock`]), or,
+/// for the fuzz target, bytes handed over in pieces.
+pub(crate) trait Source {
+    /// Reads what has arrived into `into`, waiting for it until `deadline`; 0 when the peer
+    /// closed.
+    fn fill(&mut self, into: &mut [u8], deadline: Instant) -> Result<usize, Failure>;
+}
+
+/// A kept connection's socket as a [`Source`]. Past the deadline it no longer waits: what has
+/// already come is read (the answers of reads that went out together arrive while the first
+/// is waited for), for [`LATE`] at most, and then it is a timeout, however fast the server
+/// keeps sending.
+struct Sock<'a> {
+    stream: &'a TcpStream,
+    /// The read timeout the socket has.
+    wait: &'a mut Duration,
+    late: bool,
+}
+
+/// How long past its deadline an answer that has already come is still read.
+const LATE: Duration = Duration::from_millis(100);
+
+impl Source for Sock<'_> {
+    fn fill(&mut self, into: &mut [u8], deadline: Instant) -> Result<usize, Failure> {
+        match remaining(deadline) {
+            Some(wait) if *self.wait < wait || *self.wait > wait + SLACK => {
+                *self.wait = wait;
+                self.stream.set_read_timeout(Some(wait))
+            }
+            Some(_) => Ok(()),
+            None if Instant::now() > deadline + LATE => return Err(Failure::Timeout),
+            None if self.late => Ok(()),
+            None => {
+                self.late = true;
+                self.stream.set_nonblocking(true)
+            }
+        }
+        .map_err(Failure::Io)?;
+        loop {
+            match (&mut &*self.stream).read(into) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                other => return other.map_err(|e| io_failure(e, false)),
+            }
+        }
+    }
+}
+
+/// The bytes of one answer as they arrive, against the request's deadline, and never more than
+/// `limit` of them. Read straight into `buf` (1 KiB, doubled when full): a poll touches as
+/// little memory as it can, since after a second asleep every line of it is a cache miss
+/// (bench/results/poll-cost.md).
 struct Incoming<'a> {
-    conn: &'a mut Open,
-    /// How much of the connection's buffer has come.
+    src: &'a mut dyn Source,
+    buf: &'a mut Vec<u8>,
+    /// How much of the buffer has come.
     have: usize,
+    /// The most bytes an answer may take: its head, its body up to the cap, and framing.
+    limit: usize,
     deadline: Instant,
     /// Whether any byte of the answer came.
     started: bool,
-    /// Past the deadline: the socket no longer waits, so only what has already come is read
-    /// (the answers of reads that went out together arrive while the first is waited for).
-    late: bool,
 }
 
 impl Incoming<'_> {
     /// Reads what has arrived (waiting for it until the deadline); 0 when the server closed.
     fn fill(&mut self) -> Result<usize, Failure> {
-        match remaining(self.deadline) {
-            Some(wait) if self.conn.wait < wait || self.conn.wait > wait + SLACK => {
-                self.conn.wait = wait;
-                self.conn.stream.set_read_timeout(Some(wait))
-            }
-            Some(_) => Ok(()),
-            None if self.late => Ok(()),
-            None => {
-                self.late = true;
-                self.conn.stream.set_nonblocking(true)
-            }
+        if self.have >= self.limit {
+            return Err(Failure::TooLarge);
         }
-        .map_err(Failure::Io)?;
-        let Open { stream, buf, .. } = &mut *self.conn;
-        if self.have == buf.len() {
-            buf.resize(buf.len() * 2, 0);
+        if self.have == self.buf.len() {
+            let grown = (self.buf.len() * 2).clamp(BUF, self.limit);
+            self.buf.resize(grown, 0);
         }
-        loop {
-            match stream.read(&mut buf[self.have..]) {
-                Ok(n) => {
-                    self.have += n;
-                    self.started |= n > 0;
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_failure(e, !self.started)),
-            }
-        }
+        let n = match self.src.fill(&mut self.buf[self.have..], self.deadline) {
+            Err(Failure::Io(e)) => Err(io_failure(e, !self.started)),
+            other => other,
+        }?;
+        self.have += n;
+        self.started |= n > 0;
+        Ok(n)
     }
 
     /// What has come so far.
     fn data(&self) -> &[u8] {
-        &self.conn.buf[..self.have]
+        &self.buf[..self.have]
     }
 
     /// At least `n` bytes in the buffer, or the connection closed first.
@@ -409,6 +462,37 @@ impl Incoming<'_> {
         }
         Ok(())
     }
+
+    /// More bytes, or the connection closed first; `what` may not grow past `max` bytes.
+    fn more(&mut self, what: &str, len: usize, max: usize) -> Result<(), Failure> {
+        if len > max {
+            return Err(invalid(&format!("{what} is longer than {max} bytes")));
+        }
+        self.need(self.have + 1)
+    }
+}
+
+/// Bytes handed over in the pieces given, then the end: the fuzz target's [`Source`].
+pub(crate) struct Pieces<'a>(pub(crate) std::collections::VecDeque<&'a [u8]>);
+
+impl Source for Pieces<'_> {
+    fn fill(&mut self, into: &mut [u8], _deadline: Instant) -> Result<usize, Failure> {
+        let Some(piece) = self.0.pop_front() else {
+            return Ok(0);
+        };
+        let n = piece.len().min(into.len());
+        into[..n].copy_from_slice(&piece[..n]);
+        if n < piece.len() {
+            self.0.push_front(&piece[n..]);
+        }
+        Ok(n)
+    }
+}
+
+/// The most bytes an answer with a body of up to `cap` bytes takes: its head, the body, its
+/// chunk framing (as long again, at most) and its trailers.
+pub(super) fn answer_limit(cap: usize) -> usize {
+    cap.saturating_mul(2).saturating_add(2 * MAX_HEAD)
 }
 
 /// One answer, and whether its connection can be kept; `None` when the connection closed
@@ -418,20 +502,18 @@ fn read_answer(
     deadline: Instant,
     cap: usize,
 ) -> Result<Option<(Answer, bool)>, Failure> {
-    let mut inc = Incoming {
-        conn,
-        have: 0,
-        deadline,
-        started: false,
+    let Open { stream, wait, buf } = conn;
+    let mut sock = Sock {
+        stream,
+        wait,
         late: false,
     };
-    let answer = receive(&mut inc, cap);
-    let late = inc.late;
-    if conn.buf.len() > BUF {
-        conn.buf = vec![0; BUF];
+    let answer = read_from(&mut sock, buf, deadline, cap);
+    if buf.len() > BUF {
+        *buf = vec![0; BUF];
     }
-    if late {
-        match conn.stream.set_nonblocking(false) {
+    if sock.late {
+        match stream.set_nonblocking(false) {
             Ok(()) => answer,
             // Kept, it would not wait for its next answer.
             Err(_) => answer.map(|a| a.map(|(a, _)| (a, false))),
@@ -441,8 +523,21 @@ fn read_answer(
     }
 }
 
-/// [`read_answer`]'s work.
-fn receive(inc: &mut Incoming<'_>, cap: usize) -> Result<Option<(Answer, bool)>, Failure> {
+/// One answer from `src`, read into `buf`, as [`read_answer`] gives it.
+pub(crate) fn read_from(
+    src: &mut dyn Source,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+    cap: usize,
+) -> Result<Option<(Answer, bool)>, Failure> {
+    let mut inc = Incoming {
+        src,
+        buf,
+        have: 0,
+        limit: answer_limit(cap),
+        deadline,
+        started: false,
+    };
     let (head, len) = loop {
         match inc.fill() {
             Ok(0) | Err(Failure::Closed) if !inc.started => return Ok(None),
@@ -463,8 +558,8 @@ fn receive(inc: &mut Incoming<'_>, cap: usize) -> Result<Option<(Answer, bool)>,
             inc.need(len + n)?;
             (inc.data()[len..len + n].to_vec(), inc.have == len + n)
         }
-        Framing::Chunked => dechunk(inc, len, cap)?,
-        Framing::Close => (to_close(inc, len, cap)?, false),
+        Framing::Chunked => dechunk(&mut inc, len, cap)?,
+        Framing::Close => (to_close(&mut inc, len, cap)?, false),
     };
     let keep = head.keep && clean && head.framing != Framing::Close;
     Ok(Some(((head.status, head.etag, body), keep)))
@@ -516,30 +611,27 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, Failure> {
     Ok(Some((head, len)))
 }
 
-/// A chunked body starting at `pos`, up to `cap` bytes; whether nothing followed it.
+/// The longest chunk-size line nthd reads, extensions included (IMDS sends none).
+const MAX_CHUNK_LINE: usize = 1024;
+
+/// A chunked body starting at `pos`, up to `cap` bytes; whether nothing followed it. Each
+/// chunk-size line is at most [`MAX_CHUNK_LINE`] bytes and the trailers [`MAX_HEAD`], so no
+/// scan reads the same bytes more than a bounded number of times.
 fn dechunk(inc: &mut Incoming<'_>, mut pos: usize, cap: usize) -> Result<(Vec<u8>, bool), Failure> {
     let mut body = Vec::new();
     loop {
         let (line, size) = loop {
             match httparse::parse_chunk_size(&inc.data()[pos..]) {
                 Ok(httparse::Status::Complete((line, size))) => break (line, size),
-                Ok(httparse::Status::Partial) => inc.need(inc.have + 1)?,
+                Ok(httparse::Status::Partial) => {
+                    inc.more("a chunk-size line", inc.have - pos, MAX_CHUNK_LINE)?;
+                }
                 Err(_) => return Err(invalid("a bad chunk size")),
             }
         };
         pos += line;
         if size == 0 {
-            // The last chunk: trailers (if any), then an empty line.
-            let end = loop {
-                let rest = &inc.data()[pos..];
-                if rest.starts_with(b"\r\n") {
-                    break pos + 2;
-                }
-                if let Some(i) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break pos + i + 4;
-                }
-                inc.need(inc.have + 1)?;
-            };
+            let end = trailers_end(inc, pos)?;
             return Ok((body, inc.have == end));
         }
         let size = usize::try_from(size).map_err(|_| Failure::TooLarge)?;
@@ -547,8 +639,29 @@ fn dechunk(inc: &mut Incoming<'_>, mut pos: usize, cap: usize) -> Result<(Vec<u8
             return Err(Failure::TooLarge);
         }
         inc.need(pos + size + 2)?;
+        if &inc.data()[pos + size..pos + size + 2] != b"\r\n" {
+            return Err(invalid("a chunk does not end where its size says"));
+        }
         body.extend_from_slice(&inc.data()[pos..pos + size]);
         pos += size + 2;
+    }
+}
+
+/// After the last chunk: the trailers (if any), then an empty line; where they end.
+fn trailers_end(inc: &mut Incoming<'_>, pos: usize) -> Result<usize, Failure> {
+    let mut scanned: usize = 0;
+    loop {
+        let rest = &inc.data()[pos..];
+        if rest.starts_with(b"\r\n") {
+            return Ok(pos + 2);
+        }
+        // Only the bytes that came since the last look, and the three before them.
+        let from = scanned.saturating_sub(3);
+        if let Some(i) = rest[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(pos + from + i + 4);
+        }
+        scanned = rest.len();
+        inc.more("the trailers", scanned, MAX_HEAD)?;
     }
 }
 
@@ -737,5 +850,224 @@ mod tests {
         let bad = [("x-t", "a\r\nb")];
         assert!(pool.request(&http::Method::GET, "/a", &bad, None).is_err());
         assert!(pool.request(&http::Method::GET, "/a b", &[], None).is_err());
+    }
+
+    /// What a scripted server does on a connection.
+    enum Step {
+        /// Reads a request and sends these bytes.
+        Answer(Vec<u8>),
+        /// Sends these bytes 50 ms later, unasked.
+        Stray(&'static str),
+        /// Reads a request and closes the connection.
+        Close,
+    }
+
+    /// Serves each connection with its script, keeping it open afterwards; the request lines
+    /// read.
+    fn scripted(conns: Vec<Vec<Step>>) -> (Pool, Arc<Mutex<Vec<String>>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            let mut open = Vec::new();
+            for script in conns {
+                let (mut s, _) = listener.accept().unwrap();
+                for step in script {
+                    if let Step::Stray(bytes) = step {
+                        std::thread::sleep(Duration::from_millis(50));
+                        s.write_all(bytes.as_bytes()).unwrap();
+                        continue;
+                    }
+                    let mut req = [0u8; 1024];
+                    let n = s.read(&mut req).unwrap_or(0);
+                    let line = String::from_utf8_lossy(&req[..n]);
+                    let line = line.lines().next().unwrap_or("").to_string();
+                    log.lock().unwrap().push(line);
+                    match step {
+                        Step::Answer(bytes) => s.write_all(&bytes).unwrap(),
+                        _ => {
+                            let _ = s.shutdown(std::net::Shutdown::Both);
+                            break;
+                        }
+                    }
+                }
+                open.push(s);
+            }
+            std::thread::sleep(Duration::from_secs(5));
+        });
+        (Pool::new("127.0.0.1".into(), port, "h"), seen)
+    }
+
+    fn ok(body: &str) -> Step {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+        Step::Answer([head.as_bytes(), body.as_bytes()].concat())
+    }
+
+    fn send(pool: &Pool, method: http::Method) -> Result<Answer, Failure> {
+        let limits = Limits {
+            timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            max_body: 256,
+        };
+        let body = (method == http::Method::POST).then_some("{}");
+        let req = pool.request(&method, "/x", &[], body).unwrap();
+        pool.batch(&[req], &limits).pop().unwrap()
+    }
+
+    #[test]
+    fn a_kept_connection_closed_after_taking_a_request_resends_only_what_may_go_twice() {
+        let (pool, seen) = scripted(vec![vec![ok("one"), Step::Close], vec![ok("two")]]);
+        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"one");
+        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"two");
+        assert_eq!(seen.lock().unwrap().len(), 3);
+
+        let (pool, seen) = scripted(vec![vec![ok("one"), Step::Close], vec![ok("never")]]);
+        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"one");
+        assert!(send(&pool, http::Method::POST).is_err());
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            ["GET /x HTTP/1.1", "POST /x HTTP/1.1"],
+            "the POST went once"
+        );
+    }
+
+    #[test]
+    fn stray_bytes_after_an_answer_are_never_read_as_the_next_one() {
+        let stray = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstray";
+        let (pool, seen) = scripted(vec![vec![ok("one"), Step::Stray(stray)], vec![ok("two")]]);
+        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"one");
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"two");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    /// Streams `unit` without end (until the client goes), after `head`.
+    fn flood(head: &'static str, unit: &'static [u8]) -> Pool {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut req = [0u8; 1024];
+            let _ = s.read(&mut req);
+            let block = unit.repeat(64 * 1024 / unit.len());
+            let _ = s.write_all(head.as_bytes());
+            while s.write_all(&block).is_ok() {}
+        });
+        Pool::new("127.0.0.1".into(), port, "h")
+    }
+
+    #[test]
+    fn floods_are_errors_within_the_deadline_and_the_answer_limit() {
+        let chunked = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+        let cases: [(&str, &'static str, &'static [u8]); 4] = [
+            (
+                "a chunk extension without end",
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;",
+                b"a",
+            ),
+            (
+                "trailers without end",
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n",
+                b"x: y\r\n",
+            ),
+            ("one-byte chunks without end", chunked, b"1\r\nx\r\n"),
+            (
+                "a body until close without end",
+                "HTTP/1.0 200 OK\r\n\r\n",
+                b"x",
+            ),
+        ];
+        for (what, head, unit) in cases {
+            let pool = flood(head, unit);
+            let start = Instant::now();
+            let r = one(&pool, 64 * 1024 * 1024);
+            assert!(r.is_err(), "{what}");
+            let took = start.elapsed();
+            // The deadline and what is read after it, with room for a loaded machine: without
+            // the bounds, the first three never end (the fourth reads up to its cap).
+            let bound = Duration::from_millis(500) + LATE + Duration::from_secs(2);
+            assert!(took < bound, "{what}: {took:?}");
+        }
+    }
+
+    /// One answer read from `bytes` handed over `piece` bytes at a time, into `buf`.
+    fn from_pieces(
+        bytes: &[u8],
+        piece: usize,
+        cap: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<(Answer, bool)>, Failure> {
+        let mut pieces = Pieces(bytes.chunks(piece).collect());
+        read_from(
+            &mut pieces,
+            buf,
+            Instant::now() + Duration::from_secs(1),
+            cap,
+        )
+    }
+
+    #[test]
+    fn an_answer_takes_at_most_its_limit_in_memory() {
+        let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+        let answer = [head.as_slice(), &b"1\r\nx\r\n".repeat(200_000)].concat();
+        for cap in [256, 4096, 256 * 1024] {
+            let mut buf = vec![0; BUF];
+            let r = from_pieces(&answer, 65536, cap, &mut buf);
+            assert!(matches!(r, Err(Failure::TooLarge)), "{cap}: {r:?}");
+            assert!(buf.len() <= answer_limit(cap), "{cap}: {}", buf.len());
+        }
+        assert!(answer_limit(256 * 1024) * 2 < 16 * 1024 * 1024);
+    }
+
+    #[test]
+    fn chunks_are_read_with_extensions_and_trailers_and_must_end_where_their_size_says() {
+        let bad = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n";
+        let good = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nt: 1\r\n\r\n";
+        assert!(from_pieces(bad, 7, 256, &mut vec![0; BUF]).is_err());
+        for piece in [1, 3, 7, 100] {
+            let ((status, _, body), keep) = from_pieces(good, piece, 256, &mut vec![0; BUF])
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (status, body.as_slice(), keep),
+                (200, &b"abc"[..], true),
+                "{piece}"
+            );
+        }
+    }
+
+    #[test]
+    fn past_its_deadline_an_answer_is_read_only_for_late_and_then_never() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        server.write_all(&[b'x'; 4096]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut wait = Duration::from_secs(1);
+        let mut into = [0u8; 1024];
+        let mut sock = Sock {
+            stream: &client,
+            wait: &mut wait,
+            late: false,
+        };
+        // Just past the deadline, what has come is read without waiting.
+        let just_past = Instant::now() - LATE / 4;
+        assert_eq!(sock.fill(&mut into, just_past).unwrap(), 1024);
+        assert!(sock.late);
+        // Past the deadline and LATE, nothing more is read, though it is there.
+        let long_past = Instant::now() - LATE - Duration::from_millis(1);
+        assert!(matches!(
+            sock.fill(&mut into, long_past),
+            Err(Failure::Timeout)
+        ));
+        // And within LATE, with nothing there, it does not wait either.
+        let mut rest = [0u8; 8192];
+        assert_eq!(sock.fill(&mut rest, just_past).unwrap(), 3072);
+        assert!(matches!(
+            sock.fill(&mut rest, just_past),
+            Err(Failure::Timeout)
+        ));
     }
 }

@@ -214,6 +214,11 @@ impl Imdsd {
         url: &str,
         timeout: Duration,
     ) -> Result<Answer, ImdsError> {
+        // A kept connection with anything unread on it (bytes after the last answer's NUL, or
+        // its end) would hand them to this call as its answer: a new one instead.
+        if st.conn.as_ref().is_some_and(|c| !c.is_idle()) {
+            st.conn = None;
+        }
         if st.conn.is_none() {
             let c = Connection::connect(&self.socket)
                 .await

@@ -37,14 +37,10 @@ impl Context {
 
 /// This machine's host name (`gethostname(2)`), or `localhost` if it has none.
 pub(crate) fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
-    // truncates, and the last byte stays 0 because only len - 1 bytes are offered.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-    let name = String::from_utf8_lossy(&buf[..end]);
+    let uname = rustix::system::uname();
+    let name = uname.nodename().to_string_lossy();
     let name: String = name.chars().filter(char::is_ascii_graphic).collect();
-    if rc != 0 || name.is_empty() {
+    if name.is_empty() {
         "localhost".to_string()
     } else {
         name
