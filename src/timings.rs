@@ -6,6 +6,9 @@
 //! status file's blind-after, the systemd watchdog window and the poll-interval check all read
 //! it. After detection, [`Set::resolve`] turns the table and the settings into one value
 //! per cloud, and every consumer takes its numbers from that value.
+//!
+//! It also holds [`Backoff`], the one rule for spacing retries after failures: metadata
+//! reads, webhook deliveries, detection and the drain watcher's Auto Scaling calls.
 
 use std::time::Duration;
 
@@ -186,6 +189,54 @@ const fn text_duration(s: &str) -> Duration {
     }
 }
 
+/// Exponential backoff with jitter between failed reads of one source. The first retry comes
+/// after the source's normal interval; the delay doubles up to `max`. Sources with a short lead
+/// time use it only when the service throttles (`provider::Pace`).
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempt: u32,
+    seed: u64,
+}
+
+impl Backoff {
+    pub(crate) fn new(base: Duration) -> Backoff {
+        let max = (base * 5).clamp(Duration::from_secs(5), Duration::from_secs(60));
+        Backoff::with_max(base, max)
+    }
+
+    pub(crate) fn with_max(base: Duration, max: Duration) -> Backoff {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::from(d.subsec_nanos()))
+            | 1;
+        Backoff {
+            base,
+            max: max.max(base),
+            attempt: 0,
+            seed,
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.attempt = 0;
+    }
+
+    /// The delay before the next try, with up to 20% jitter so a fleet does not retry in step.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let factor = 1u32.checked_shl(self.attempt.min(16)).unwrap_or(u32::MAX);
+        self.attempt = self.attempt.saturating_add(1);
+        let raw = self.base.saturating_mul(factor).min(self.max);
+        // xorshift64
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let jitter = (self.seed % 1000) as f64 / 1000.0 * 0.2;
+        raw.mul_f64(1.0 - jitter).max(Duration::from_millis(50))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,5 +288,25 @@ mod tests {
             ..Timings::defaults(Cloud::Alibaba)
         };
         assert_eq!(slow.blind_after().0, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn backoff_grows_caps_and_resets() {
+        let mut b = Backoff::with_max(Duration::from_secs(1), Duration::from_secs(5));
+        let d: Vec<_> = (0..6).map(|_| b.next_delay()).collect();
+        for (i, want) in [1u64, 2, 4, 5, 5, 5].iter().enumerate() {
+            let lo = Duration::from_secs(*want).mul_f64(0.8);
+            assert!(
+                d[i] >= lo && d[i] <= Duration::from_secs(*want),
+                "{i}: {:?}",
+                d[i]
+            );
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_secs(1));
+        // Never overflows, however many failures.
+        for _ in 0..10_000 {
+            assert!(b.next_delay() <= Duration::from_secs(5));
+        }
     }
 }

@@ -159,7 +159,7 @@ async fn start_provider(
     tx: &mpsc::Sender<FromProvider>,
 ) -> Option<provider::AnyProvider> {
     let mut backoff =
-        crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
+        crate::timings::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
     let detection = loop {
         match provider::resolve_cloud(settings).await {
             Ok(d) => break d,

@@ -80,7 +80,7 @@ impl<F: Finish> Watcher<F> {
     /// Runs until the daemon is gone. Every failure is told to the daemon and retried.
     pub(crate) async fn run(mut self) {
         let mut backoff =
-            crate::imds::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(60));
+            crate::timings::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(60));
         loop {
             let why = match self.session().await {
                 Ok(()) => return,

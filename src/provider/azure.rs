@@ -47,11 +47,12 @@ use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
     SourceError, SourceState,
 };
-use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
 use crate::logging::{clean, warn_limited};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
+use crate::timings::Backoff;
 
 /// Path (without the query) of the Scheduled Events document.
 pub const EVENTS_PATH: &str = "/metadata/scheduledevents";

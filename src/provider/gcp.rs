@@ -62,10 +62,11 @@ use super::identity::{last_segment, Reads};
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
 };
-use crate::imds::{status_error, Backoff, ImdsClient, ImdsError, Reply};
+use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
 use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
+use crate::timings::Backoff;
 
 /// Path of the preemption flag (`TRUE` or `FALSE`).
 pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";

@@ -266,7 +266,7 @@ pub(crate) struct SourceState {
     /// of drifting off it by the time each read takes.
     anchor: Instant,
     pub next: Instant,
-    pub backoff: crate::imds::Backoff,
+    pub backoff: crate::timings::Backoff,
     pub last: Vec<Notice>,
 }
 
@@ -283,7 +283,7 @@ impl SourceState {
             pace,
             anchor: start,
             next: start,
-            backoff: crate::imds::Backoff::new(interval),
+            backoff: crate::timings::Backoff::new(interval),
             last: Vec::new(),
         }
     }
@@ -307,7 +307,7 @@ impl SourceState {
     /// with the others.
     pub(crate) fn set_interval(&mut self, interval: std::time::Duration, now: Instant) {
         self.interval = interval;
-        self.backoff = crate::imds::Backoff::new(interval);
+        self.backoff = crate::timings::Backoff::new(interval);
         self.next = self.next.min(self.next_on_grid(now));
     }
 

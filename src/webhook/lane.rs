@@ -14,9 +14,9 @@ use tokio::time::Instant;
 
 use super::client::{Answer, Client, Failure};
 use super::{WebhookOptions, WebhookUrl};
-use crate::imds::Backoff;
 use crate::notice::NoticeId;
 use crate::timefmt::format_duration;
+use crate::timings::Backoff;
 
 /// The longest delay between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
