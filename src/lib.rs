@@ -16,6 +16,7 @@ pub(crate) mod drain;
 pub(crate) mod executor;
 pub(crate) mod extras;
 pub(crate) mod files;
+pub(crate) mod https;
 pub(crate) mod imds;
 pub(crate) mod logging;
 pub(crate) mod logind;

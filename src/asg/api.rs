@@ -10,13 +10,10 @@ use std::time::Duration;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::TokioExecutor;
 
 use super::sigv4::{self, Credentials, Scope};
 use super::AsgError;
+use crate::https::HttpsClient;
 use crate::sandbox::IpPolicy;
 
 /// The API version every call names.
@@ -35,7 +32,7 @@ pub(crate) struct Api {
     host: String,
     port: u16,
     region: String,
-    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: HttpsClient,
     sandbox: Option<Arc<IpPolicy>>,
 }
 
@@ -235,40 +232,8 @@ impl Api {
 }
 
 /// The HTTPS client, with the system's CA roots when the endpoint is https.
-fn client(
-    https: bool,
-) -> Result<HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>, AsgError> {
-    let mut roots = rustls::RootCertStore::empty();
-    if https {
-        let found = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(found.certs);
-        if roots.is_empty() {
-            return Err(AsgError::Client(
-                "no CA certificate found in the system store; install ca-certificates, or point \
-                 SSL_CERT_FILE at a PEM bundle"
-                    .into(),
-            ));
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| AsgError::Client(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let mut tcp = HttpConnector::new();
-    tcp.enforce_http(false);
-    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    tcp.set_nodelay(true);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(tcp);
-    Ok(HyperClient::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(1)
-        .pool_idle_timeout(Duration::from_secs(30))
-        .build(connector))
+fn client(https: bool) -> Result<HttpsClient, AsgError> {
+    crate::https::client(https, CONNECT_TIMEOUT).map_err(AsgError::Client)
 }
 
 /// An error and its causes, on one line.

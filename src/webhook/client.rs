@@ -1,5 +1,6 @@
-//! The webhook HTTP client: hyper with rustls (ring) and the system's CA roots. Separate from
-//! the metadata client on purpose: that one must never speak TLS nor use a proxy.
+//! The webhook HTTP client: the shared HTTPS client (`https.rs`: hyper, rustls with ring, the
+//! system's CA roots) with the secret headers and the attempt timeout. Separate from the metadata
+//! client on purpose: that one must never speak TLS nor use a proxy.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -9,17 +10,14 @@ use std::time::Duration;
 use http::{HeaderValue, Method, Request};
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::TokioExecutor;
 
 use super::{SecretHeaders, WebhookError, WebhookOptions, WebhookUrl};
+use crate::https::HttpsClient;
 
 /// One HTTP(S) client for every webhook URL.
 #[derive(Clone)]
 pub(crate) struct Client {
-    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: HttpsClient,
     headers: SecretHeaders,
     timeout: Duration,
     sandbox: Option<Arc<crate::sandbox::IpPolicy>>,
@@ -115,30 +113,8 @@ impl Client {
         opts: &WebhookOptions,
         headers: SecretHeaders,
     ) -> Result<Client, WebhookError> {
-        let roots = if opts.urls.iter().any(WebhookUrl::is_https) {
-            system_roots()?
-        } else {
-            rustls::RootCertStore::empty()
-        };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| WebhookError::Tls(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let mut tcp = HttpConnector::new();
-        tcp.enforce_http(false);
-        tcp.set_connect_timeout(Some(opts.connect_timeout));
-        tcp.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(tcp);
-        let http = HyperClient::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(1)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(https);
+        let https = opts.urls.iter().any(WebhookUrl::is_https);
+        let http = crate::https::client(https, opts.connect_timeout).map_err(WebhookError::Tls)?;
         Ok(Client {
             http,
             headers,
@@ -233,33 +209,6 @@ async fn drain_body(mut body: hyper::body::Incoming) {
             None => return,
         }
     }
-}
-
-/// The system's CA roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set). Unreadable certificates
-/// are skipped; no usable root at all is an error, as every HTTPS delivery would fail.
-fn system_roots() -> Result<rustls::RootCertStore, WebhookError> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = rustls::RootCertStore::empty();
-    let (_, ignored) = roots.add_parsable_certificates(found.certs);
-    if roots.is_empty() {
-        let why = found
-            .errors
-            .first()
-            .map(|e| format!(" ({e})"))
-            .unwrap_or_default();
-        return Err(WebhookError::Tls(format!(
-            "no CA certificate found in the system store{why}; install ca-certificates, or \
-             point SSL_CERT_FILE at a PEM bundle"
-        )));
-    }
-    if ignored > 0 || !found.errors.is_empty() {
-        tracing::debug!(
-            "webhooks: {} CA roots loaded, {ignored} unusable, {} read errors",
-            roots.len(),
-            found.errors.len()
-        );
-    }
-    Ok(roots)
 }
 
 /// Names the cause of a failed request from the error's chain.

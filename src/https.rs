@@ -1,0 +1,121 @@
+//! The one HTTPS client builder: hyper over rustls (ring) with the system's CA roots, HTTP/1
+//! only, one kept connection per host. The webhook deliveries and the Auto Scaling API use it;
+//! the metadata service, which is plain HTTP on a link-local address, has its own reader
+//! (`imds/blocking.rs`).
+//!
+//! Depends on nothing else in nthd.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+
+/// A client for `http://` and `https://` URLs.
+pub(crate) type HttpsClient = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Builds the client. The CA roots are read only when `https` (some URL it will reach is
+/// `https`): an error says what to install when there are none. `connect_timeout` bounds each
+/// TCP connection.
+pub(crate) fn client(https: bool, connect_timeout: Duration) -> Result<HttpsClient, String> {
+    let roots = if https {
+        system_roots()?
+    } else {
+        rustls::RootCertStore::empty()
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_connect_timeout(Some(connect_timeout));
+    tcp.set_nodelay(true);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    Ok(HyperClient::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(1)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector))
+}
+
+/// The system's CA roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set). Unreadable certificates
+/// are skipped; no usable root at all is an error, as every HTTPS request would fail.
+fn system_roots() -> Result<rustls::RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    let (_, ignored) = roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        let why = found
+            .errors
+            .first()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default();
+        return Err(format!(
+            "no CA certificate found in the system store{why}; install ca-certificates, or \
+             point SSL_CERT_FILE at a PEM bundle"
+        ));
+    }
+    if ignored > 0 || !found.errors.is_empty() {
+        tracing::debug!(
+            "{} CA roots loaded, {ignored} unusable, {} read errors",
+            roots.len(),
+            found.errors.len()
+        );
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_roots_are_read_for_plain_http_and_none_found_says_what_to_install() {
+        assert!(client(false, Duration::from_secs(1)).is_ok());
+        // SSL_CERT_FILE pointing at nothing usable (and no directory) leaves no roots.
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "https::tests::roots_from_the_environment",
+                "--nocapture",
+            ])
+            .env("SSL_CERT_FILE", &empty)
+            .env("SSL_CERT_DIR", dir.path())
+            .env("NTHD_TEST_ROOTS", "none")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&child.stdout);
+        assert!(child.status.success(), "{out}");
+        assert!(out.contains("roots: install ca-certificates"), "{out}");
+    }
+
+    /// Run by the test above in a process of its own, with `SSL_CERT_FILE` set.
+    #[test]
+    fn roots_from_the_environment() {
+        if std::env::var_os("NTHD_TEST_ROOTS").is_none() {
+            return;
+        }
+        let e = client(true, Duration::from_secs(1))
+            .err()
+            .unwrap_or_default();
+        let fix = if e.contains("install ca-certificates") {
+            "install ca-certificates"
+        } else {
+            "?"
+        };
+        println!("roots: {fix}");
+    }
+}
