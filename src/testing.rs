@@ -102,11 +102,12 @@ pub mod policy {
 
 pub mod provider {
     pub use crate::provider::{Observation, Provider};
+    pub use crate::timings::Timings;
 
     pub mod alibaba {
         pub use crate::provider::alibaba::{
-            parse_termination_time, Alibaba, AlibabaOptions, INSTANCE_ID_PATH, INSTANCE_TYPE_PATH,
-            SPOT_PATH, TOKEN_PATH, ZONE_PATH,
+            parse_termination_time, Alibaba, INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, SPOT_PATH,
+            TOKEN_PATH, ZONE_PATH,
         };
     }
 
@@ -120,8 +121,8 @@ pub mod provider {
 
     pub mod azure {
         pub use crate::provider::azure::{
-            parse_document, parse_events, parse_vm_name, Azure, AzureOptions, COMPUTE_PATH,
-            EVENTS_PATH, NAME_PATH,
+            parse_document, parse_events, parse_vm_name, Azure, COMPUTE_PATH, EVENTS_PATH,
+            NAME_PATH,
         };
     }
 
@@ -131,7 +132,7 @@ pub mod provider {
 
     pub mod gcp {
         pub use crate::provider::gcp::{
-            parse_maintenance_event, parse_preempted, parse_upcoming_maintenance, Gcp, GcpOptions,
+            parse_maintenance_event, parse_preempted, parse_upcoming_maintenance, Gcp,
             INSTANCE_ID_PATH, MACHINE_TYPE_PATH, MAINTENANCE_PATH, PREEMPTED_PATH,
             PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, UPCOMING_PATH, ZONE_PATH,
         };
@@ -139,7 +140,7 @@ pub mod provider {
 
     pub mod tencent {
         pub use crate::provider::tencent::{
-            parse_termination_time, Tencent, TencentOptions, CHARGE_TYPE_PATH, INSTANCE_ID_PATH,
+            parse_termination_time, Tencent, CHARGE_TYPE_PATH, INSTANCE_ID_PATH,
             INSTANCE_TYPE_PATH, SPOT_PATH, UTC_OFFSET_SECS, ZONE_PATH,
         };
     }

@@ -2,9 +2,9 @@
 //! place.
 //!
 //! The defaults table below is the only place a default poll interval is written; clap's
-//! `default_value`s, each provider's options ([`crate::provider::aws::AwsOptions`] and the others), the
-//! status file's blind-after, the systemd watchdog window and the poll-interval check all read
-//! it. After detection, [`Set::resolve`] turns the table and the settings into one value
+//! `default_value`s, every provider (each is built from the resolved [`Timings`]; AWS adds its
+//! IMDSv2 settings in [`crate::provider::aws::AwsOptions`]), the status file's blind-after, the
+//! systemd watchdog window and the poll-interval check all read it. After detection, [`Set::resolve`] turns the table and the settings into one value
 //! per cloud, and every consumer takes its numbers from that value.
 //!
 //! It also holds [`Backoff`], the one rule for spacing retries after failures: metadata

@@ -306,10 +306,10 @@ impl Contract for GcpCase {
     ];
     const LONG_POLLS: bool = true;
     fn build(client: ImdsClient) -> provider::gcp::Gcp {
-        let opts = provider::gcp::GcpOptions {
-            wait: Duration::from_secs(1),
-            retry_interval: Duration::from_millis(100),
-            ..provider::gcp::GcpOptions::default()
+        let opts = provider::Timings {
+            gcp_wait: Duration::from_secs(1),
+            poll: Duration::from_millis(100),
+            ..provider::Timings::defaults(nthd::testing::notice::Cloud::Gcp)
         };
         shared::gcp(client, opts)
     }

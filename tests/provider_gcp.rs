@@ -9,18 +9,32 @@ use std::time::{Duration, Instant};
 
 use common::provider::{fast_client_options as fast_client, kinds};
 use nthd::testing::imds::{ClientOptions, ImdsClient, ImdsError};
-use nthd::testing::notice::NoticeKind;
-use nthd::testing::provider::gcp::{Gcp, GcpOptions, MAINTENANCE_PATH, PREEMPTED_PATH};
+use nthd::testing::notice::{Cloud, NoticeKind};
+use nthd::testing::provider::gcp::{Gcp, MAINTENANCE_PATH, PREEMPTED_PATH};
+use nthd::testing::provider::Timings;
 use nthd::testing::provider::{Observation, Provider};
 use nthd_testkit::imds::{Fault, LoggedRequest, MockImds, Response};
 
 const RETRY: Duration = Duration::from_millis(100);
 
+/// A provider that long-polls for `wait` and reads the upcoming maintenance window every
+/// `upcoming` while a notice is listed.
+fn reading_upcoming_every(m: &MockImds, wait: Duration, upcoming: Duration) -> Gcp {
+    let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
+    let timings = Timings {
+        gcp_wait: wait,
+        poll: RETRY,
+        slow_poll: upcoming,
+        ..Timings::defaults(Cloud::Gcp)
+    };
+    common::provider::gcp(client, timings)
+}
+
 fn provider_with(m: &MockImds, wait: Duration, client: ClientOptions) -> Gcp {
-    let opts = GcpOptions {
-        wait,
-        retry_interval: RETRY,
-        ..GcpOptions::default()
+    let opts = Timings {
+        gcp_wait: wait,
+        poll: RETRY,
+        ..Timings::defaults(Cloud::Gcp)
     };
     common::provider::gcp(ImdsClient::new(&m.url(), client).unwrap(), opts)
 }
@@ -705,15 +719,7 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
         Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
     );
     m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
-    let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
-    let mut p = common::provider::gcp(
-        client,
-        GcpOptions {
-            wait: Duration::from_secs(60),
-            retry_interval: RETRY,
-            upcoming_interval: Duration::from_millis(300),
-        },
-    );
+    let mut p = reading_upcoming_every(&m, Duration::from_secs(60), Duration::from_millis(300));
     assert!(p
         .describe()
         .contains("instance/upcoming-maintenance every 300ms"));
@@ -773,15 +779,7 @@ async fn the_maintenance_window_is_not_reread_on_every_poll() {
         Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE").with_header("ETag", ""),
     );
     m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
-    let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
-    let mut p = common::provider::gcp(
-        client,
-        GcpOptions {
-            wait: Duration::from_secs(30),
-            retry_interval: RETRY,
-            upcoming_interval: Duration::from_millis(500),
-        },
-    );
+    let mut p = reading_upcoming_every(&m, Duration::from_secs(30), Duration::from_millis(500));
     let t = Instant::now();
     let mut observations = 0;
     while t.elapsed() < Duration::from_millis(2200) {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::identity::Reads;
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
-    SourceState,
+    SourceState, Timings,
 };
 use crate::imds::{
     get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
@@ -45,33 +45,10 @@ const TOKEN_HEADER: &str = "x-aliyun-ecs-metadata-token";
 /// Requested token lifetime (the longest Alibaba allows).
 const TOKEN_TTL: Duration = Duration::from_secs(21600);
 
-/// How nthd polls Alibaba Cloud ECS metadata.
-#[derive(Clone, Debug)]
-pub struct AlibabaOptions {
-    /// How often the spot termination time is read.
-    pub poll_interval: Duration,
-}
-
-impl Default for AlibabaOptions {
-    /// The plan's defaults on Alibaba.
-    fn default() -> Self {
-        AlibabaOptions::from_timings(&super::Timings::defaults(Cloud::Alibaba))
-    }
-}
-
-impl AlibabaOptions {
-    /// The options with the plan's poll interval.
-    pub fn from_timings(t: &super::Timings) -> AlibabaOptions {
-        AlibabaOptions {
-            poll_interval: t.poll,
-        }
-    }
-}
-
 /// The Alibaba provider.
 pub struct Alibaba {
     client: ImdsClient,
-    opts: AlibabaOptions,
+    poll_interval: Duration,
     token: TokenCache,
     /// The token PUT was refused: read without a token.
     plain_mode: bool,
@@ -81,11 +58,11 @@ pub struct Alibaba {
 
 impl Alibaba {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
-    pub fn new(client: ImdsClient, opts: AlibabaOptions) -> Alibaba {
+    pub fn new(client: ImdsClient, timings: &Timings) -> Alibaba {
         Alibaba {
-            source: SourceState::new(SRC_SPOT, opts.poll_interval, Pace::Urgent, Instant::now()),
+            source: SourceState::new(SRC_SPOT, timings.poll, Pace::Urgent, Instant::now()),
             client,
-            opts,
+            poll_interval: timings.poll,
             token: TokenCache::new(TOKEN_PATH, TTL_HEADER, TOKEN_TTL),
             plain_mode: false,
             told_plain_mode: false,
@@ -190,7 +167,7 @@ impl Provider for Alibaba {
             } else {
                 "with a hardened-mode token unless the instance is in normal mode"
             },
-            timefmt::format_duration(self.opts.poll_interval),
+            timefmt::format_duration(self.poll_interval),
         )
     }
 

@@ -45,7 +45,7 @@ use serde_json::{Map, Value};
 use super::identity::{clean_value, Reads};
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
-    SourceError, SourceState,
+    SourceError, SourceState, Timings,
 };
 use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
@@ -79,29 +79,6 @@ pub(crate) const FIRST_REQUEST_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The longest EventId kept as the platform's id (longer ones are only fingerprinted).
 const MAX_EVENT_ID: usize = 256;
-
-/// How nthd polls Azure Scheduled Events.
-#[derive(Clone, Debug)]
-pub struct AzureOptions {
-    /// How often the Scheduled Events document is read.
-    pub poll_interval: Duration,
-}
-
-impl Default for AzureOptions {
-    /// The plan's defaults on Azure.
-    fn default() -> Self {
-        AzureOptions::from_timings(&super::Timings::defaults(Cloud::Azure))
-    }
-}
-
-impl AzureOptions {
-    /// The options with the plan's poll interval.
-    pub fn from_timings(t: &super::Timings) -> AzureOptions {
-        AzureOptions {
-            poll_interval: t.poll,
-        }
-    }
-}
 
 /// One event of the document, leniently extracted (missing or mistyped fields are empty).
 #[derive(Clone, Debug, PartialEq)]
@@ -393,7 +370,7 @@ type Pending = Pin<Box<dyn Future<Output = Result<Reply, ImdsError>> + Send>>;
 /// The Azure provider.
 pub struct Azure {
     client: ImdsClient,
-    opts: AzureOptions,
+    poll_interval: Duration,
     vm_name: Option<String>,
     name_next: Instant,
     name_backoff: Backoff,
@@ -487,14 +464,14 @@ impl Azure {
     }
 
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
-    pub fn new(client: ImdsClient, opts: AzureOptions) -> Azure {
+    pub fn new(client: ImdsClient, timings: &Timings) -> Azure {
         let now = Instant::now();
         Azure {
-            events: SourceState::new(SRC_EVENTS, opts.poll_interval, Pace::Urgent, now),
-            name_backoff: Backoff::new(opts.poll_interval),
+            events: SourceState::new(SRC_EVENTS, timings.poll, Pace::Urgent, now),
+            name_backoff: Backoff::new(timings.poll),
             name_next: now,
             client,
-            opts,
+            poll_interval: timings.poll,
             vm_name: None,
             answered: false,
             inflight: None,
@@ -590,7 +567,7 @@ impl Provider for Azure {
         format!(
             "Azure Scheduled Events at {} every {}, acting only on events for this VM",
             self.client.base(),
-            timefmt::format_duration(self.opts.poll_interval),
+            timefmt::format_duration(self.poll_interval),
         )
     }
 

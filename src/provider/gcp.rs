@@ -47,7 +47,7 @@
 //!
 //! While `maintenance-event` is TERMINATE_ON_HOST_MAINTENANCE, `instance/upcoming-maintenance`
 //! gives the notice its deadline (the window's start). It is read when the event appears and
-//! again every [`GcpOptions::upcoming_interval`] while it stays listed: `observe()` also returns
+//! again every slow poll interval ([`Timings::slow_poll`]) while it stays listed: `observe()` also returns
 //! when that re-read falls due, so a window Google moves moves the deferred power-off with it,
 //! even while both long-polls are still waiting.
 
@@ -61,6 +61,7 @@ use http::Method;
 use super::identity::{last_segment, Reads};
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider, SourceError,
+    Timings,
 };
 use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
@@ -75,7 +76,7 @@ pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
 pub const MAINTENANCE_PATH: &str = "/computeMetadata/v1/instance/maintenance-event";
 /// When the maintenance starts, on machine families that announce it (at least 7 days ahead
 /// for scheduled maintenance): read when `maintenance-event` turns to TERMINATE, then every
-/// [`GcpOptions::upcoming_interval`] while it stays so.
+/// slow poll interval ([`Timings::slow_poll`]) while it stays so.
 pub const UPCOMING_PATH: &str = "/computeMetadata/v1/instance/upcoming-maintenance";
 /// Path of the numeric instance id.
 pub const INSTANCE_ID_PATH: &str = "/computeMetadata/v1/instance/id";
@@ -105,38 +106,6 @@ pub(crate) const MAX_WAIT_SECS: u64 = 300;
 
 /// The longest ETag nthd sends back; longer ones are treated as missing.
 const MAX_ETAG: usize = 256;
-
-/// How nthd watches the GCP metadata server.
-#[derive(Clone, Debug)]
-pub struct GcpOptions {
-    /// `timeout_sec` of one long-poll (whole seconds, at least 1).
-    pub wait: Duration,
-    /// The delay before a failed request is retried. Also the first delay before a throttled
-    /// (429) or misbehaving request is retried (that delay grows while it repeats), and the
-    /// poll interval when the server sends no ETags.
-    pub retry_interval: Duration,
-    /// How often `instance/upcoming-maintenance` is re-read while a TERMINATE_ON_HOST_MAINTENANCE
-    /// notice is listed (the slow poll interval), so a moved window moves the deferred action.
-    pub upcoming_interval: Duration,
-}
-
-impl Default for GcpOptions {
-    /// The plan's defaults on GCP.
-    fn default() -> Self {
-        GcpOptions::from_timings(&super::Timings::defaults(Cloud::Gcp))
-    }
-}
-
-impl GcpOptions {
-    /// The options with the plan's intervals.
-    pub fn from_timings(t: &super::Timings) -> GcpOptions {
-        GcpOptions {
-            wait: t.gcp_wait,
-            retry_interval: t.poll,
-            upcoming_interval: t.slow_poll,
-        }
-    }
-}
 
 type Pending = Pin<Box<dyn Future<Output = Attempt> + Send>>;
 
@@ -179,7 +148,7 @@ struct Key {
 }
 
 impl Key {
-    fn new(source: SourceId, path: &'static str, parse: Parser, opts: &GcpOptions) -> Key {
+    fn new(source: SourceId, path: &'static str, parse: Parser, opts: &Timings) -> Key {
         Key {
             source,
             path,
@@ -187,7 +156,7 @@ impl Key {
             etag: None,
             long_poll: false,
             not_before: Instant::now(),
-            backoff: Backoff::new(opts.retry_interval),
+            backoff: Backoff::new(opts.poll),
             quick: 0,
             suspect: false,
             last: Vec::new(),
@@ -267,7 +236,7 @@ struct Upcoming {
 /// The GCP provider.
 pub struct Gcp {
     client: ImdsClient,
-    opts: GcpOptions,
+    opts: Timings,
     keys: [Key; 2],
     /// Set while a TERMINATE notice is listed, from its first read on.
     upcoming: Option<Upcoming>,
@@ -275,19 +244,19 @@ pub struct Gcp {
 
 impl Gcp {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
-    pub fn new(client: ImdsClient, opts: GcpOptions) -> Gcp {
+    pub fn new(client: ImdsClient, opts: &Timings) -> Gcp {
         let keys = [
-            Key::new(SRC_PREEMPTED, PREEMPTED_PATH, parse_preempted, &opts),
+            Key::new(SRC_PREEMPTED, PREEMPTED_PATH, parse_preempted, opts),
             Key::new(
                 SRC_MAINTENANCE,
                 MAINTENANCE_PATH,
                 parse_maintenance_event,
-                &opts,
+                opts,
             ),
         ];
         Gcp {
             client,
-            opts,
+            opts: *opts,
             keys,
             upcoming: None,
         }
@@ -295,7 +264,7 @@ impl Gcp {
 
     /// Gives a TERMINATE_ON_HOST_MAINTENANCE notice the maintenance's start as its deadline,
     /// from `instance/upcoming-maintenance`, read when the notice appears and again every
-    /// [`GcpOptions::upcoming_interval`] while it is listed. It comes about 60 s ahead on most
+    /// slow poll interval ([`Timings::slow_poll`]) while it is listed. It comes about 60 s ahead on most
     /// VMs but about an hour ahead on GPU VMs; with the start known, the policy powers off at
     /// the last safe moment instead of throwing that hour away. Without one: at once.
     async fn add_maintenance_start(&mut self, obs: &mut Observation) {
@@ -308,7 +277,7 @@ impl Gcp {
             return;
         }
         if self.upcoming.is_none_or(|u| u.next_read <= Instant::now()) {
-            let (client, interval) = (self.client.clone(), self.opts.upcoming_interval);
+            let (client, interval) = (self.client.clone(), self.opts.slow_poll);
             self.upcoming = Some(read_upcoming(client, self.upcoming, interval).await);
         }
         let start = self.upcoming.and_then(|u| u.start);
@@ -362,7 +331,7 @@ impl Gcp {
     /// `timeout_sec` for long-polls: no maximum is documented, so at most 300 s (Google's own
     /// guest agent uses 60 s).
     fn wait_secs(&self) -> u64 {
-        self.opts.wait.as_secs().clamp(1, MAX_WAIT_SECS)
+        self.opts.gcp_wait.as_secs().clamp(1, MAX_WAIT_SECS)
     }
 
     /// The client-side timeout of one long-poll: the wait plus a few seconds.
@@ -381,7 +350,7 @@ impl Gcp {
     fn finish(&mut self, i: usize, attempt: Attempt, obs: &mut Observation) {
         let now = Instant::now();
         let early_threshold = self.early_threshold();
-        let retry = self.opts.retry_interval;
+        let retry = self.opts.poll;
         let url = self.client.url(self.keys[i].path);
         let k = &mut self.keys[i];
         let Some(inflight) = k.inflight.take() else {
@@ -760,8 +729,8 @@ impl Provider for Gcp {
              instance/upcoming-maintenance every {} while a TERMINATE maintenance is listed",
             self.client.base(),
             timefmt::format_duration(Duration::from_secs(self.wait_secs())),
-            timefmt::format_duration(self.opts.retry_interval),
-            timefmt::format_duration(self.opts.upcoming_interval),
+            timefmt::format_duration(self.opts.poll),
+            timefmt::format_duration(self.opts.slow_poll),
         )
     }
 
@@ -821,7 +790,7 @@ mod tests {
 
     /// How long `key` waits before its next request, after each of `n` failures with `error`.
     fn delays_after_failures(key: &mut Key, error: &ImdsError, n: usize) -> Vec<Duration> {
-        let retry = GcpOptions::default().retry_interval;
+        let retry = Timings::defaults(Cloud::Gcp).poll;
         let mut obs = Observation::default();
         (0..n)
             .map(|_| {
@@ -837,13 +806,13 @@ mod tests {
             SRC_PREEMPTED,
             PREEMPTED_PATH,
             parse_preempted,
-            &GcpOptions::default(),
+            &Timings::defaults(Cloud::Gcp),
         )
     }
 
     #[test]
     fn a_failed_long_poll_is_re_armed_within_the_retry_interval_however_many_failed() {
-        let retry = GcpOptions::default().retry_interval;
+        let retry = Timings::defaults(Cloud::Gcp).poll;
         for error in [
             status_error(U.into(), 503),
             ImdsError::malformed(U, "expected TRUE or FALSE", "MAYBE"),
@@ -1001,16 +970,16 @@ mod tests {
     #[test]
     fn timeouts_follow_the_wait() {
         let client = ImdsClient::new("http://127.0.0.1:1", Default::default()).unwrap();
-        let g = Gcp::new(client.clone(), GcpOptions::default());
+        let g = Gcp::new(client.clone(), &Timings::defaults(Cloud::Gcp));
         assert_eq!(g.wait_secs(), 60);
         assert_eq!(g.long_poll_timeout(), Duration::from_secs(63));
         assert_eq!(g.early_threshold(), Duration::from_secs(1));
         let g = Gcp::new(
             client,
-            GcpOptions {
-                wait: Duration::from_millis(10),
-                retry_interval: Duration::from_millis(10),
-                ..GcpOptions::default()
+            &Timings {
+                gcp_wait: Duration::from_millis(10),
+                poll: Duration::from_millis(10),
+                ..Timings::defaults(Cloud::Gcp)
             },
         );
         assert_eq!(g.wait_secs(), 1, "timeout_sec is at least 1");

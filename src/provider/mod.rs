@@ -77,19 +77,10 @@ pub(crate) fn build_with(cloud: Cloud, client: ImdsClient, s: &ProviderSettings)
                 ..aws::AwsOptions::from_timings(&t)
             },
         )),
-        Cloud::Gcp => AnyProvider::Gcp(gcp::Gcp::new(client, gcp::GcpOptions::from_timings(&t))),
-        Cloud::Azure => AnyProvider::Azure(azure::Azure::new(
-            client,
-            azure::AzureOptions::from_timings(&t),
-        )),
-        Cloud::Alibaba => AnyProvider::Alibaba(alibaba::Alibaba::new(
-            client,
-            alibaba::AlibabaOptions::from_timings(&t),
-        )),
-        Cloud::Tencent => AnyProvider::Tencent(tencent::Tencent::new(
-            client,
-            tencent::TencentOptions::from_timings(&t),
-        )),
+        Cloud::Gcp => AnyProvider::Gcp(gcp::Gcp::new(client, &t)),
+        Cloud::Azure => AnyProvider::Azure(azure::Azure::new(client, &t)),
+        Cloud::Alibaba => AnyProvider::Alibaba(alibaba::Alibaba::new(client, &t)),
+        Cloud::Tencent => AnyProvider::Tencent(tencent::Tencent::new(client, &t)),
     }
 }
 

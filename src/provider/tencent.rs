@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::identity::Reads;
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
-    SourceState,
+    SourceState, Timings,
 };
 use crate::imds::{status_error, ImdsClient, ImdsError};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
@@ -43,43 +43,20 @@ const SRC_SPOT: SourceId = SourceId::new("tencent/spot/termination-time");
 /// Tencent documents the termination time as UTC+8.
 pub const UTC_OFFSET_SECS: i64 = 8 * 3600;
 
-/// How nthd polls Tencent Cloud metadata.
-#[derive(Clone, Debug)]
-pub struct TencentOptions {
-    /// How often the spot termination time is read.
-    pub poll_interval: Duration,
-}
-
-impl Default for TencentOptions {
-    /// The plan's defaults on Tencent.
-    fn default() -> Self {
-        TencentOptions::from_timings(&super::Timings::defaults(Cloud::Tencent))
-    }
-}
-
-impl TencentOptions {
-    /// The options with the plan's poll interval.
-    pub fn from_timings(t: &super::Timings) -> TencentOptions {
-        TencentOptions {
-            poll_interval: t.poll,
-        }
-    }
-}
-
 /// The Tencent Cloud provider.
 pub struct Tencent {
     client: ImdsClient,
-    opts: TencentOptions,
+    poll_interval: Duration,
     source: SourceState,
 }
 
 impl Tencent {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
-    pub fn new(client: ImdsClient, opts: TencentOptions) -> Tencent {
+    pub fn new(client: ImdsClient, timings: &Timings) -> Tencent {
         Tencent {
-            source: SourceState::new(SRC_SPOT, opts.poll_interval, Pace::Urgent, Instant::now()),
+            source: SourceState::new(SRC_SPOT, timings.poll, Pace::Urgent, Instant::now()),
             client,
-            opts,
+            poll_interval: timings.poll,
         }
     }
 
@@ -145,7 +122,7 @@ impl Provider for Tencent {
         format!(
             "Tencent Cloud CVM metadata at {}: spot termination-time every {}",
             self.client.base(),
-            timefmt::format_duration(self.opts.poll_interval),
+            timefmt::format_duration(self.poll_interval),
         )
     }
 

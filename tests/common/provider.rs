@@ -5,13 +5,13 @@
 use std::time::{Duration, Instant};
 
 use nthd::testing::imds::{ClientOptions, ImdsClient};
-use nthd::testing::notice::NoticeKind;
-use nthd::testing::provider::alibaba::{Alibaba, AlibabaOptions};
+use nthd::testing::notice::{Cloud, NoticeKind};
+use nthd::testing::provider::alibaba::Alibaba;
 use nthd::testing::provider::aws::{Aws, AwsOptions};
-use nthd::testing::provider::azure::{Azure, AzureOptions};
-use nthd::testing::provider::gcp::{Gcp, GcpOptions};
-use nthd::testing::provider::tencent::{Tencent, TencentOptions};
-use nthd::testing::provider::{Observation, Provider};
+use nthd::testing::provider::azure::Azure;
+use nthd::testing::provider::gcp::Gcp;
+use nthd::testing::provider::tencent::Tencent;
+use nthd::testing::provider::{Observation, Provider, Timings};
 use nthd_testkit::imds::{Config, MockImds};
 
 /// The client options of the provider tests: 500 ms to connect and to answer, so a hanging
@@ -60,23 +60,23 @@ pub(crate) fn aws(client: ImdsClient, opts: AwsOptions) -> Aws {
 }
 
 /// The GCP provider on `client`.
-pub(crate) fn gcp(client: ImdsClient, opts: GcpOptions) -> Gcp {
-    Gcp::new(client, opts)
+pub(crate) fn gcp(client: ImdsClient, timings: Timings) -> Gcp {
+    Gcp::new(client, &timings)
 }
 
 /// The Azure provider on `client`, polling every `poll_interval`.
 pub(crate) fn azure(client: ImdsClient, poll_interval: Duration) -> Azure {
-    Azure::new(client, AzureOptions { poll_interval })
+    Azure::new(client, &poll_every(Cloud::Azure, poll_interval))
 }
 
 /// The Alibaba Cloud provider on `client`, polling every `poll_interval`.
 pub(crate) fn alibaba(client: ImdsClient, poll_interval: Duration) -> Alibaba {
-    Alibaba::new(client, AlibabaOptions { poll_interval })
+    Alibaba::new(client, &poll_every(Cloud::Alibaba, poll_interval))
 }
 
 /// The Tencent Cloud provider on `client`, polling every `poll_interval`.
 pub(crate) fn tencent(client: ImdsClient, poll_interval: Duration) -> Tencent {
-    Tencent::new(client, TencentOptions { poll_interval })
+    Tencent::new(client, &poll_every(Cloud::Tencent, poll_interval))
 }
 
 /// The kinds of the notices observed, sorted.
@@ -120,4 +120,12 @@ pub(crate) async fn spot_notice_powers_off(
     logind
         .wait_for_method("PowerOff", 1, Duration::from_secs(5))
         .await
+}
+
+/// `cloud`'s default timings, polling every `poll`.
+pub(crate) fn poll_every(cloud: Cloud, poll: Duration) -> Timings {
+    Timings {
+        poll,
+        ..Timings::defaults(cloud)
+    }
 }
