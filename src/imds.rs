@@ -1,36 +1,30 @@
-//! The shared HTTP client for metadata services.
+//! The one HTTP client for metadata services.
 //!
 //! It sets connect and total timeouts, caps every body (a hostile or broken endpoint cannot make
 //! nthd read gigabytes), never uses a proxy (IMDS is link-local; an `http_proxy` in the
-//! environment must not capture it), never follows a redirect, keeps connections alive for
-//! the next request, and provides the backoff used between failed reads.
+//! environment must not capture it), never follows a redirect, never speaks TLS (metadata
+//! services speak plain HTTP), and keeps connections alive for the next request.
 //!
-//! It is hyper's HTTP/1 client connection (the stack the webhooks use, without TLS: metadata
-//! services speak plain HTTP, so nthd cannot speak TLS to them by accident) under a pool of at
-//! most [`MAX_IDLE`] idle connections. Each request is a few hundred bytes written on a kept
-//! connection and one answer read from it: no URL parsing, no proxy or redirect machinery and
-//! no task spawned, not even for the connection (the request drives it, [`kept`]), because nthd
-//! makes one or two of them every second for as long as the machine runs.
+//! Every read is made by [`blocking`]: the request written on a kept connection with
+//! `write(2)` and the answer read with `read(2)`, with httparse for the head and a bound on
+//! every part of the answer. On the daemon's metadata reader thread it runs inline
+//! ([`ClientOptions::inline`]): a poll is one wakeup with no runtime between, which costs what
+//! the least possible client costs (docs/performance.md). Anywhere else (the commands, GCP's
+//! long-polls, Azure's first call, the Auto Scaling credentials) the same exchange runs on
+//! tokio's blocking pool, so a caller on a runtime never blocks it. One transport, one retry
+//! rule, one set of limits.
 //!
-//! The daemon's metadata reader thread makes the same reads with blocking sockets instead
-//! ([`ClientOptions::blocking`], [`blocking`]): there a read is a `write(2)` and a `read(2)`
-//! with no runtime between, which costs what the least possible client costs
-//! (docs/performance.md). Everything else (the commands, GCP's long-polls, Azure's first call)
-//! reads through hyper, as above.
+//! systemd-imdsd's Varlink service ([`imdsd`]) is the other route, when a prohibit route locks
+//! IMDS or `NTHD_IMDS_VIA` says so.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use http::{Method, StatusCode, Uri};
 
 mod blocking;
 pub(crate) mod imdsd;
-mod kept;
 pub(crate) use imdsd::{Imdsd, Refusal};
-use kept::Kept;
 
 /// How nthd reaches the metadata service (`NTHD_IMDS_VIA`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -66,10 +60,10 @@ pub struct ClientOptions {
     pub imdsd_socket: std::path::PathBuf,
     /// Where the polkit files that explain a refusal are read (`/`; a directory in tests).
     pub imdsd_root: std::path::PathBuf,
-    /// Direct reads with blocking sockets on the calling thread (`imds/blocking.rs`): only for the
-    /// metadata reader thread, whose runtime serves nothing else. systemd-imdsd's Varlink
-    /// stays asynchronous.
-    pub blocking: bool,
+    /// Direct reads made on the calling thread, blocking it: only for the metadata reader
+    /// thread, whose runtime serves nothing else. Otherwise they run on tokio's blocking pool.
+    /// systemd-imdsd's Varlink stays asynchronous.
+    pub inline: bool,
 }
 
 impl Default for ClientOptions {
@@ -83,7 +77,7 @@ impl Default for ClientOptions {
             via: Via::Auto,
             imdsd_socket: imdsd::SOCKET.into(),
             imdsd_root: "/".into(),
-            blocking: false,
+            inline: false,
         }
     }
 }
@@ -295,8 +289,6 @@ const MAX_IDLE: usize = 4;
 /// A connection idle for longer is closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const USER_AGENT: &str = concat!("nthd/", env!("CARGO_PKG_VERSION"));
-const ANY: HeaderValue = HeaderValue::from_static("*/*");
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// Status, ETag and body of one answer.
 type Answer = (u16, Option<String>, Vec<u8>);
@@ -332,10 +324,6 @@ struct Conn {
     /// The host as written in the base URL (an IPv6 address in brackets).
     host: String,
     port: u16,
-    /// The `Host` header: the base URL's authority.
-    authority: HeaderValue,
-    idle: Mutex<Vec<Kept>>,
-    /// The kept connections of the blocking reads.
     pool: blocking::Pool,
 }
 
@@ -356,8 +344,6 @@ enum Failure {
     /// No TCP connection within the connect timeout.
     ConnectTimeout,
     /// The connection broke, or what came back is not HTTP.
-    Http(hyper::Error),
-    /// The same, on the blocking path.
     Io(std::io::Error),
     /// A kept connection was reset before any of the answer came, and no new one took over.
     Closed,
@@ -369,25 +355,23 @@ enum Failure {
 
 impl ImdsClient {
     /// `base` is e.g. `http://169.254.169.254` or `http://[fd00:ec2::254]`.
-    pub fn new(base: &str, mut opts: ClientOptions) -> Result<ImdsClient, ImdsError> {
+    pub fn new(base: &str, opts: ClientOptions) -> Result<ImdsClient, ImdsError> {
         let base = normalize_base(base)?;
         let (host, port) = host_port(&base).ok_or_else(|| ImdsError::BadEndpoint {
             url: base.clone(),
             reason: "no host".into(),
         })?;
-        // A name (an NTHD_IMDS_ENDPOINT of the user's) is read on the runtime: a blocking
-        // lookup has no timeout of its own, where tokio's is abandoned after the connect
-        // timeout. Every cloud's own endpoint is an address.
-        let literal = host.trim_start_matches('[').trim_end_matches(']');
-        opts.blocking &= literal.parse::<std::net::IpAddr>().is_ok();
-        let authority = HeaderValue::from_str(&base["http://".len()..])
-            .map_err(|e| ImdsError::Client(e.to_string()))?;
+        let authority = &base["http://".len()..];
+        if !authority.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ImdsError::BadEndpoint {
+                url: crate::redact::shown(&base),
+                reason: "the host is not printable ASCII".into(),
+            });
+        }
         let conn = Arc::new(Conn {
-            pool: blocking::Pool::new(host.clone(), port, &base["http://".len()..]),
+            pool: blocking::Pool::new(host.clone(), port, authority),
             host,
             port,
-            authority,
-            idle: Mutex::new(Vec::new()),
         });
         let route = Arc::new(Route {
             imdsd: Imdsd::new(opts.imdsd_socket.clone(), opts.imdsd_root.clone()),
@@ -419,11 +403,11 @@ impl ImdsClient {
         self.route.imdsd.socket()
     }
 
-    /// The same client (sharing its connections and route) with its reads on the runtime,
-    /// for a request that must not block the reader thread (a wait of minutes).
+    /// The same client (sharing its connections and route) with its reads on tokio's blocking
+    /// pool, for a request that must not hold the reader thread (a wait of minutes).
     pub(crate) fn on_runtime(&self) -> ImdsClient {
         let mut c = self.clone();
-        c.opts.blocking = false;
+        c.opts.inline = false;
         c
     }
 
@@ -459,20 +443,12 @@ impl ImdsClient {
                 .send(&method, path, &self.url(path), timeout)
                 .await;
         }
-        let answer = if self.opts.blocking {
-            let req = self
-                .conn
-                .pool
-                .request(&method, path, headers, body.as_deref())?;
-            let mut answers = self.conn.pool.batch(&[req], &self.limits(timeout));
-            answers.pop().unwrap_or(Err(Failure::Closed))
-        } else {
-            let req = self.request(method.clone(), path, headers, body)?;
-            match tokio::time::timeout(timeout, self.exchange(req)).await {
-                Ok(answer) => answer,
-                Err(_) => Err(Failure::Timeout),
-            }
-        };
+        let req = self
+            .conn
+            .pool
+            .request(&method, path, headers, body.as_deref())?;
+        let mut answers = self.exchange(vec![req], timeout).await;
+        let answer = answers.pop().unwrap_or(Err(Failure::Closed));
         self.answer(&method, path, timeout, answer).await
     }
 
@@ -483,7 +459,7 @@ impl ImdsClient {
         paths: &[&str],
         headers: &[(&'static str, &str)],
     ) -> Vec<Result<Reply, ImdsError>> {
-        if !self.opts.blocking || self.access() == Access::Imdsd {
+        if self.access() == Access::Imdsd {
             let reads = paths.iter().map(|path| self.get(path, headers));
             return futures_util::future::join_all(reads).await;
         }
@@ -496,7 +472,7 @@ impl ImdsClient {
             Err(e) => return vec![Err(e); paths.len()],
         };
         let timeout = self.opts.request_timeout;
-        let answers = self.conn.pool.batch(&requests, &self.limits(timeout));
+        let answers = self.exchange(requests, timeout).await;
         let mut replies = Vec::with_capacity(paths.len());
         for (path, answer) in paths.iter().zip(answers) {
             // Only a failure needs the (larger) future that can blame the sandbox or go
@@ -507,6 +483,25 @@ impl ImdsClient {
             });
         }
         replies
+    }
+
+    /// The answers to `requests`, sent together and read against one deadline: on this thread
+    /// when the client reads inline, else on tokio's blocking pool.
+    async fn exchange(
+        &self,
+        requests: Vec<Arc<[u8]>>,
+        timeout: Duration,
+    ) -> Vec<Result<Answer, Failure>> {
+        let limits = self.limits(timeout);
+        if self.opts.inline {
+            return self.conn.pool.batch(&requests, &limits);
+        }
+        let n = requests.len();
+        let conn = self.conn.clone();
+        match tokio::task::spawn_blocking(move || conn.pool.batch(&requests, &limits)).await {
+            Ok(answers) => answers,
+            Err(_) => (0..n).map(|_| Err(Failure::Closed)).collect(),
+        }
     }
 
     fn limits(&self, timeout: Duration) -> blocking::Limits {
@@ -557,7 +552,6 @@ impl ImdsClient {
                 return self.locked(method, path, url, timeout).await;
             }
             Failure::Connect(e) | Failure::Io(e) => connect_error(url, &e, self.opts.endpoint_set),
-            Failure::Http(e) => connect_error(url, &e, self.opts.endpoint_set),
             Failure::Closed => {
                 let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
                 connect_error(url, &e, self.opts.endpoint_set)
@@ -606,132 +600,6 @@ impl ImdsClient {
         Err(ImdsError::Locked { url, fix })
     }
 
-    /// The request for `path`: origin-form URI, `Host`, a user agent, the caller's headers.
-    fn request(
-        &self,
-        method: Method,
-        path: &str,
-        headers: &[(&'static str, &str)],
-        body: Option<String>,
-    ) -> Result<Request<Full<Bytes>>, ImdsError> {
-        let uri = Uri::try_from(path)
-            .map_err(|e| ImdsError::Client(format!("cannot request {path:?}: {e}")))?;
-        let json = body.is_some();
-        let mut req = Request::new(Full::new(body.map(Bytes::from).unwrap_or_default()));
-        *req.method_mut() = method;
-        *req.uri_mut() = uri;
-        let h = req.headers_mut();
-        h.insert(header::HOST, self.conn.authority.clone());
-        h.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
-        h.insert(header::ACCEPT, ANY);
-        for (k, v) in headers {
-            let value = HeaderValue::from_str(v).map_err(|_| {
-                ImdsError::Client(format!("header {k} has a value that cannot be sent"))
-            })?;
-            h.insert(HeaderName::from_static(k), value);
-        }
-        if json {
-            h.insert(header::CONTENT_TYPE, JSON);
-        }
-        Ok(req)
-    }
-
-    /// One request and its answer, on a kept connection when there is one. A request that a
-    /// kept connection closed before taking it (the server timed it out) goes once more, on a
-    /// new connection.
-    async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<Answer, Failure> {
-        let (mut kept, reused) = match self.checkout().await {
-            Some(k) => (k, true),
-            None => (self.connect().await?, false),
-        };
-        let sent = kept.sender.try_send_request(req);
-        let resp = match kept.drive(sent).await {
-            Ok(resp) => resp,
-            Err(mut e) => match e.take_message() {
-                Some(req) if reused => {
-                    kept = self.connect().await?;
-                    let sent = kept.sender.send_request(req);
-                    kept.drive(sent).await.map_err(Failure::Http)?
-                }
-                _ => return Err(Failure::Http(e.into_error())),
-            },
-        };
-        let status = resp.status().as_u16();
-        let etag = resp
-            .headers()
-            .get(header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = kept
-            .drive(read_capped(self.opts.max_body, resp.into_body()))
-            .await?;
-        self.checkin(kept);
-        Ok((status, etag, body))
-    }
-
-    /// A kept connection that is still open and ready for a request, if any.
-    async fn checkout(&self) -> Option<Kept> {
-        loop {
-            let mut kept = self.conn.idle.lock().ok()?.pop()?;
-            if !kept.is_open() || kept.since.elapsed() > IDLE_TIMEOUT {
-                continue;
-            }
-            // Ready at once unless the server closed it or it is still finishing the last answer.
-            if kept.ready().await {
-                return Some(kept);
-            }
-        }
-    }
-
-    /// Keeps a connection whose answer was read to the end, for the next request.
-    fn checkin(&self, mut kept: Kept) {
-        if !kept.is_open() {
-            return;
-        }
-        if let Ok(mut idle) = self.conn.idle.lock() {
-            if idle.len() < MAX_IDLE {
-                kept.since = Instant::now();
-                idle.push(kept);
-            }
-        }
-    }
-
-    /// A new connection, within the connect timeout: to the host's address, or to each address
-    /// its name resolves to in turn. The request that uses it drives it ([`kept`]).
-    async fn connect(&self) -> Result<Kept, Failure> {
-        let stream = tokio::time::timeout(self.opts.connect_timeout, self.tcp())
-            .await
-            .map_err(|_| Failure::ConnectTimeout)?
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::TimedOut => Failure::ConnectTimeout,
-                _ => Failure::Connect(e),
-            })?;
-        // IMDS answers are small and each request is one write: no Nagle delay on them.
-        let _ = stream.set_nodelay(true);
-        Kept::handshake(stream).await.map_err(Failure::Http)
-    }
-
-    async fn tcp(&self) -> std::io::Result<tokio::net::TcpStream> {
-        let (host, port) = (&self.conn.host, self.conn.port);
-        let literal = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
-            return tokio::net::TcpStream::connect((ip, port)).await;
-        }
-        let mut last = None;
-        for addr in tokio::net::lookup_host((host.as_str(), port)).await? {
-            match tokio::net::TcpStream::connect(addr).await {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{host} resolves to no address"),
-            )
-        }))
-    }
-
     /// A connection that failed or timed out, to an address the unit's IP access lists drop,
     /// is their doing: say so, with the drop-in. Anything else is returned as it is.
     async fn blame_sandbox(&self, err: ImdsError) -> ImdsError {
@@ -759,27 +627,6 @@ impl ImdsClient {
     ) -> Result<Reply, ImdsError> {
         self.send(Method::GET, path, headers, None, None).await
     }
-}
-
-/// Reads a body up to `cap` bytes. A declared or actual length over the cap is an error before
-/// the rest is read (the connection is then dropped, not kept).
-async fn read_capped(cap: usize, mut body: hyper::body::Incoming) -> Result<Vec<u8>, Failure> {
-    use hyper::body::Body;
-    let hint = body.size_hint();
-    if hint.lower() > cap as u64 {
-        return Err(Failure::TooLarge);
-    }
-    let mut buf: Vec<u8> = Vec::with_capacity(hint.exact().map_or(0, |n| n as usize));
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(Failure::Http)?;
-        if let Ok(chunk) = frame.into_data() {
-            if buf.len() + chunk.len() > cap {
-                return Err(Failure::TooLarge);
-            }
-            buf.extend_from_slice(&chunk);
-        }
-    }
-    Ok(buf)
 }
 
 /// An answer as the fuzz target sees it: status, ETag, body, whether the connection would be
@@ -1057,6 +904,7 @@ impl TokenCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     #[test]
     fn base_urls() {
@@ -1176,44 +1024,44 @@ mod tests {
         )
     }
 
-    /// The client's default options, blocking or not. The blocking reads run on the test's own
-    /// thread; the server answers from the runtime's workers.
-    fn opts(blocking: bool) -> ClientOptions {
+    /// The client's default options, reading inline or not. The inline reads run on the test's
+    /// own thread; the server answers from the runtime's workers.
+    fn opts(inline: bool) -> ClientOptions {
         ClientOptions {
-            blocking,
+            inline,
             ..ClientOptions::default()
         }
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keeps_the_connection_and_sends_origin_form_with_host() {
         keeps_the_connection_and_sends_origin_form_with_host_with(false).await;
         keeps_the_connection_and_sends_origin_form_with_host_with(true).await;
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_closed_kept_connection_is_replaced() {
         a_closed_kept_connection_is_replaced_with(false).await;
         a_closed_kept_connection_is_replaced_with(true).await;
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redirects_are_answers_not_followed() {
         redirects_are_answers_not_followed_with(false).await;
         redirects_are_answers_not_followed_with(true).await;
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn caps_the_body_declared_or_not() {
         caps_the_body_declared_or_not_with(false).await;
         caps_the_body_declared_or_not_with(true).await;
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn times_out_and_refuses_to_connect_with_the_url() {
         times_out_and_refuses_to_connect_with_the_url_with(false).await;
@@ -1330,7 +1178,7 @@ mod tests {
         );
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_due_together_cost_one_timeout_and_keep_their_order() {
         reads_together_with(false).await;
@@ -1365,7 +1213,7 @@ mod tests {
         assert_eq!(replies[2].as_ref().unwrap().body, "/b");
     }
 
-    /// On the hyper path and on the blocking one.
+    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_chunked_bodies_and_etags_on_a_kept_connection() {
         chunked_with(false).await;
@@ -1390,16 +1238,25 @@ mod tests {
         assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
-    /// A blocking lookup of a name would have no timeout: only an address is read blocking.
-    #[test]
-    fn only_an_address_is_read_with_blocking_sockets() {
-        for (base, blocks) in [
-            ("http://169.254.169.254", true),
-            ("http://[fd00:ec2::254]", true),
-            ("http://metadata.example.internal", false),
-        ] {
-            let c = ImdsClient::new(base, opts(true)).unwrap();
-            assert_eq!(c.options().blocking, blocks, "{base}");
+    /// A name is resolved on a helper thread, its addresses tried in turn (`localhost` has
+    /// ::1, where nothing listens, and 127.0.0.1), and a name that does not resolve in time is
+    /// an error within the connect timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_name_resolves_within_the_connect_timeout() {
+        let (base, _, _) = server(|_, _| (ok("named"), false)).await;
+        let port = base.rsplit(':').next().unwrap().to_string();
+        for inline in [false, true] {
+            let named = format!("http://localhost:{port}");
+            let c = ImdsClient::new(&named, opts(inline)).unwrap();
+            assert_eq!(c.get("/", &[]).await.unwrap().body, "named", "{inline}");
+            let quick = ClientOptions {
+                connect_timeout: Duration::from_millis(300),
+                ..opts(inline)
+            };
+            let c = ImdsClient::new("http://nthd-test.invalid", quick).unwrap();
+            let start = Instant::now();
+            assert!(c.get("/", &[]).await.is_err(), "{inline}");
+            assert!(start.elapsed() < Duration::from_secs(3), "{inline}");
         }
     }
 

@@ -520,15 +520,15 @@ fn shell_structure_holds_and_its_check_finds_a_planted_script() {
     }
 }
 
-/// The lines of `code` (already [`code_only`], unit tests cut off) that turn the metadata
-/// client's blocking reads on, or open a `std::net` connection: `blocking = X` or
-/// `blocking: X` with X other than `false` or the type `bool`, and `std::net`'s `TcpStream`
-/// named or imported.
+/// The lines of `code` (already [`code_only`], unit tests cut off) that make the metadata
+/// client read inline (blocking the calling thread), or open a `std::net` connection:
+/// `inline = X` or `inline: X` with X other than `false` or the type `bool`, and `std::net`'s
+/// `TcpStream` named or imported.
 fn blocking_reads(code: &str) -> Vec<String> {
     let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
     let mut found = Vec::new();
     for (n, line) in code.lines().enumerate() {
-        let sets = ["blocking = ", "blocking: "].iter().any(|p| {
+        let sets = ["inline = ", "inline: "].iter().any(|p| {
             line.match_indices(p).any(|(at, _)| {
                 let value = line[at + p.len()..].trim_start();
                 !(value.starts_with("false") || value.starts_with("bool"))
@@ -543,10 +543,10 @@ fn blocking_reads(code: &str) -> Vec<String> {
     found
 }
 
-/// Item 6: the metadata reads block only on the reader thread, whose runtime serves nothing
-/// else. Only `src/daemon/reader.rs` turns the client's blocking reads on, and only
-/// `src/imds/blocking.rs` opens a blocking socket: a blocking read on the daemon's own runtime
-/// would stall its signals, watchdog and logind reads for up to a request timeout.
+/// The metadata reads block only on the reader thread, whose runtime serves nothing else. Only
+/// `src/daemon/reader.rs` makes the client read inline, and only `src/imds/blocking.rs` opens a
+/// socket to the metadata service: a blocking read on the daemon's own runtime would stall its
+/// signals, watchdog and logind reads for up to a request timeout.
 #[test]
 fn blocking_reads_happen_only_on_the_reader_thread() {
     let stray = hits_in_src(
@@ -564,12 +564,12 @@ fn blocking_reads_happen_only_on_the_reader_thread() {
 /// default, the runtime clone and tokio's sockets pass.
 #[test]
 fn a_stray_blocking_read_is_found() {
-    let stray = "let opts = ClientOptions { blocking: true, ..o };\nopts.blocking = cloud_blocks;\n\
+    let stray = "let opts = ClientOptions { inline: true, ..o };\nopts.inline = cloud_blocks;\n\
                  let s = std::net::TcpStream::connect(a)?;\nuse std::net::{SocketAddr, TcpStream};\n";
     assert_eq!(blocking_reads(&code_only(stray)).len(), 4);
-    let fine = "pub blocking: bool,\nblocking: false,\nc.opts.blocking = false;\n\
+    let fine = "pub inline: bool,\ninline: false,\nc.opts.inline = false;\n\
                 async fn tcp(&self) -> std::io::Result<tokio::net::TcpStream> {\n\
-                use tokio::net::{TcpListener, TcpStream};\nfn opts(blocking: bool) {}\n";
+                use tokio::net::{TcpListener, TcpStream};\nfn opts(inline: bool) {}\n";
     assert!(
         blocking_reads(&code_only(fine)).is_empty(),
         "{:?}",

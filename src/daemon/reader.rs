@@ -1,10 +1,10 @@
 //! The metadata reader: the provider on a thread of its own, and the quiet reads it keeps.
 //!
 //! The thread detects the cloud, builds its provider and reads it on schedule. For AWS, Azure,
-//! Alibaba and Tencent the reads are blocking (`imds/blocking.rs`) and the thread sleeps
-//! between polls in `nanosleep`: a poll is one wakeup, its reads and nothing else. GCP's
-//! long-polls need the runtime, and keep it (a current-thread runtime on this thread, which
-//! also serves systemd-imdsd's Varlink and the detection).
+//! Alibaba and Tencent the reads are made inline on this thread (`imds/blocking.rs`), which
+//! sleeps between polls in `nanosleep`: a poll is one wakeup, its reads and nothing else. GCP's
+//! long-polls wait side by side, each on tokio's blocking pool, under a current-thread runtime
+//! on this thread (which also serves systemd-imdsd's Varlink and the detection).
 //!
 //! Every observation with a notice or an error goes to the daemon at once. So does every
 //! observation while the daemon asks for them ([`Quiet::want_every`]): until its picture has
@@ -136,14 +136,9 @@ pub(super) fn start(
         .name("nthd-metadata".into())
         .spawn(move || {
             let reader = Reader { rt, tx, quiet };
-            let Some(provider) = reader.rt.block_on(start_provider(&settings, &reader.tx)) else {
-                return;
-            };
-            if blocks(provider.cloud()) {
-                reader.read_blocking(provider, acks);
-            } else {
-                reader.rt.block_on(reader.read_async(provider, acks));
-            }
+            reader.run(&settings, acks);
+            // A long-poll left on the blocking pool is not waited for: it ends at its deadline.
+            reader.rt.shutdown_background();
         })
 }
 
@@ -170,7 +165,7 @@ async fn start_provider(
         }
     };
     let mut settings = settings.clone();
-    settings.client.blocking = blocks(detection.cloud);
+    settings.client.inline = blocks(detection.cloud);
     // The plan resolves the timings: a poll interval too long for this cloud falls back to its
     // default there (the daemon warns).
     let provider = match provider::build(detection.cloud, &settings) {
@@ -195,6 +190,18 @@ struct Reader {
 }
 
 impl Reader {
+    /// Detects the cloud, builds its provider and reads it until the daemon has gone.
+    fn run(&self, settings: &ProviderSettings, acks: mpsc::Receiver<AckRequest>) {
+        let Some(provider) = self.rt.block_on(start_provider(settings, &self.tx)) else {
+            return;
+        };
+        if blocks(provider.cloud()) {
+            self.read_blocking(provider, acks);
+        } else {
+            self.rt.block_on(self.read_async(provider, acks));
+        }
+    }
+
     /// Blocking reads: sleep until the next source is due, read, send or keep; answer an
     /// acknowledgement between polls. Ends when the daemon has gone.
     fn read_blocking(

@@ -1,18 +1,17 @@
-//! Metadata reads with blocking sockets, for the metadata reader thread (`daemon/reader.rs`).
+//! Every metadata read: HTTP/1.1 over blocking sockets.
 //!
-//! The same exchange as the hyper path (origin-form request with `Host`, a kept connection, a
-//! capped body, one total timeout), made with `std::net::TcpStream` and httparse: a read
-//! sleeps in `read(2)` and wakes once with its answer, with no runtime, no epoll registration
-//! and no waker between. Measured beside `bench/floor.c` in the same windows
-//! (docs/performance.md, "Idle CPU against the floor in the same run"): the same reads through
-//! tokio and hyper cost 1.61 times the floor, these 1.01. Only the reader thread makes them,
-//! and only for the plain reads of AWS, Azure, Alibaba and Tencent: GCP's long-polls and
-//! systemd-imdsd's Varlink stay on the runtime.
+//! An origin-form request with `Host` on a kept connection, a capped and bounded answer, one
+//! total timeout, made with `std::net::TcpStream` and httparse: a read sleeps in `read(2)` and
+//! wakes once with its answer, with no runtime, no epoll registration and no waker between.
+//! Measured beside `bench/floor.c` in the same windows (docs/performance.md, "Idle CPU against
+//! the floor in the same run"): the same reads through tokio and hyper cost 1.61 times the
+//! floor, these 1.01. The reader thread makes them inline; everyone else on tokio's blocking
+//! pool (`ImdsClient::exchange`).
 //!
 //! Reads that fall due together go out together, each on its own connection, before any answer
 //! is read, and every answer is read against one deadline (to within [`SLACK`]: a socket's read
 //! timeout is set again only when it is that far off): a hung service costs one timeout per
-//! poll, not one per source, as with the hyper path's concurrent requests.
+//! poll, not one per source.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -193,14 +192,26 @@ impl Pool {
     /// A new connection within the connect timeout (and the request's deadline): to the host's
     /// address, or to each address its name resolves to in turn.
     fn connect(&self, deadline: Instant, limits: &Limits) -> Result<Open, Failure> {
-        let limit = remaining(deadline)
-            .ok_or(Failure::Timeout)?
-            .min(limits.connect_timeout);
-        let stream =
-            TcpStream::connect_timeout(&self.address()?, limit).map_err(|e| match e.kind() {
-                ErrorKind::TimedOut => Failure::ConnectTimeout,
-                _ => Failure::Connect(e),
-            })?;
+        let within = |d: Instant| {
+            remaining(deadline.min(d))
+                .map(|l| l.min(limits.connect_timeout))
+                .ok_or(Failure::ConnectTimeout)
+        };
+        let until = Instant::now() + limits.connect_timeout;
+        let mut last = Failure::ConnectTimeout;
+        let mut stream = None;
+        for addr in self.addresses(within(until)?)? {
+            match TcpStream::connect_timeout(&addr, within(until)?) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::TimedOut => last = Failure::ConnectTimeout,
+                Err(e) => last = Failure::Connect(e),
+            }
+        }
+        let stream = stream.ok_or(last)?;
+        let limit = within(until).unwrap_or(Duration::from_millis(1));
         // IMDS answers are small and each request is one write: no Nagle delay.
         let _ = stream.set_nodelay(true);
         let _ = stream.set_write_timeout(Some(limit.max(Duration::from_millis(1))));
@@ -296,17 +307,33 @@ impl Pool {
         Ok(out)
     }
 
-    /// The host's address. Only an address is read this way: a client for a name reads on the
-    /// runtime ([`super::ImdsClient::new`]), since a lookup here would have no timeout.
-    fn address(&self) -> Result<SocketAddr, Failure> {
+    /// The host's address, or the addresses its name resolves to within `limit`. The lookup
+    /// (`getaddrinfo`, which has no timeout of its own) runs on a thread of its own, left to
+    /// finish alone when it takes too long. Every cloud's own endpoint is an address; a name
+    /// is an `NTHD_IMDS_ENDPOINT` of the user's.
+    fn addresses(&self, limit: Duration) -> Result<Vec<SocketAddr>, Failure> {
         let literal = self.host.trim_start_matches('[').trim_end_matches(']');
-        let ip = literal.parse::<std::net::IpAddr>().map_err(|_| {
-            Failure::Connect(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                format!("{} is a name, not an address", self.host),
-            ))
-        })?;
-        Ok(SocketAddr::new(ip, self.port))
+        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, self.port)]);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let name = (literal.to_string(), self.port);
+        std::thread::Builder::new()
+            .name("nthd-resolve".into())
+            .spawn(move || {
+                use std::net::ToSocketAddrs;
+                let _ = tx.send(name.to_socket_addrs().map(Iterator::collect::<Vec<_>>));
+            })
+            .map_err(Failure::Connect)?;
+        match rx.recv_timeout(limit) {
+            Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+            Ok(Ok(_)) => Err(Failure::Connect(std::io::Error::new(
+                ErrorKind::NotFound,
+                format!("{} resolves to no address", self.host),
+            ))),
+            Ok(Err(e)) => Err(Failure::Connect(e)),
+            Err(_) => Err(Failure::ConnectTimeout),
+        }
     }
 }
 

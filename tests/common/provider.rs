@@ -29,11 +29,11 @@ pub(crate) fn client(base: &str) -> ImdsClient {
     client_for(base, false)
 }
 
-/// The same, its direct reads made with blocking sockets when `blocking` (the daemon's
+/// The same, its reads made on the calling thread when `blocking` (as the daemon's
 /// metadata reader thread reads AWS, Azure, Alibaba and Tencent that way).
 pub(crate) fn client_for(base: &str, blocking: bool) -> ImdsClient {
     let opts = ClientOptions {
-        blocking,
+        inline: blocking,
         ..fast_client_options()
     };
     ImdsClient::new(base, opts).unwrap()
