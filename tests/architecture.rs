@@ -377,6 +377,30 @@ fn no_timeout_around_a_logind_read_outside_logind_rs() {
     );
 }
 
+/// The lines of `code` (unit tests cut off) that run a future to its end on the calling thread.
+fn blocks_on(code: &str) -> Vec<String> {
+    let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("block_on("))
+        .map(|(n, l)| format!("{}: {}", n + 1, l.trim()))
+        .collect()
+}
+
+/// Only the entry point (`src/lib.rs`'s `run`) and the metadata reader thread run a future to
+/// its end with `block_on`: anywhere else it would block a runtime's thread, or nest runtimes.
+#[test]
+fn block_on_only_in_the_entry_point_and_the_reader() {
+    let stray = hits_in_src(&["src/lib.rs", "src/daemon/reader.rs"], blocks_on);
+    assert!(
+        stray.is_empty(),
+        "block_on elsewhere:\n{}",
+        stray.join("\n")
+    );
+    let planted = "fn f() {\n    rt.block_on(async { 1 });\n}\n";
+    assert_eq!(blocks_on(&code_only(planted)).len(), 1);
+}
+
 /// What `find` reports in each file of src/ but `skip` (read through [`code_only`]), as
 /// `FILE:HIT`.
 fn hits_in_src(skip: &[&str], find: fn(&str) -> Vec<String>) -> Vec<String> {
@@ -535,7 +559,8 @@ fn blocking_reads(code: &str) -> Vec<String> {
             })
         });
         let std_socket = line.contains("std::net::TcpStream")
-            || (line.contains("use std::net::") && line.contains("TcpStream"));
+            || (line.contains("use std::net::") && line.contains("TcpStream"))
+            || line.contains("TcpStream::connect");
         if sets || std_socket {
             found.push(format!("{}: {}", n + 1, line.trim()));
         }
@@ -565,10 +590,11 @@ fn blocking_reads_happen_only_on_the_reader_thread() {
 #[test]
 fn a_stray_blocking_read_is_found() {
     let stray = "let opts = ClientOptions { inline: true, ..o };\nopts.inline = cloud_blocks;\n\
-                 let s = std::net::TcpStream::connect(a)?;\nuse std::net::{SocketAddr, TcpStream};\n";
-    assert_eq!(blocking_reads(&code_only(stray)).len(), 4);
+                 let s = std::net::TcpStream::connect(a)?;\nuse std::net::{SocketAddr, TcpStream};\n\
+                 let s = tokio::net::TcpStream::connect((ip, port)).await?;\n";
+    assert_eq!(blocking_reads(&code_only(stray)).len(), 5);
     let fine = "pub inline: bool,\ninline: false,\nc.opts.inline = false;\n\
-                async fn tcp(&self) -> std::io::Result<tokio::net::TcpStream> {\n\
+                let l = tokio::net::TcpListener::bind(addr).await?;\n\
                 use tokio::net::{TcpListener, TcpStream};\nfn opts(inline: bool) {}\n";
     assert!(
         blocking_reads(&code_only(fine)).is_empty(),
