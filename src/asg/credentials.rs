@@ -7,9 +7,8 @@ use serde::Deserialize;
 
 use super::sigv4::Credentials;
 use super::AsgError;
-use crate::imds::{
-    get_with_token, status_error, ImdsClient, ImdsError, TokenAnswer, TokenCache, TokenSource,
-};
+use crate::imds::{get_with_token, status_error, ImdsClient, ImdsError};
+use crate::provider::aws::Imdsv2;
 
 /// The instance id (`i-0123456789abcdef0`).
 pub(crate) const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
@@ -21,30 +20,27 @@ pub(crate) const ROLE_PATH: &str = "/latest/meta-data/iam/security-credentials/"
 /// Reads through the shared metadata client with an IMDSv2 token.
 #[derive(Debug)]
 pub(crate) struct Metadata {
-    client: ImdsClient,
-    token: TokenCache,
-    allow_v1: bool,
+    imds: Imdsv2,
 }
 
 impl Metadata {
     pub(crate) fn new(client: ImdsClient, allow_v1: bool) -> Metadata {
         Metadata {
-            client,
-            token: TokenCache::new(
-                crate::provider::aws::TOKEN_PATH,
-                "x-aws-ec2-metadata-token-ttl-seconds",
-                std::time::Duration::from_secs(21600),
-            ),
-            allow_v1,
+            imds: Imdsv2::new(client, allow_v1, std::time::Duration::from_secs(21600)),
         }
     }
 
     /// The body at `path`, which must answer 200.
     async fn read(&mut self, path: &str) -> Result<String, AsgError> {
-        let reply = get_with_token(self, path).await.map_err(AsgError::Imds)?;
+        let reply = get_with_token(&mut self.imds, path)
+            .await
+            .map_err(AsgError::Imds)?;
         match reply.status {
             200 => Ok(reply.body),
-            s => Err(AsgError::Imds(status_error(self.client.url(path), s))),
+            s => Err(AsgError::Imds(status_error(
+                self.imds.client().url(path),
+                s,
+            ))),
         }
     }
 
@@ -54,7 +50,7 @@ impl Metadata {
         let w = body.trim();
         if w.is_empty() || w.len() > 128 || !w.bytes().all(allowed) {
             return Err(AsgError::Imds(ImdsError::malformed(
-                &self.client.url(path),
+                &self.imds.client().url(path),
                 "not one word of the expected characters",
                 &body,
             )));
@@ -82,14 +78,14 @@ impl Metadata {
         let role = match self.word(ROLE_PATH, role_char).await {
             Err(AsgError::Imds(ImdsError::Status { status: 404, .. })) => {
                 return Err(AsgError::NoRole {
-                    url: self.client.url(ROLE_PATH),
+                    url: self.imds.client().url(ROLE_PATH),
                 })
             }
             r => r?,
         };
         let path = format!("{ROLE_PATH}{role}");
         let body = self.read(&path).await?;
-        let (creds, expires) = parse_credentials(&self.client.url(&path), &body)?;
+        let (creds, expires) = parse_credentials(&self.imds.client().url(&path), &body)?;
         Ok((role, creds, expires))
     }
 }
@@ -153,30 +149,6 @@ pub(crate) fn parse_credentials(
         },
         expires,
     ))
-}
-
-impl TokenSource for Metadata {
-    const HEADER: &'static str = "x-aws-ec2-metadata-token";
-
-    fn client(&self) -> &ImdsClient {
-        &self.client
-    }
-
-    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
-        match self.token.get(&self.client).await? {
-            TokenAnswer::Token(t) => Ok(Some(t)),
-            TokenAnswer::Refused { .. } if self.allow_v1 => Ok(None),
-            TokenAnswer::Refused { url, status } => Err(ImdsError::TokenRefused { url, status }),
-        }
-    }
-
-    fn rejects(&self, status: u16) -> bool {
-        status == 401
-    }
-
-    fn drop_token(&mut self) {
-        self.token.clear();
-    }
 }
 
 #[cfg(test)]

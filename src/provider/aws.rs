@@ -201,13 +201,91 @@ impl AwsOptions {
     }
 }
 
+/// IMDSv2 for one reader: its token, and the IMDSv1 mode the user may allow
+/// (`NTHD_AWS_IMDSV1`). AWS's provider reads through one, and so do the Auto Scaling
+/// credentials (`asg/credentials.rs`).
+#[derive(Debug)]
+pub(crate) struct Imdsv2 {
+    client: ImdsClient,
+    token: TokenCache,
+    allow_v1: bool,
+    /// Set once the token PUT was refused and IMDSv1 was allowed.
+    v1_mode: bool,
+}
+
+impl Imdsv2 {
+    /// Tokens of `ttl` for reads through `client`.
+    pub(crate) fn new(client: ImdsClient, allow_v1: bool, ttl: Duration) -> Imdsv2 {
+        Imdsv2 {
+            token: TokenCache::new(TOKEN_PATH, "x-aws-ec2-metadata-token-ttl-seconds", ttl),
+            client,
+            allow_v1,
+            v1_mode: false,
+        }
+    }
+
+    /// The client the reads go through.
+    pub(crate) fn client(&self) -> &ImdsClient {
+        &self.client
+    }
+
+    /// Whether the reads go without a token, as the user allowed.
+    fn v1_mode(&self) -> bool {
+        self.v1_mode
+    }
+
+    /// The token to send, or `None` in the IMDSv1 mode the user allowed.
+    async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
+        match self.token.get(&self.client).await? {
+            TokenAnswer::Token(t) => {
+                if self.v1_mode {
+                    tracing::info!(
+                        "IMDSv2 token PUT {} works again; leaving IMDSv1 mode",
+                        self.client.url(TOKEN_PATH)
+                    );
+                    self.v1_mode = false;
+                }
+                Ok(Some(t))
+            }
+            // 403: IMDSv2 disabled or hop limit; 404/405: an IMDSv1-only endpoint.
+            TokenAnswer::Refused { url, status } if self.allow_v1 => {
+                if !self.v1_mode {
+                    tracing::warn!("IMDSv2 token PUT {url} answered HTTP {status}; using IMDSv1 as NTHD_AWS_IMDSV1 allows");
+                    self.v1_mode = true;
+                }
+                Ok(None)
+            }
+            TokenAnswer::Refused { url, status } => Err(ImdsError::TokenRefused { url, status }),
+        }
+    }
+}
+
+impl TokenSource for Imdsv2 {
+    const HEADER: &'static str = "x-aws-ec2-metadata-token";
+
+    fn client(&self) -> &ImdsClient {
+        &self.client
+    }
+
+    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
+        self.fetch_token().await
+    }
+
+    /// IMDSv2 answers 401 to an expired or unknown token.
+    fn rejects(&self, status: u16) -> bool {
+        status == 401
+    }
+
+    fn drop_token(&mut self) {
+        self.token.clear();
+    }
+}
+
 /// The AWS provider.
 pub struct Aws {
     client: ImdsClient,
     opts: AwsOptions,
-    token: TokenCache,
-    /// Set once the token PUT was refused and IMDSv1 was allowed.
-    v1_mode: bool,
+    imds: Imdsv2,
     /// Each source's state, at `source as usize` ([`Aws::state`]).
     sources: Vec<SourceState>,
     /// When the rebalance recommendation now listed was first seen (the boost's start).
@@ -255,14 +333,9 @@ impl Aws {
             .map(|s| SourceState::new(s.id(), s.interval(&opts), s.pace(), now))
             .collect();
         Aws {
-            token: TokenCache::new(
-                TOKEN_PATH,
-                "x-aws-ec2-metadata-token-ttl-seconds",
-                opts.token_ttl,
-            ),
+            imds: Imdsv2::new(client.clone(), opts.allow_imdsv1, opts.token_ttl),
             client,
             opts,
-            v1_mode: false,
             sources,
             rebalance_since: None,
         }
@@ -323,37 +396,12 @@ impl Aws {
 
     /// How many IMDSv2 tokens were fetched so far.
     pub fn tokens_fetched(&self) -> u64 {
-        self.token.fetched()
-    }
-
-    /// The token to send, or `None` in the IMDSv1 mode the user allowed.
-    async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
-        match self.token.get(&self.client).await? {
-            TokenAnswer::Token(t) => {
-                if self.v1_mode {
-                    tracing::info!(
-                        "IMDSv2 token PUT {} works again; leaving IMDSv1 mode",
-                        self.client.url(TOKEN_PATH)
-                    );
-                    self.v1_mode = false;
-                }
-                Ok(Some(t))
-            }
-            // 403: IMDSv2 disabled or hop limit; 404/405: an IMDSv1-only endpoint.
-            TokenAnswer::Refused { url, status } if self.opts.allow_imdsv1 => {
-                if !self.v1_mode {
-                    tracing::warn!("IMDSv2 token PUT {url} answered HTTP {status}; using IMDSv1 as NTHD_AWS_IMDSV1 allows");
-                    self.v1_mode = true;
-                }
-                Ok(None)
-            }
-            TokenAnswer::Refused { url, status } => Err(ImdsError::TokenRefused { url, status }),
-        }
+        self.imds.token.fetched()
     }
 
     /// GET with the token; a 401 drops it and the read is retried once ([`get_with_token`]).
     async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
-        get_with_token(self, path).await
+        get_with_token(&mut self.imds, path).await
     }
 
     /// One identity value, read with the token.
@@ -367,7 +415,7 @@ impl Aws {
     /// metadata request"), and records each result.
     async fn read_due(&mut self, due: &[AwsSource], obs: &mut Observation) {
         let paths: Vec<&str> = due.iter().map(|s| s.path()).collect();
-        let replies = match get_all_with_token(self, &paths).await {
+        let replies = match get_all_with_token(&mut self.imds, &paths).await {
             Ok(r) => r,
             Err(e) => return self.token_failed(due, &e, obs),
         };
@@ -617,7 +665,7 @@ impl Provider for Aws {
     fn describe(&self) -> String {
         format!(
             "AWS IMDS{} at {}: spot every {}{}, ASG every {}, rebalance recommendation every {}, scheduled events every {}",
-            if self.v1_mode { "v1" } else { "v2" },
+            if self.imds.v1_mode() { "v1" } else { "v2" },
             self.client.base(),
             timefmt::format_duration(self.opts.poll_interval),
             match self.opts.rebalance_boost {
@@ -672,27 +720,6 @@ pub(crate) fn endpoint(explicit: Option<&str>, ipv6: bool) -> String {
         Some(e) => e.to_string(),
         None if ipv6 => IPV6_ENDPOINT.to_string(),
         None => Cloud::Aws.default_endpoint().to_string(),
-    }
-}
-
-impl TokenSource for Aws {
-    const HEADER: &'static str = "x-aws-ec2-metadata-token";
-
-    fn client(&self) -> &ImdsClient {
-        &self.client
-    }
-
-    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
-        self.fetch_token().await
-    }
-
-    /// IMDSv2 answers 401 to an expired or unknown token.
-    fn rejects(&self, status: u16) -> bool {
-        status == 401
-    }
-
-    fn drop_token(&mut self) {
-        self.token.clear();
     }
 }
 
