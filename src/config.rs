@@ -16,7 +16,7 @@ use crate::timings::{self, Timings};
 
 mod asg;
 mod fallback;
-pub(crate) use asg::AsgComplete;
+pub(crate) use asg::{AsgComplete, AsgSettings};
 pub use fallback::{is_fatal, parse_lenient, unknown_variables, Fallback, FATAL};
 
 /// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
@@ -641,6 +641,19 @@ impl Options {
             aws_ipv6: self.aws_ipv6,
             aws_imdsv1: self.aws_imdsv1,
         }
+    }
+
+    /// What completing the Auto Scaling lifecycle action needs; `None` when it is off.
+    pub fn asg_settings(&self) -> Option<asg::AsgSettings> {
+        Some(asg::AsgSettings {
+            result: self.asg_complete.result()?,
+            hook: self.asg_lifecycle_hook.clone(),
+            group: self.asg_group.clone(),
+            endpoint: self.asg_endpoint.clone(),
+            metadata: crate::provider::aws::endpoint(self.imds_endpoint.as_deref(), self.aws_ipv6),
+            client: self.client_options(),
+            imdsv1: self.aws_imdsv1,
+        })
     }
 
     /// How long nthd may go without a successful metadata read on `cloud` before it counts as

@@ -15,10 +15,10 @@ pub mod asg {
     /// What `complete` gave: attempts, group, hook, result.
     pub type Completed = (u32, String, String, &'static str);
 
-    /// `from_options`, `prepare` and `complete` within `within`; `None` when completion is
+    /// `Lifecycle::new`, `prepare` and `complete` within `within`; `None` when completion is
     /// off; an error as the message nthd would log.
     pub async fn complete(opts: &Options, within: Duration) -> Option<Result<Completed, String>> {
-        let mut lc = Lifecycle::from_options(opts)?;
+        let mut lc = Lifecycle::new(opts.asg_settings()?)?;
         let until = Instant::now() + within;
         Some(
             lc.complete(until)
@@ -30,7 +30,10 @@ pub mod asg {
 
     /// `prepare`, then `heartbeat_every(budget)`, then one `heartbeat`.
     pub async fn heartbeat(opts: &Options, budget: Duration) -> Result<Option<Duration>, String> {
-        let mut lc = Lifecycle::from_options(opts).ok_or("completion is off")?;
+        let mut lc = opts
+            .asg_settings()
+            .and_then(Lifecycle::new)
+            .ok_or("completion is off")?;
         lc.prepare().await.map_err(|e| e.to_string())?;
         let every = lc.heartbeat_every(budget);
         lc.heartbeat().await.map_err(|e| e.to_string())?;

@@ -34,7 +34,7 @@ pub(crate) async fn probe(
     own: Option<Arc<IpPolicy>>,
     daemon: Option<Arc<IpPolicy>>,
 ) -> Probe {
-    let Some(lc) = Lifecycle::from_options(opts) else {
+    let Some(lc) = opts.asg_settings().and_then(Lifecycle::new) else {
         return Probe {
             verdict: Verdict::Off,
             value: "off (NTHD_ASG_COMPLETE); nthd makes no request to Auto Scaling".into(),

@@ -180,18 +180,19 @@ pub(crate) struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// None when NTHD_ASG_COMPLETE is off (then nthd makes no request at all).
-    pub(crate) fn from_options(opts: &crate::config::Options) -> Option<Lifecycle> {
-        let result = opts.asg_complete.result()?;
-        let Some(hook) = opts.asg_lifecycle_hook.clone() else {
+    /// The completion the settings ask for; `None` (said in the log) when it cannot go ahead.
+    /// Completion that is off has no settings ([`crate::config::Options::asg_settings`]), so
+    /// nthd then makes no request at all.
+    pub(crate) fn new(s: crate::config::AsgSettings) -> Option<Lifecycle> {
+        let result = s.result;
+        let Some(hook) = s.hook else {
             tracing::warn!(
                 "NTHD_ASG_COMPLETE={result} but NTHD_ASG_LIFECYCLE_HOOK is not set: completing \
                  the lifecycle action is off; set it to the group's termination hook"
             );
             return None;
         };
-        let base = crate::provider::aws::endpoint(opts.imds_endpoint.as_deref(), opts.aws_ipv6);
-        let client = match crate::imds::ImdsClient::new(&base, opts.client_options()) {
+        let client = match crate::imds::ImdsClient::new(&s.metadata, s.client) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("completing the lifecycle action is off: {e}");
@@ -201,9 +202,9 @@ impl Lifecycle {
         Some(Lifecycle {
             result,
             hook,
-            group: opts.asg_group.clone(),
-            endpoint: opts.asg_endpoint.clone(),
-            imds: Metadata::new(client, opts.aws_imdsv1),
+            group: s.group,
+            endpoint: s.endpoint,
+            imds: Metadata::new(client, s.imdsv1),
             sandbox: None,
             prepared: None,
         })

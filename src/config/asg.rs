@@ -34,6 +34,27 @@ impl std::fmt::Display for AsgComplete {
     }
 }
 
+/// What completing the lifecycle action needs, resolved once from the settings
+/// ([`super::Options::asg_settings`]); there is none when completion is off.
+#[derive(Clone, Debug)]
+pub struct AsgSettings {
+    /// The `LifecycleActionResult` to send.
+    pub result: &'static str,
+    /// `NTHD_ASG_LIFECYCLE_HOOK` (completion cannot go ahead without it).
+    pub hook: Option<String>,
+    /// `NTHD_ASG_GROUP`; `None`: read from the instance's tags.
+    pub group: Option<String>,
+    /// `NTHD_ASG_ENDPOINT`; `None`: the region's endpoint.
+    pub endpoint: Option<String>,
+    /// AWS's metadata service, where the instance role's credentials are read, as the
+    /// provider reads it.
+    pub metadata: String,
+    /// The metadata client's settings.
+    pub client: crate::imds::ClientOptions,
+    /// `NTHD_AWS_IMDSV1`.
+    pub imdsv1: bool,
+}
+
 /// `off`, `CONTINUE` or `ABANDON`, in any case.
 pub(super) fn asg_complete(s: &str) -> Result<AsgComplete, String> {
     match s.trim().to_ascii_lowercase().as_str() {

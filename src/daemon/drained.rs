@@ -34,7 +34,10 @@ impl DrainSide {
     ) -> (DrainSide, mpsc::Receiver<Msg>) {
         let (tx, rx) = mpsc::channel(4);
         let (followed, seen) = watch::channel(None);
-        let lifecycle = crate::asg::Lifecycle::from_options(opts).map(|l| l.with_sandbox(sandbox));
+        let lifecycle = opts
+            .asg_settings()
+            .and_then(crate::asg::Lifecycle::new)
+            .map(|l| l.with_sandbox(sandbox));
         tokio::spawn(Watcher::new(tx, seen, lifecycle.map(Asg)).run());
         let side = DrainSide {
             followed,
