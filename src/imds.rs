@@ -1068,9 +1068,9 @@ mod tests {
         times_out_and_refuses_to_connect_with_the_url_with(true).await;
     }
 
-    async fn keeps_the_connection_and_sends_origin_form_with_host_with(blocking: bool) {
+    async fn keeps_the_connection_and_sends_origin_form_with_host_with(inline: bool) {
         let (base, conns, heads) = server(|n, _| (ok(&format!("answer {n}")), false)).await;
-        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
+        let c = ImdsClient::new(&base, opts(inline)).unwrap();
         for n in 0..3 {
             let r = c.get("/latest/x", &[("x-token", "t")]).await.unwrap();
             assert_eq!(
@@ -1089,10 +1089,10 @@ mod tests {
         );
     }
 
-    async fn a_closed_kept_connection_is_replaced_with(blocking: bool) {
+    async fn a_closed_kept_connection_is_replaced_with(inline: bool) {
         // The server closes after every answer, as one with a short keep-alive timeout would.
         let (base, conns, _) = server(|_, _| (ok("fine"), true)).await;
-        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
+        let c = ImdsClient::new(&base, opts(inline)).unwrap();
         for _ in 0..3 {
             assert_eq!(c.get("/x", &[]).await.unwrap().body, "fine");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1100,22 +1100,22 @@ mod tests {
         assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
-    async fn redirects_are_answers_not_followed_with(blocking: bool) {
+    async fn redirects_are_answers_not_followed_with(inline: bool) {
         let (base, _, heads) = server(|_, _| {
             let text = "HTTP/1.1 302 Found\r\nlocation: http://192.0.2.1/elsewhere\r\n\
                         content-length: 0\r\n\r\n";
             (text.to_string(), false)
         })
         .await;
-        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
+        let c = ImdsClient::new(&base, opts(inline)).unwrap();
         assert_eq!(c.get("/x", &[]).await.unwrap().status, 302);
         assert_eq!(heads.lock().unwrap().len(), 1);
     }
 
-    async fn caps_the_body_declared_or_not_with(blocking: bool) {
+    async fn caps_the_body_declared_or_not_with(inline: bool) {
         let opts = ClientOptions {
             max_body: 10,
-            ..opts(blocking)
+            ..opts(inline)
         };
         let (base, _, _) = server(|n, _| match n {
             // Declared too long.
@@ -1136,7 +1136,7 @@ mod tests {
         }
     }
 
-    async fn times_out_and_refuses_to_connect_with_the_url_with(blocking: bool) {
+    async fn times_out_and_refuses_to_connect_with_the_url_with(inline: bool) {
         // Head sent, body never: the request timeout covers the body.
         let (base, _, _) = server(|_, _| {
             (
@@ -1147,7 +1147,7 @@ mod tests {
         .await;
         let short = ClientOptions {
             request_timeout: Duration::from_millis(200),
-            ..opts(blocking)
+            ..opts(inline)
         };
         let c = ImdsClient::new(&base, short).unwrap();
         let e = c.get("/slow", &[]).await.unwrap_err();
@@ -1162,7 +1162,7 @@ mod tests {
             .port();
         let set = ClientOptions {
             endpoint_set: true,
-            ..opts(blocking)
+            ..opts(inline)
         };
         let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), set).unwrap();
         let e = c.get("/x", &[]).await.unwrap_err();
@@ -1185,7 +1185,7 @@ mod tests {
         reads_together_with(true).await;
     }
 
-    async fn reads_together_with(blocking: bool) {
+    async fn reads_together_with(inline: bool) {
         // `/slow` is never answered; the others at once.
         let (base, _, _) = server(|_, head| match head.contains("/slow") {
             true => (String::new(), false),
@@ -1194,7 +1194,7 @@ mod tests {
         .await;
         let short = ClientOptions {
             request_timeout: Duration::from_millis(300),
-            ..opts(blocking)
+            ..opts(inline)
         };
         let c = ImdsClient::new(&base, short).unwrap();
         let start = Instant::now();
@@ -1220,14 +1220,14 @@ mod tests {
         chunked_with(true).await;
     }
 
-    async fn chunked_with(blocking: bool) {
+    async fn chunked_with(inline: bool) {
         let (base, conns, _) = server(|_, _| {
             let text = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\netag: \"e1\"\r\n\r\n\
                         3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
             (text.to_string(), false)
         })
         .await;
-        let c = ImdsClient::new(&base, opts(blocking)).unwrap();
+        let c = ImdsClient::new(&base, opts(inline)).unwrap();
         for _ in 0..2 {
             let r = c.get("/x", &[]).await.unwrap();
             assert_eq!(
