@@ -298,7 +298,8 @@ type Answer = (u16, Option<String>, Vec<u8>);
 pub struct ImdsClient {
     base: String,
     opts: ClientOptions,
-    conn: Arc<Conn>,
+    /// Where to connect, and the connections kept open.
+    pool: Arc<blocking::Pool>,
     route: Arc<Route>,
 }
 
@@ -317,14 +318,6 @@ pub(crate) enum Access {
     Direct,
     /// Through systemd-imdsd's Varlink service (IMDS is locked, or the setting says so).
     Imdsd,
-}
-
-/// Where to connect, and the connections kept open.
-struct Conn {
-    /// The host as written in the base URL (an IPv6 address in brackets).
-    host: String,
-    port: u16,
-    pool: blocking::Pool,
 }
 
 impl std::fmt::Debug for ImdsClient {
@@ -368,11 +361,7 @@ impl ImdsClient {
                 reason: "the host is not printable ASCII".into(),
             });
         }
-        let conn = Arc::new(Conn {
-            pool: blocking::Pool::new(host.clone(), port, authority),
-            host,
-            port,
-        });
+        let pool = Arc::new(blocking::Pool::new(host, port, authority));
         let route = Arc::new(Route {
             imdsd: Imdsd::new(opts.imdsd_socket.clone(), opts.imdsd_root.clone()),
             through: (opts.via == Via::SystemdImdsd).into(),
@@ -380,7 +369,7 @@ impl ImdsClient {
         Ok(ImdsClient {
             base,
             opts,
-            conn,
+            pool,
             route,
         })
     }
@@ -443,10 +432,7 @@ impl ImdsClient {
                 .send(&method, path, &self.url(path), timeout)
                 .await;
         }
-        let req = self
-            .conn
-            .pool
-            .request(&method, path, headers, body.as_deref())?;
+        let req = self.pool.request(&method, path, headers, body.as_deref())?;
         let mut answers = self.exchange(vec![req], timeout).await;
         let answer = answers.pop().unwrap_or(Err(Failure::Closed));
         self.answer(&method, path, timeout, answer).await
@@ -465,7 +451,7 @@ impl ImdsClient {
         }
         let requests: Result<Vec<_>, _> = paths
             .iter()
-            .map(|p| self.conn.pool.request(&Method::GET, p, headers, None))
+            .map(|p| self.pool.request(&Method::GET, p, headers, None))
             .collect();
         let requests = match requests {
             Ok(r) => r,
@@ -494,11 +480,11 @@ impl ImdsClient {
     ) -> Vec<Result<Answer, Failure>> {
         let limits = self.limits(timeout);
         if self.opts.inline {
-            return self.conn.pool.batch(&requests, &limits);
+            return self.pool.batch(&requests, &limits);
         }
         let n = requests.len();
-        let conn = self.conn.clone();
-        match tokio::task::spawn_blocking(move || conn.pool.batch(&requests, &limits)).await {
+        let pool = self.pool.clone();
+        match tokio::task::spawn_blocking(move || pool.batch(&requests, &limits)).await {
             Ok(answers) => answers,
             Err(_) => (0..n).map(|_| Err(Failure::Closed)).collect(),
         }
@@ -589,8 +575,8 @@ impl ImdsClient {
                     tracing::warn!(
                         "IMDS is locked by systemd-imdsd (prohibit route: connect() to {}:{} \
                          was refused with EACCES); reading through its Varlink service {}",
-                        self.conn.host,
-                        self.conn.port,
+                        self.pool.host(),
+                        self.pool.port(),
                         imdsd.socket().display()
                     );
                 }
@@ -609,7 +595,10 @@ impl ImdsClient {
         let Some(policy) = &self.opts.sandbox else {
             return err;
         };
-        match policy.blocked_host(&self.conn.host, self.conn.port).await {
+        match policy
+            .blocked_host(self.pool.host(), self.pool.port())
+            .await
+        {
             Some(b) => ImdsError::BlockedBySandbox {
                 url: url.clone(),
                 addr: b.addr,

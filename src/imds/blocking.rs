@@ -100,6 +100,15 @@ impl Pool {
         }
     }
 
+    /// The host as written in the base URL (an IPv6 address in brackets).
+    pub(super) fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub(super) fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The requests' answers, in their order; each request on its own connection.
     pub(super) fn batch(
         &self,
