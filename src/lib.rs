@@ -60,11 +60,8 @@ pub fn status_command(path: &std::path::Path, json: bool, npd: bool) -> anyhow::
 /// left running: a metadata read on the blocking pool that the command no longer needs (a GCP
 /// long-poll waits up to a minute) ends at its own deadline, after nthd has gone. A state write
 /// still under way gets two seconds.
-fn finish<T>(
-    rt: tokio::runtime::Runtime,
-    command: impl FnOnce(&tokio::runtime::Runtime) -> T,
-) -> T {
-    let out = command(&rt);
+fn finish<F: std::future::Future>(rt: tokio::runtime::Runtime, command: F) -> F::Output {
+    let out = rt.block_on(command);
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     out
 }
@@ -84,17 +81,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.block_on(async { tokio::spawn(daemon::run(cli.opts)).await })??;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Once { json } => finish(rt, |rt| rt.block_on(once::once(&cli.opts, json))),
-        Command::Check { json, root } => finish(rt, |rt| {
-            rt.block_on(check::check_command(&cli.opts, json, &root))
-        }),
+        Command::Once { json } => finish(rt, once::once(&cli.opts, json)),
+        Command::Check { json, root } => finish(rt, check::check_command(&cli.opts, json, &root)),
         Command::Simulate {
             kind,
             yes,
             deadline_in,
-        } => finish(rt, |rt| {
-            rt.block_on(simulate::simulate(&cli.opts, kind, yes, deadline_in))
-        }),
+        } => finish(rt, simulate::simulate(&cli.opts, kind, yes, deadline_in)),
         Command::Status { json, npd } => {
             status::command::status_command(&cli.opts.status_path(), json, npd)
         }
