@@ -283,7 +283,6 @@ impl TokenSource for Imdsv2 {
 
 /// The AWS provider.
 pub struct Aws {
-    client: ImdsClient,
     opts: AwsOptions,
     imds: Imdsv2,
     /// Each source's state, at `source as usize` ([`Aws::state`]).
@@ -333,8 +332,7 @@ impl Aws {
             .map(|s| SourceState::new(s.id(), s.interval(&opts), s.pace(), now))
             .collect();
         Aws {
-            imds: Imdsv2::new(client.clone(), opts.allow_imdsv1, opts.token_ttl),
-            client,
+            imds: Imdsv2::new(client, opts.allow_imdsv1, opts.token_ttl),
             opts,
             sources,
             rebalance_since: None,
@@ -407,7 +405,7 @@ impl Aws {
     /// One identity value, read with the token.
     async fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
         let r = self.get(path).await;
-        reads.value(&self.client.url(path), r)
+        reads.value(&self.imds.client().url(path), r)
     }
 
     /// Reads the sources due now together ([`get_all_with_token`]), so
@@ -420,7 +418,7 @@ impl Aws {
             Err(e) => return self.token_failed(due, &e, obs),
         };
         for (&source, reply) in due.iter().zip(replies) {
-            let result = reply.and_then(|r| parse_reply(&self.client, source, &r));
+            let result = reply.and_then(|r| parse_reply(self.imds.client(), source, &r));
             self.state_mut(source).record(Instant::now(), result, obs);
         }
     }
@@ -666,7 +664,7 @@ impl Provider for Aws {
         format!(
             "AWS IMDS{} at {}: spot every {}{}, ASG every {}, rebalance recommendation every {}, scheduled events every {}",
             if self.imds.v1_mode() { "v1" } else { "v2" },
-            self.client.base(),
+            self.imds.client().base(),
             timefmt::format_duration(self.opts.poll_interval),
             match self.opts.rebalance_boost {
                 Some(b) => format!(" (every {} after a rebalance recommendation)", timefmt::format_duration(b)),
@@ -710,7 +708,7 @@ impl Provider for Aws {
                 .await
                 .and_then(|v| parse_life_cycle(&v)),
         };
-        reads.finish(id, &self.client)
+        reads.finish(id, self.imds.client())
     }
 }
 
