@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::sigv4::Credentials;
 use super::AsgError;
 use crate::imds::{get_with_token, status_error, ImdsClient, ImdsError};
-use crate::provider::aws::Imdsv2;
+use crate::provider::aws::{Imdsv2, TOKEN_TTL};
 
 /// The instance id (`i-0123456789abcdef0`).
 pub(crate) const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
@@ -26,7 +26,7 @@ pub(crate) struct Metadata {
 impl Metadata {
     pub(crate) fn new(client: ImdsClient, allow_v1: bool) -> Metadata {
         Metadata {
-            imds: Imdsv2::new(client, allow_v1, std::time::Duration::from_secs(21600)),
+            imds: Imdsv2::new(client, allow_v1, TOKEN_TTL),
         }
     }
 

@@ -179,7 +179,7 @@ impl AwsOptions {
             poll_interval: t.poll,
             slow_poll_interval: t.slow_poll,
             allow_imdsv1: false,
-            token_ttl: Duration::from_secs(21600),
+            token_ttl: TOKEN_TTL,
             rebalance_boost: t.rebalance_boost,
             boost_max: BOOST_MAX,
         }
@@ -200,6 +200,9 @@ impl AwsOptions {
         }
     }
 }
+
+/// The IMDSv2 token lifetime nthd asks for: the longest AWS gives (6 hours).
+pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(21600);
 
 /// IMDSv2 for one reader: its token, and the IMDSv1 mode the user may allow
 /// (`NTHD_AWS_IMDSV1`). AWS's provider reads through one, and so do the Auto Scaling
