@@ -354,15 +354,16 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
         &c.root.join("sys/class/dmi/id"),
         &c.root.join("sys/hypervisor/uuid"),
     );
-    let endpoint = c.opts.imds_endpoint.as_deref();
-    detect::detect(
-        &dmi,
-        endpoint,
-        Duration::from_secs(1),
-        c.sandbox.own.clone(),
-    )
-    .await
-    .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e.to_string())))
+    let endpoint = c.opts.imds_endpoint.clone();
+    let sandbox = c.sandbox.own.clone();
+    // The probes block: on a thread of their own.
+    let probe = move || detect::detect(&dmi, endpoint.as_deref(), Duration::from_secs(1), sandbox);
+    let detected = tokio::task::spawn_blocking(probe)
+        .await
+        .map_err(|e| e.to_string());
+    detected
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map_err(|e| check("cloud", true, Status::Fail, "unknown", Some(e)))
 }
 
 /// One read of every source: whether the metadata service answers, and what it lists now.
@@ -371,7 +372,7 @@ async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
     settings.client.sandbox = c.sandbox.own.clone();
     let client =
         crate::imds::ImdsClient::new(&settings.endpoint_for(cloud), settings.client.clone());
-    let mut p = match client
+    let p = match client
         .clone()
         .map(|cl| crate::provider::build_with(cloud, cl, &settings))
     {
@@ -386,18 +387,12 @@ async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
             )]
         }
     };
-    let limit = c.opts.request_timeout * 4 + Duration::from_secs(2);
-    let obs = tokio::time::timeout(limit, p.observe())
-        .await
-        .unwrap_or_default();
+    let describe = p.describe();
+    let (obs, lifecycle) = read_once(p, c.opts.request_timeout).await;
     let answered = if obs.fresh.is_empty() {
         no_metadata_answer(obs.errors.first().map(|e| &e.error))
     } else {
-        let v = format!(
-            "{} answered ({} sources read)",
-            p.describe(),
-            obs.fresh.len()
-        );
+        let v = format!("{describe} answered ({} sources read)", obs.fresh.len());
         match obs.errors.first() {
             Some(e) => check(
                 "metadata service",
@@ -414,9 +409,7 @@ async fn metadata_service(c: &mut Ctx<'_>, cloud: Cloud) -> Vec<Check> {
         Some(b) => daemon_cannot_reach("metadata service", &endpoint, b),
         None => answered,
     };
-    if !obs.fresh.is_empty() {
-        c.lifecycle = instance_lifecycle(&mut p, limit).await;
-    }
+    c.lifecycle = lifecycle;
     let access = client.map(|cl| metadata_access(&cl, &obs, c.root, cloud));
     let mut out = vec![answered];
     out.extend(access.ok());
@@ -510,15 +503,22 @@ async fn daemon_blocks_endpoint(sandbox: &Sandboxes, base: &str) -> Option<Block
     sandbox.daemon_blocks(&host, port).await
 }
 
-/// Spot, preemptible or on-demand, from the instance identity; `None` when the cloud does not
-/// say (or does not answer in time).
-async fn instance_lifecycle(
-    p: &mut crate::provider::AnyProvider,
-    limit: Duration,
-) -> Option<Lifecycle> {
-    match tokio::time::timeout(limit, p.identity()).await {
-        Ok(Ok(identity)) => identity.lifecycle,
-        _ => None,
+/// One observation, on a thread of its own (the provider blocks), and, when a source answered,
+/// spot, preemptible or on-demand from the instance identity (`None` when the cloud does not
+/// say). Nothing when the reads overrun their timeouts.
+async fn read_once(
+    mut p: crate::provider::AnyProvider,
+    request_timeout: Duration,
+) -> (crate::provider::Observation, Option<Lifecycle>) {
+    let read = tokio::task::spawn_blocking(move || {
+        let obs = p.observe();
+        let identity = (!obs.fresh.is_empty()).then(|| p.identity());
+        (obs, identity.and_then(Result::ok).and_then(|i| i.lifecycle))
+    });
+    let limit = request_timeout * 8 + Duration::from_secs(4);
+    match tokio::time::timeout(limit, read).await {
+        Ok(Ok(read)) => read,
+        _ => Default::default(),
     }
 }
 

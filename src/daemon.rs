@@ -493,7 +493,7 @@ impl Daemon {
 /// acknowledgement would let Azure evict the VM mid-drain. So it acknowledges only when PID 1
 /// says the system is stopping. Without that answer it stays silent: the platform then goes
 /// ahead at its own deadline, which is the safe side.
-async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) {
+async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &std::sync::mpsc::Sender<AckRequest>) {
     if d.opts.dry_run {
         return;
     }
@@ -521,7 +521,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &mpsc::Sender<AckRequest>) 
         }
     }
     let (reply_tx, reply_rx) = oneshot::channel();
-    if ack_tx.send((ids, reply_tx)).await.is_err() {
+    if ack_tx.send((ids, reply_tx)).is_err() {
         return;
     }
     match tokio::time::timeout(Duration::from_secs(5), reply_rx).await {
@@ -870,7 +870,7 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     let mut d = Daemon::new(&opts, webhooks, drain, quiet.clone());
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
-    let (ack_tx, ack_rx) = mpsc::channel::<AckRequest>(1);
+    let (ack_tx, ack_rx) = std::sync::mpsc::channel::<AckRequest>();
     let mut settings = opts.provider_settings();
     settings.client.sandbox = sandbox;
     // Ends by itself once this loop has gone (both channels closed).

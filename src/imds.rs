@@ -5,14 +5,13 @@
 //! environment must not capture it), never follows a redirect, never speaks TLS (metadata
 //! services speak plain HTTP), and keeps connections alive for the next request.
 //!
-//! Every read is made by [`blocking`]: the request written on a kept connection with
-//! `write(2)` and the answer read with `read(2)`, with httparse for the head and a bound on
-//! every part of the answer. On the daemon's metadata reader thread it runs inline
-//! ([`ClientOptions::inline`]): a poll is one wakeup with no runtime between, which costs what
-//! the least possible client costs (docs/performance.md). Anywhere else (the commands, GCP's
-//! long-polls, Azure's first call, the Auto Scaling credentials) the same exchange runs on
-//! tokio's blocking pool, so a caller on a runtime never blocks it. One transport, one retry
-//! rule, one set of limits.
+//! It is synchronous: every call blocks its thread until the answer or the timeout, and every
+//! read is made by [`blocking`]: the request written on a kept connection with `write(2)` and
+//! the answer read with `read(2)`, with httparse for the head and a bound on every part of the
+//! answer. On the daemon's metadata reader thread a poll is one wakeup with no runtime between,
+//! which costs what the least possible client costs (docs/performance.md). A caller on a tokio
+//! runtime (the Auto Scaling credentials) calls it through `spawn_blocking`. One transport, one
+//! retry rule, one set of limits.
 //!
 //! systemd-imdsd's Varlink service ([`imdsd`]) is the other route, when a prohibit route locks
 //! IMDS or `NTHD_IMDS_VIA` says so.
@@ -60,10 +59,6 @@ pub struct ClientOptions {
     pub imdsd_socket: std::path::PathBuf,
     /// Where the polkit files that explain a refusal are read (`/`; a directory in tests).
     pub imdsd_root: std::path::PathBuf,
-    /// Direct reads made on the calling thread, blocking it: only for the metadata reader
-    /// thread, whose runtime serves nothing else. Otherwise they run on tokio's blocking pool.
-    /// systemd-imdsd's Varlink stays asynchronous.
-    pub inline: bool,
 }
 
 impl Default for ClientOptions {
@@ -77,7 +72,6 @@ impl Default for ClientOptions {
             via: Via::Auto,
             imdsd_socket: imdsd::SOCKET.into(),
             imdsd_root: "/".into(),
-            inline: false,
         }
     }
 }
@@ -392,14 +386,6 @@ impl ImdsClient {
         self.route.imdsd.socket()
     }
 
-    /// The same client (sharing its connections and route) with its reads on tokio's blocking
-    /// pool, for a request that must not hold the reader thread (a wait of minutes).
-    pub(crate) fn on_runtime(&self) -> ImdsClient {
-        let mut c = self.clone();
-        c.opts.inline = false;
-        c
-    }
-
     pub(crate) fn base(&self) -> &str {
         &self.base
     }
@@ -416,7 +402,7 @@ impl ImdsClient {
     /// Sends one request and reads the body up to the cap. Non-2xx answers are returned as
     /// replies, not errors; callers decide what a 404 means. `timeout` (default: the client's
     /// request timeout) covers everything: the connection, the request and the whole body.
-    pub(crate) async fn send(
+    pub(crate) fn send(
         &self,
         method: Method,
         path: &str,
@@ -429,25 +415,23 @@ impl ImdsClient {
             return self
                 .route
                 .imdsd
-                .send(&method, path, &self.url(path), timeout)
-                .await;
+                .send(&method, path, &self.url(path), timeout);
         }
         let req = self.pool.request(&method, path, headers, body.as_deref())?;
-        let mut answers = self.exchange(vec![req], timeout).await;
+        let mut answers = self.pool.batch(&[req], &self.limits(timeout));
         let answer = answers.pop().unwrap_or(Err(Failure::Closed));
-        self.answer(&method, path, timeout, answer).await
+        self.answer(&method, path, timeout, answer)
     }
 
     /// GETs every path at once, each on its own kept connection, so that their answers share a
     /// wakeup; the answers in the order of `paths`.
-    pub(crate) async fn get_all(
+    pub(crate) fn get_all(
         &self,
         paths: &[&str],
         headers: &[(&'static str, &str)],
     ) -> Vec<Result<Reply, ImdsError>> {
         if self.access() == Access::Imdsd {
-            let reads = paths.iter().map(|path| self.get(path, headers));
-            return futures_util::future::join_all(reads).await;
+            return paths.iter().map(|path| self.get(path, headers)).collect();
         }
         let requests: Result<Vec<_>, _> = paths
             .iter()
@@ -458,36 +442,12 @@ impl ImdsClient {
             Err(e) => return vec![Err(e); paths.len()],
         };
         let timeout = self.opts.request_timeout;
-        let answers = self.exchange(requests, timeout).await;
-        let mut replies = Vec::with_capacity(paths.len());
-        for (path, answer) in paths.iter().zip(answers) {
-            // Only a failure needs the (larger) future that can blame the sandbox or go
-            // through systemd-imdsd.
-            replies.push(match answer {
-                Ok(a) => self.reply(path, a),
-                failed => self.answer(&Method::GET, path, timeout, failed).await,
-            });
-        }
-        replies
-    }
-
-    /// The answers to `requests`, sent together and read against one deadline: on this thread
-    /// when the client reads inline, else on tokio's blocking pool.
-    async fn exchange(
-        &self,
-        requests: Vec<Arc<[u8]>>,
-        timeout: Duration,
-    ) -> Vec<Result<Answer, Failure>> {
-        let limits = self.limits(timeout);
-        if self.opts.inline {
-            return self.pool.batch(&requests, &limits);
-        }
-        let n = requests.len();
-        let pool = self.pool.clone();
-        match tokio::task::spawn_blocking(move || pool.batch(&requests, &limits)).await {
-            Ok(answers) => answers,
-            Err(_) => (0..n).map(|_| Err(Failure::Closed)).collect(),
-        }
+        let answers = self.pool.batch(&requests, &self.limits(timeout));
+        paths
+            .iter()
+            .zip(answers)
+            .map(|(path, answer)| self.answer(&Method::GET, path, timeout, answer))
+            .collect()
     }
 
     fn limits(&self, timeout: Duration) -> blocking::Limits {
@@ -510,7 +470,7 @@ impl ImdsClient {
     /// An exchange's answer as a reply, or its failure told as an [`ImdsError`]: blamed on the
     /// unit's sandbox when that is the cause, or read through systemd-imdsd when a prohibit
     /// route refused the connection.
-    async fn answer(
+    fn answer(
         &self,
         method: &Method,
         path: &str,
@@ -535,7 +495,7 @@ impl ImdsClient {
                 timeout: self.opts.connect_timeout,
             },
             Failure::Connect(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                return self.locked(method, path, url, timeout).await;
+                return self.locked(method, path, url, timeout);
             }
             Failure::Connect(e) | Failure::Io(e) => connect_error(url, &e, self.opts.endpoint_set),
             Failure::Closed => {
@@ -543,13 +503,13 @@ impl ImdsClient {
                 connect_error(url, &e, self.opts.endpoint_set)
             }
         };
-        Err(self.blame_sandbox(err).await)
+        Err(self.blame_sandbox(err))
     }
 
     /// A prohibit route refused the connection: read through systemd-imdsd from now on, when
     /// the setting allows it and its socket is there (and say so, once), else say what is
     /// missing.
-    async fn locked(
+    fn locked(
         &self,
         method: &Method,
         path: &str,
@@ -580,7 +540,7 @@ impl ImdsClient {
                         imdsd.socket().display()
                     );
                 }
-                return imdsd.send(method, path, &url, timeout).await;
+                return imdsd.send(method, path, &url, timeout);
             }
         };
         Err(ImdsError::Locked { url, fix })
@@ -588,17 +548,19 @@ impl ImdsClient {
 
     /// A connection that failed or timed out, to an address the unit's IP access lists drop,
     /// is their doing: say so, with the drop-in. Anything else is returned as it is.
-    async fn blame_sandbox(&self, err: ImdsError) -> ImdsError {
+    fn blame_sandbox(&self, err: ImdsError) -> ImdsError {
         let (ImdsError::Timeout { url, .. } | ImdsError::Connect { url, .. }) = &err else {
             return err;
         };
         let Some(policy) = &self.opts.sandbox else {
             return err;
         };
-        match policy
-            .blocked_host(self.pool.host(), self.pool.port())
-            .await
-        {
+        let addrs = self
+            .pool
+            .addresses(self.opts.connect_timeout)
+            .unwrap_or_default();
+        let ips: Vec<_> = addrs.iter().map(std::net::SocketAddr::ip).collect();
+        match policy.all_blocked(&ips) {
             Some(b) => ImdsError::BlockedBySandbox {
                 url: url.clone(),
                 addr: b.addr,
@@ -609,12 +571,45 @@ impl ImdsClient {
         }
     }
 
-    pub(crate) async fn get(
+    pub(crate) fn get(
         &self,
         path: &str,
         headers: &[(&'static str, &str)],
     ) -> Result<Reply, ImdsError> {
-        self.send(Method::GET, path, headers, None, None).await
+        self.send(Method::GET, path, headers, None, None)
+    }
+
+    /// GETs `path` on a thread of its own, not before `not_before`, and hands `done` the
+    /// moment it was sent and its answer, there: for a wait the caller must not sit through
+    /// (GCP's long-polls, Azure's first call, up to minutes). A thread per request in flight:
+    /// at most two at a time, each for seconds to minutes (docs/architecture.md). `Err` when
+    /// no thread could be started.
+    pub(crate) fn get_later(
+        &self,
+        path: String,
+        headers: &'static [(&'static str, &'static str)],
+        timeout: Option<Duration>,
+        not_before: Instant,
+        done: impl FnOnce(Instant, Result<Reply, ImdsError>) + Send + 'static,
+    ) -> Result<(), ImdsError> {
+        let client = self.clone();
+        let wait = move || {
+            std::thread::sleep(not_before.saturating_duration_since(Instant::now()));
+            let issued = Instant::now();
+            done(
+                issued,
+                client.send(Method::GET, &path, headers, None, timeout),
+            );
+        };
+        match std::thread::Builder::new()
+            .name("nthd-wait".into())
+            .spawn(wait)
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(ImdsError::Client(format!(
+                "cannot start a thread for a metadata read: {e}"
+            ))),
+        }
     }
 }
 
@@ -740,7 +735,7 @@ pub(crate) trait TokenSource {
     /// The client reads go through.
     fn client(&self) -> &ImdsClient;
     /// The token to send, `None` when the service is read without one.
-    async fn token(&mut self) -> Result<Option<String>, ImdsError>;
+    fn token(&mut self) -> Result<Option<String>, ImdsError>;
     /// Whether `status` on a read says the token was not accepted.
     fn rejects(&self, status: u16) -> bool;
     /// Forgets the token (and anything learned from it) so the next read fetches a new one.
@@ -749,11 +744,8 @@ pub(crate) trait TokenSource {
 
 /// GET `path` with the service's token; when the answer rejects the token, drop it and try
 /// once more with a new one (a token can expire or be revoked between reads).
-pub(crate) async fn get_with_token<T: TokenSource>(
-    src: &mut T,
-    path: &str,
-) -> Result<Reply, ImdsError> {
-    let mut replies = get_all_with_token(src, &[path]).await?;
+pub(crate) fn get_with_token<T: TokenSource>(src: &mut T, path: &str) -> Result<Reply, ImdsError> {
+    let mut replies = get_all_with_token(src, &[path])?;
     replies
         .pop()
         .unwrap_or_else(|| Err(ImdsError::Client("no answer".into())))
@@ -764,14 +756,14 @@ pub(crate) async fn get_with_token<T: TokenSource>(
 /// a new one, fetched once for all of them. The one copy of this dance for every provider that
 /// uses tokens. `Err` only when no token could be had for the first round; the answers are in
 /// the order of `paths`.
-pub(crate) async fn get_all_with_token<T: TokenSource>(
+pub(crate) fn get_all_with_token<T: TokenSource>(
     src: &mut T,
     paths: &[&str],
 ) -> Result<Vec<Result<Reply, ImdsError>>, ImdsError> {
     // Through systemd-imdsd the token is imdsd's business (and the token's PUT may be what
     // found IMDS locked).
     let token = match src.client().access() {
-        Access::Direct => match src.token().await {
+        Access::Direct => match src.token() {
             Err(_) if src.client().access() == Access::Imdsd => None,
             r => r?,
         },
@@ -779,7 +771,7 @@ pub(crate) async fn get_all_with_token<T: TokenSource>(
     };
     let client = src.client();
     let headers = token_header::<T>(token.as_deref());
-    let mut replies = client.get_all(paths, &headers).await;
+    let mut replies = client.get_all(paths, &headers);
     let mut renewed = false;
     for (path, reply) in paths.iter().zip(replies.iter_mut()) {
         let status = match reply {
@@ -794,10 +786,10 @@ pub(crate) async fn get_all_with_token<T: TokenSource>(
             src.drop_token();
             renewed = true;
         }
-        *reply = match src.token().await {
+        *reply = match src.token() {
             Ok(token) => {
                 let headers = token_header::<T>(token.as_deref());
-                src.client().get(path, &headers).await
+                src.client().get(path, &headers)
             }
             Err(e) => Err(e),
         };
@@ -848,7 +840,7 @@ impl TokenCache {
     }
 
     /// The cached token if it is still fresh, else a new one.
-    pub(crate) async fn get(&mut self, client: &ImdsClient) -> Result<TokenAnswer, ImdsError> {
+    pub(crate) fn get(&mut self, client: &ImdsClient) -> Result<TokenAnswer, ImdsError> {
         if let Some((value, refresh_at)) = &self.token {
             if std::time::Instant::now() < *refresh_at {
                 return Ok(TokenAnswer::Token(value.clone()));
@@ -856,15 +848,8 @@ impl TokenCache {
         }
         self.token = None;
         let ttl = self.ttl.as_secs().to_string();
-        let reply = client
-            .send(
-                Method::PUT,
-                self.path,
-                &[(self.ttl_header, ttl.as_str())],
-                None,
-                None,
-            )
-            .await?;
+        let ttl_header = [(self.ttl_header, ttl.as_str())];
+        let reply = client.send(Method::PUT, self.path, &ttl_header, None, None)?;
         let url = client.url(self.path);
         match reply.status {
             200 => {
@@ -1013,55 +998,18 @@ mod tests {
         )
     }
 
-    /// The client's default options, reading inline or not. The inline reads run on the test's
-    /// own thread; the server answers from the runtime's workers.
-    fn opts(inline: bool) -> ClientOptions {
-        ClientOptions {
-            inline,
-            ..ClientOptions::default()
-        }
+    /// The client's default options. The client blocks the test's own thread; the server
+    /// answers from the runtime's workers.
+    fn opts() -> ClientOptions {
+        ClientOptions::default()
     }
 
-    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keeps_the_connection_and_sends_origin_form_with_host() {
-        keeps_the_connection_and_sends_origin_form_with_host_with(false).await;
-        keeps_the_connection_and_sends_origin_form_with_host_with(true).await;
-    }
-
-    /// Inline and on the blocking pool.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_closed_kept_connection_is_replaced() {
-        a_closed_kept_connection_is_replaced_with(false).await;
-        a_closed_kept_connection_is_replaced_with(true).await;
-    }
-
-    /// Inline and on the blocking pool.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn redirects_are_answers_not_followed() {
-        redirects_are_answers_not_followed_with(false).await;
-        redirects_are_answers_not_followed_with(true).await;
-    }
-
-    /// Inline and on the blocking pool.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn caps_the_body_declared_or_not() {
-        caps_the_body_declared_or_not_with(false).await;
-        caps_the_body_declared_or_not_with(true).await;
-    }
-
-    /// Inline and on the blocking pool.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn times_out_and_refuses_to_connect_with_the_url() {
-        times_out_and_refuses_to_connect_with_the_url_with(false).await;
-        times_out_and_refuses_to_connect_with_the_url_with(true).await;
-    }
-
-    async fn keeps_the_connection_and_sends_origin_form_with_host_with(inline: bool) {
         let (base, conns, heads) = server(|n, _| (ok(&format!("answer {n}")), false)).await;
-        let c = ImdsClient::new(&base, opts(inline)).unwrap();
+        let c = ImdsClient::new(&base, opts()).unwrap();
         for n in 0..3 {
-            let r = c.get("/latest/x", &[("x-token", "t")]).await.unwrap();
+            let r = c.get("/latest/x", &[("x-token", "t")]).unwrap();
             assert_eq!(
                 (r.status, r.body.as_str()),
                 (200, format!("answer {n}").as_str())
@@ -1078,33 +1026,36 @@ mod tests {
         );
     }
 
-    async fn a_closed_kept_connection_is_replaced_with(inline: bool) {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_kept_connection_is_replaced() {
         // The server closes after every answer, as one with a short keep-alive timeout would.
         let (base, conns, _) = server(|_, _| (ok("fine"), true)).await;
-        let c = ImdsClient::new(&base, opts(inline)).unwrap();
+        let c = ImdsClient::new(&base, opts()).unwrap();
         for _ in 0..3 {
-            assert_eq!(c.get("/x", &[]).await.unwrap().body, "fine");
+            assert_eq!(c.get("/x", &[]).unwrap().body, "fine");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
-    async fn redirects_are_answers_not_followed_with(inline: bool) {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redirects_are_answers_not_followed() {
         let (base, _, heads) = server(|_, _| {
             let text = "HTTP/1.1 302 Found\r\nlocation: http://192.0.2.1/elsewhere\r\n\
                         content-length: 0\r\n\r\n";
             (text.to_string(), false)
         })
         .await;
-        let c = ImdsClient::new(&base, opts(inline)).unwrap();
-        assert_eq!(c.get("/x", &[]).await.unwrap().status, 302);
+        let c = ImdsClient::new(&base, opts()).unwrap();
+        assert_eq!(c.get("/x", &[]).unwrap().status, 302);
         assert_eq!(heads.lock().unwrap().len(), 1);
     }
 
-    async fn caps_the_body_declared_or_not_with(inline: bool) {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn caps_the_body_declared_or_not() {
         let opts = ClientOptions {
             max_body: 10,
-            ..opts(inline)
+            ..opts()
         };
         let (base, _, _) = server(|n, _| match n {
             // Declared too long.
@@ -1120,12 +1071,13 @@ mod tests {
         .await;
         let c = ImdsClient::new(&base, opts).unwrap();
         for _ in 0..2 {
-            let e = c.get("/big", &[]).await.unwrap_err();
+            let e = c.get("/big", &[]).unwrap_err();
             assert!(matches!(e, ImdsError::TooLarge { limit: 10, .. }), "{e:?}");
         }
     }
 
-    async fn times_out_and_refuses_to_connect_with_the_url_with(inline: bool) {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn times_out_and_refuses_to_connect_with_the_url() {
         // Head sent, body never: the request timeout covers the body.
         let (base, _, _) = server(|_, _| {
             (
@@ -1136,10 +1088,10 @@ mod tests {
         .await;
         let short = ClientOptions {
             request_timeout: Duration::from_millis(200),
-            ..opts(inline)
+            ..opts()
         };
         let c = ImdsClient::new(&base, short).unwrap();
-        let e = c.get("/slow", &[]).await.unwrap_err();
+        let e = c.get("/slow", &[]).unwrap_err();
         assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
         assert!(e.to_string().contains(&format!("{base}/slow")), "{e}");
 
@@ -1151,10 +1103,10 @@ mod tests {
             .port();
         let set = ClientOptions {
             endpoint_set: true,
-            ..opts(inline)
+            ..opts()
         };
         let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), set).unwrap();
-        let e = c.get("/x", &[]).await.unwrap_err();
+        let e = c.get("/x", &[]).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -1167,14 +1119,8 @@ mod tests {
         );
     }
 
-    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_due_together_cost_one_timeout_and_keep_their_order() {
-        reads_together_with(false).await;
-        reads_together_with(true).await;
-    }
-
-    async fn reads_together_with(inline: bool) {
         // `/slow` is never answered; the others at once.
         let (base, _, _) = server(|_, head| match head.contains("/slow") {
             true => (String::new(), false),
@@ -1183,11 +1129,11 @@ mod tests {
         .await;
         let short = ClientOptions {
             request_timeout: Duration::from_millis(300),
-            ..opts(inline)
+            ..opts()
         };
         let c = ImdsClient::new(&base, short).unwrap();
         let start = Instant::now();
-        let replies = c.get_all(&["/a", "/slow", "/b"], &[]).await;
+        let replies = c.get_all(&["/a", "/slow", "/b"], &[]);
         assert!(
             start.elapsed() < Duration::from_millis(600),
             "{:?}",
@@ -1202,23 +1148,17 @@ mod tests {
         assert_eq!(replies[2].as_ref().unwrap().body, "/b");
     }
 
-    /// Inline and on the blocking pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_chunked_bodies_and_etags_on_a_kept_connection() {
-        chunked_with(false).await;
-        chunked_with(true).await;
-    }
-
-    async fn chunked_with(inline: bool) {
         let (base, conns, _) = server(|_, _| {
             let text = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\netag: \"e1\"\r\n\r\n\
                         3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
             (text.to_string(), false)
         })
         .await;
-        let c = ImdsClient::new(&base, opts(inline)).unwrap();
+        let c = ImdsClient::new(&base, opts()).unwrap();
         for _ in 0..2 {
-            let r = c.get("/x", &[]).await.unwrap();
+            let r = c.get("/x", &[]).unwrap();
             assert_eq!(
                 (r.body.as_str(), r.etag.as_deref()),
                 ("abcde", Some("\"e1\""))
@@ -1234,19 +1174,17 @@ mod tests {
     async fn a_name_resolves_within_the_connect_timeout() {
         let (base, _, _) = server(|_, _| (ok("named"), false)).await;
         let port = base.rsplit(':').next().unwrap().to_string();
-        for inline in [false, true] {
-            let named = format!("http://localhost:{port}");
-            let c = ImdsClient::new(&named, opts(inline)).unwrap();
-            assert_eq!(c.get("/", &[]).await.unwrap().body, "named", "{inline}");
-            let quick = ClientOptions {
-                connect_timeout: Duration::from_millis(300),
-                ..opts(inline)
-            };
-            let c = ImdsClient::new("http://nthd-test.invalid", quick).unwrap();
-            let start = Instant::now();
-            assert!(c.get("/", &[]).await.is_err(), "{inline}");
-            assert!(start.elapsed() < Duration::from_secs(3), "{inline}");
-        }
+        let named = format!("http://localhost:{port}");
+        let c = ImdsClient::new(&named, opts()).unwrap();
+        assert_eq!(c.get("/", &[]).unwrap().body, "named");
+        let quick = ClientOptions {
+            connect_timeout: Duration::from_millis(300),
+            ..opts()
+        };
+        let c = ImdsClient::new("http://nthd-test.invalid", quick).unwrap();
+        let start = Instant::now();
+        assert!(c.get("/", &[]).is_err());
+        assert!(start.elapsed() < Duration::from_secs(3));
     }
 
     #[test]

@@ -29,11 +29,14 @@ fn none_line(obs: &Observation) -> String {
 pub(crate) async fn once(opts: &Options, json: bool) -> anyhow::Result<ExitCode> {
     let mut settings = opts.provider_settings();
     settings.client.sandbox = crate::sandbox::own_policy().await;
-    let detection = resolve_cloud(&settings)
-        .await
-        .context("detecting the cloud")?;
-    let mut provider = provider::build(detection.cloud, &settings)?;
-    let obs = first_answer(&mut provider).await;
+    // The metadata client blocks: the reads run on a thread of their own.
+    let read = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let detection = resolve_cloud(&settings).context("detecting the cloud")?;
+        let mut provider = provider::build(detection.cloud, &settings)?;
+        let obs = first_answer(&mut provider);
+        Ok((detection, provider, obs))
+    });
+    let (detection, provider, obs) = read.await.context("reading the metadata service")??;
     let (budget, budget_note) = drain_budget().await;
     let policy = opts.policy();
     let now = SystemTime::now();
@@ -75,8 +78,8 @@ struct Head<'a> {
 
 /// One observation. Azure's first Scheduled Events call can take two minutes; its own timeout
 /// bounds this.
-async fn first_answer(provider: &mut AnyProvider) -> Observation {
-    let mut obs = provider.observe().await;
+fn first_answer(provider: &mut AnyProvider) -> Observation {
+    let mut obs = provider.observe();
     if provider.first_answer_pending() {
         eprintln!(
             "waiting for the metadata service's first answer (up to 2 minutes on Azure, while \
@@ -84,7 +87,7 @@ async fn first_answer(provider: &mut AnyProvider) -> Observation {
         );
     }
     while provider.first_answer_pending() {
-        obs = provider.observe().await;
+        obs = provider.observe();
     }
     obs
 }

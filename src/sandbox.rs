@@ -174,7 +174,7 @@ impl IpPolicy {
 
     /// The first of `addrs` the unit drops. Every one must be dropped: a host name with one
     /// reachable address is reachable.
-    fn all_blocked(&self, addrs: &[IpAddr]) -> Option<Blocked> {
+    pub(crate) fn all_blocked(&self, addrs: &[IpAddr]) -> Option<Blocked> {
         if addrs.is_empty() || !addrs.iter().all(|a| self.blocks(*a)) {
             return None;
         }

@@ -11,12 +11,12 @@
 //!
 //! Depends on nothing else in nthd.
 
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 
 /// The largest message nthd reads. systemd-imdsd caps its data at 4 MiB before base64.
 pub(crate) const MAX_MESSAGE: usize = 8 * 1024 * 1024;
@@ -111,7 +111,8 @@ fn encode(method: &str, parameters: &Map<String, Value>) -> Vec<u8> {
     out
 }
 
-/// A connection to one Varlink service, kept between calls.
+/// A connection to one Varlink service, kept between calls. A call blocks the calling thread
+/// until its answer, within the call's timeout.
 #[derive(Debug)]
 pub(crate) struct Connection {
     socket: PathBuf,
@@ -120,13 +121,11 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Connects to the service's socket.
-    pub(crate) async fn connect(socket: &Path) -> Result<Connection, VarlinkError> {
-        let stream = UnixStream::connect(socket)
-            .await
-            .map_err(|source| VarlinkError::Connect {
-                socket: socket.to_path_buf(),
-                source,
-            })?;
+    pub(crate) fn connect(socket: &Path) -> Result<Connection, VarlinkError> {
+        let stream = UnixStream::connect(socket).map_err(|source| VarlinkError::Connect {
+            socket: socket.to_path_buf(),
+            source,
+        })?;
         Ok(Connection {
             socket: socket.to_path_buf(),
             stream: BufReader::new(stream),
@@ -151,59 +150,66 @@ impl Connection {
 
     /// Calls `method` and reads its one answer within `timeout`. After an error the connection
     /// is in an unknown state: drop it.
-    pub(crate) async fn call(
+    pub(crate) fn call(
         &mut self,
         method: &str,
         parameters: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<Answer, VarlinkError> {
-        match tokio::time::timeout(timeout, self.exchange(method, parameters)).await {
-            Ok(r) => r,
-            Err(_) => Err(VarlinkError::Timeout {
+        let deadline = Instant::now() + timeout;
+        let message = self.exchange(&encode(method, parameters), deadline);
+        let failed = |e: std::io::Error| match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => VarlinkError::Timeout {
                 socket: self.socket.clone(),
                 method: method.to_string(),
                 timeout,
-            }),
-        }
-    }
-
-    async fn exchange(
-        &mut self,
-        method: &str,
-        parameters: &Map<String, Value>,
-    ) -> Result<Answer, VarlinkError> {
-        let io = |reason: String| VarlinkError::Io {
-            socket: self.socket.clone(),
-            method: method.to_string(),
-            reason,
+            },
+            _ => VarlinkError::Io {
+                socket: self.socket.clone(),
+                method: method.to_string(),
+                reason: e.to_string(),
+            },
         };
-        let sent = self
-            .stream
-            .get_mut()
-            .write_all(&encode(method, parameters))
-            .await;
-        sent.map_err(|e| io(e.to_string()))?;
-        let mut buf = Vec::new();
-        let limit = (MAX_MESSAGE + 1) as u64;
-        let n = (&mut self.stream)
-            .take(limit)
-            .read_until(0, &mut buf)
-            .await
-            .map_err(|e| io(e.to_string()))?;
-        if buf.last() != Some(&0) {
-            let why = if n as u64 >= limit {
-                format!("an answer longer than {MAX_MESSAGE} bytes")
-            } else {
-                "end of stream before the answer was complete".to_string()
-            };
-            return Err(io(why));
-        }
-        buf.pop();
-        decode(&buf).map_err(|reason| VarlinkError::Protocol {
+        let message = message.map_err(failed)?;
+        decode(&message).map_err(|reason| VarlinkError::Protocol {
             socket: self.socket.clone(),
             method: method.to_string(),
             reason,
         })
+    }
+
+    /// Writes `call` and reads the answer up to its NUL (not included), by `deadline`.
+    fn exchange(&mut self, call: &[u8], deadline: Instant) -> std::io::Result<Vec<u8>> {
+        let left = || {
+            deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| std::io::Error::from(ErrorKind::TimedOut))
+        };
+        self.stream.get_ref().set_write_timeout(Some(left()?))?;
+        self.stream.get_mut().write_all(call)?;
+        let mut message = Vec::new();
+        loop {
+            self.stream.get_ref().set_read_timeout(Some(left()?))?;
+            let chunk = self.stream.fill_buf()?;
+            if chunk.is_empty() {
+                let why = "end of stream before the answer was complete";
+                return Err(std::io::Error::new(ErrorKind::UnexpectedEof, why));
+            }
+            let (take, done) = match chunk.iter().position(|&b| b == 0) {
+                Some(i) => (i, true),
+                None => (chunk.len(), false),
+            };
+            message.extend_from_slice(&chunk[..take]);
+            self.stream.consume(take + usize::from(done));
+            if message.len() > MAX_MESSAGE {
+                let why = format!("an answer longer than {MAX_MESSAGE} bytes");
+                return Err(std::io::Error::new(ErrorKind::InvalidData, why));
+            }
+            if done {
+                return Ok(message);
+            }
+        }
     }
 }
 
@@ -250,88 +256,82 @@ mod tests {
         );
     }
 
-    /// A server on a socket pair's far end: reads one call, writes `answer` raw.
-    async fn serve_once(
+    /// A server on a socket's far end: reads one call, writes `answer` raw.
+    fn serve_once(
         answer: Vec<u8>,
-    ) -> (tempfile::TempDir, PathBuf, tokio::task::JoinHandle<Vec<u8>>) {
+    ) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<Vec<u8>>) {
+        use std::io::Read;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sock");
-        let listener = tokio::net::UnixListener::bind(&path).unwrap();
-        let task = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let task = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
             let mut call = vec![0u8; 4096];
-            let n = s.read(&mut call).await.unwrap();
+            let n = s.read(&mut call).unwrap();
             call.truncate(n);
-            s.write_all(&answer).await.unwrap();
+            s.write_all(&answer).unwrap();
             call
         });
         (dir, path, task)
     }
 
-    #[tokio::test]
-    async fn one_call_over_a_socket() {
-        let (_d, path, task) = serve_once(b"{\"parameters\":{\"ok\":true}}\0".to_vec()).await;
-        let mut c = Connection::connect(&path).await.unwrap();
-        let a = c
-            .call("x.Y", &Map::new(), Duration::from_secs(5))
-            .await
-            .unwrap();
+    #[test]
+    fn one_call_over_a_socket() {
+        let (_d, path, task) = serve_once(b"{\"parameters\":{\"ok\":true}}\0".to_vec());
+        let mut c = Connection::connect(&path).unwrap();
+        let a = c.call("x.Y", &Map::new(), Duration::from_secs(5)).unwrap();
         assert_eq!(
             a,
             Answer::Reply(serde_json::from_str(r#"{"ok":true}"#).unwrap())
         );
-        assert!(task.await.unwrap().ends_with(b"}\0"));
+        assert!(task.join().unwrap().ends_with(b"}\0"));
     }
 
-    #[tokio::test]
-    async fn a_cut_answer_and_a_silent_server_are_errors() {
-        let (_d, path, _t) = serve_once(b"{\"parameters\":{}".to_vec()).await;
-        let mut c = Connection::connect(&path).await.unwrap();
+    #[test]
+    fn a_cut_answer_and_a_silent_server_are_errors() {
+        let (_d, path, _t) = serve_once(b"{\"parameters\":{}".to_vec());
+        let mut c = Connection::connect(&path).unwrap();
         let e = c
             .call("x.Y", &Map::new(), Duration::from_secs(5))
-            .await
             .unwrap_err();
         assert!(e.to_string().contains("end of stream"), "{e}");
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sock");
-        let _l = tokio::net::UnixListener::bind(&path).unwrap();
-        let mut c = Connection::connect(&path).await.unwrap();
+        let _l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut c = Connection::connect(&path).unwrap();
         let e = c
             .call("x.Y", &Map::new(), Duration::from_millis(50))
-            .await
             .unwrap_err();
         assert!(matches!(e, VarlinkError::Timeout { .. }), "{e}");
-        let e = Connection::connect(&dir.path().join("none"))
-            .await
-            .unwrap_err();
+        let e = Connection::connect(&dir.path().join("none")).unwrap_err();
         assert!(e.to_string().contains("none"), "{e}");
     }
 
-    #[tokio::test]
-    async fn a_connection_with_bytes_after_the_answer_is_not_idle() {
+    #[test]
+    fn a_connection_with_bytes_after_the_answer_is_not_idle() {
         let answer = b"{\"parameters\":{}}\0{\"parameters\":{\"stray\":1}}\0".to_vec();
-        let (_d, path, task) = serve_once(answer).await;
-        let mut c = Connection::connect(&path).await.unwrap();
+        let (_d, path, task) = serve_once(answer);
+        let mut c = Connection::connect(&path).unwrap();
         assert!(c.is_idle());
-        let a = c.call("x.Y", &Map::new(), Duration::from_secs(5)).await;
+        let a = c.call("x.Y", &Map::new(), Duration::from_secs(5));
         assert_eq!(a.unwrap(), Answer::Reply(Map::new()));
-        task.await.unwrap();
+        task.join().unwrap();
         assert!(!c.is_idle(), "the stray answer is still there");
 
         // Bytes that come later, unasked, and the end of the stream are seen the same way.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sock");
-        let listener = tokio::net::UnixListener::bind(&path).unwrap();
-        let c = Connection::connect(&path).await.unwrap();
-        let (mut s, _) = listener.accept().await.unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let c = Connection::connect(&path).unwrap();
+        let (mut s, _) = listener.accept().unwrap();
         assert!(c.is_idle());
-        s.write_all(b"{}\0").await.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        s.write_all(b"{}\0").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
         assert!(!c.is_idle());
-        let c = Connection::connect(&path).await.unwrap();
-        drop(listener.accept().await.unwrap());
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let c = Connection::connect(&path).unwrap();
+        drop(listener.accept().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
         assert!(!c.is_idle(), "closed by the service");
     }
 }

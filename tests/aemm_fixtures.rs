@@ -47,15 +47,15 @@ fn unix(o: &Observation, kind: NoticeKind) -> Option<u64> {
         .map(|d| d.duration_since(UNIX_EPOCH).unwrap().as_secs())
 }
 
-#[tokio::test]
-async fn every_aemm_notice_format_is_read() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn every_aemm_notice_format_is_read() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(aws::SPOT_PATH, Response::json(200, SPOT));
     m.set(aws::REBALANCE_PATH, Response::json(200, REBALANCE));
     m.set(aws::SCHEDULED_PATH, Response::json(200, SCHEDULED));
     m.set(aws::ASG_PATH, Response::text(200, "Terminated"));
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     // 2026-01-07T01:05:47Z.
     assert_eq!(unix(&o, NoticeKind::SpotTerminate), Some(1_767_747_947));
@@ -77,29 +77,29 @@ async fn every_aemm_notice_format_is_read() {
 
 /// AEMM answers an unset path with an XHTML page as text/plain: that is "no notice", not a
 /// malformed answer.
-#[tokio::test]
-async fn its_xhtml_404_is_no_notice() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn its_xhtml_404_is_no_notice() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     for path in aws::SOURCE_PATHS {
         m.set(path, xhtml(404, "Not Found"));
     }
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert!(o.notices.is_empty());
     assert_eq!(o.fresh.len(), 4);
 }
 
 /// Its 401 (token rejected) uses the same skeleton: nthd fetches a new token and reads again.
-#[tokio::test]
-async fn its_xhtml_401_gets_a_new_token() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn its_xhtml_401_gets_a_new_token() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(
         aws::SPOT_PATH,
         Response::sequence(vec![xhtml(401, "Unauthorized"), Response::json(200, SPOT)]),
     );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(unix(&o, NoticeKind::SpotTerminate), Some(1_767_747_947));
     assert_eq!(p.tokens_fetched(), 2);
@@ -108,13 +108,13 @@ async fn its_xhtml_401_gets_a_new_token() {
 /// The ASG state stays `Terminated` once triggered: one notice, read again and again.
 #[tokio::test]
 async fn a_terminated_asg_state_that_stays_is_one_notice() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(aws::ASG_PATH, Response::text(200, "Terminated"));
     let mut p = provider(&m);
     let mut ids = std::collections::HashSet::new();
     for _ in 0..4 {
         tokio::time::sleep_until(p.next_due().into()).await;
-        let o = p.observe().await;
+        let o = p.observe();
         for n in &o.notices {
             ids.insert(n.id.clone());
         }

@@ -387,11 +387,11 @@ fn blocks_on(code: &str) -> Vec<String> {
         .collect()
 }
 
-/// Only the entry point (`src/lib.rs`'s `run`) and the metadata reader thread run a future to
-/// its end with `block_on`: anywhere else it would block a runtime's thread, or nest runtimes.
+/// Only the entry point (`src/lib.rs`'s `run`) runs a future to its end with `block_on`:
+/// anywhere else it would block a runtime's thread, or nest runtimes.
 #[test]
-fn block_on_only_in_the_entry_point_and_the_reader() {
-    let stray = hits_in_src(&["src/lib.rs", "src/daemon/reader.rs"], blocks_on);
+fn block_on_only_in_the_entry_point() {
+    let stray = hits_in_src(&["src/lib.rs"], blocks_on);
     assert!(
         stray.is_empty(),
         "block_on elsewhere:\n{}",
@@ -544,61 +544,85 @@ fn shell_structure_holds_and_its_check_finds_a_planted_script() {
     }
 }
 
-/// The lines of `code` (already [`code_only`], unit tests cut off) that make the metadata
-/// client read inline (blocking the calling thread), or open a `std::net` connection:
-/// `inline = X` or `inline: X` with X other than `false` or the type `bool`, and `std::net`'s
-/// `TcpStream` named or imported.
-fn blocking_reads(code: &str) -> Vec<String> {
+/// The lines of `code` (already [`code_only`], unit tests cut off) that open a TCP connection,
+/// std's or tokio's: `TcpStream::connect`, or `std::net`'s `TcpStream` named or imported.
+fn sockets(code: &str) -> Vec<String> {
     let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
     let mut found = Vec::new();
     for (n, line) in code.lines().enumerate() {
-        let sets = ["inline = ", "inline: "].iter().any(|p| {
-            line.match_indices(p).any(|(at, _)| {
-                let value = line[at + p.len()..].trim_start();
-                !(value.starts_with("false") || value.starts_with("bool"))
-            })
-        });
-        let std_socket = line.contains("std::net::TcpStream")
+        if line.contains("std::net::TcpStream")
             || (line.contains("use std::net::") && line.contains("TcpStream"))
-            || line.contains("TcpStream::connect");
-        if sets || std_socket {
+            || line.contains("TcpStream::connect")
+        {
             found.push(format!("{}: {}", n + 1, line.trim()));
         }
     }
     found
 }
 
-/// The metadata reads block only on the reader thread, whose runtime serves nothing else. Only
-/// `src/daemon/reader.rs` makes the client read inline, and only `src/imds/blocking.rs` opens a
-/// socket to the metadata service: a blocking read on the daemon's own runtime would stall its
-/// signals, watchdog and logind reads for up to a request timeout.
+/// Only `src/imds/blocking.rs` opens a socket to the metadata service: one transport, one
+/// retry rule, one set of limits.
 #[test]
-fn blocking_reads_happen_only_on_the_reader_thread() {
-    let stray = hits_in_src(
-        &["src/daemon/reader.rs", "src/imds/blocking.rs"],
-        blocking_reads,
-    );
+fn only_the_metadata_transport_opens_tcp_connections() {
+    let stray = hits_in_src(&["src/imds/blocking.rs"], sockets);
     assert!(
         stray.is_empty(),
-        "blocking reads outside the reader:\n{}",
+        "TCP connections opened outside src/imds/blocking.rs:\n{}",
         stray.join("\n")
     );
 }
 
-/// The check finds a client turned blocking and a std socket, and lets the field, its
-/// default, the runtime clone and tokio's sockets pass.
+/// The check finds std's and tokio's connections, and lets listeners pass.
 #[test]
-fn a_stray_blocking_read_is_found() {
-    let stray = "let opts = ClientOptions { inline: true, ..o };\nopts.inline = cloud_blocks;\n\
-                 let s = std::net::TcpStream::connect(a)?;\nuse std::net::{SocketAddr, TcpStream};\n\
+fn a_stray_connection_is_found() {
+    let stray =
+        "let s = std::net::TcpStream::connect(a)?;\nuse std::net::{SocketAddr, TcpStream};\n\
                  let s = tokio::net::TcpStream::connect((ip, port)).await?;\n";
-    assert_eq!(blocking_reads(&code_only(stray)).len(), 5);
-    let fine = "pub inline: bool,\ninline: false,\nc.opts.inline = false;\n\
-                let l = tokio::net::TcpListener::bind(addr).await?;\n\
-                use tokio::net::{TcpListener, TcpStream};\nfn opts(inline: bool) {}\n";
+    assert_eq!(sockets(&code_only(stray)).len(), 3);
+    let fine = "let l = tokio::net::TcpListener::bind(addr).await?;\n\
+                use tokio::net::{TcpListener, TcpStream};\n";
     assert!(
-        blocking_reads(&code_only(fine)).is_empty(),
+        sockets(&code_only(fine)).is_empty(),
         "{:?}",
-        blocking_reads(&code_only(fine))
+        sockets(&code_only(fine))
     );
+}
+
+/// The lines of `code` (unit tests cut off) that declare an `async fn` or await.
+fn asynchronous(code: &str) -> Vec<String> {
+    let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or(code);
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("async fn") || l.contains(".await"))
+        .map(|(n, l)| format!("{}: {}", n + 1, l.trim()))
+        .collect()
+}
+
+/// The providers and the metadata client are synchronous: plain functions that block their
+/// thread, so no signature hides whether a call blocks. The reader thread calls them with no
+/// runtime; the commands on a thread of their own.
+#[test]
+fn the_providers_and_the_metadata_client_are_synchronous() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![
+        root.join("src/imds.rs"),
+        root.join("src/varlink.rs"),
+        root.join("src/daemon/reader.rs"),
+    ];
+    rust_files(&root.join("src/provider"), &mut files);
+    rust_files(&root.join("src/imds"), &mut files);
+    let mut hits = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        let name = f.strip_prefix(root).unwrap().display();
+        hits.extend(
+            asynchronous(&code)
+                .into_iter()
+                .map(|h| format!("{name}:{h}")),
+        );
+    }
+    assert!(files.len() >= 11, "{files:?}");
+    assert!(hits.is_empty(), "asynchronous code:\n{}", hits.join("\n"));
+    let planted = "async fn observe(&mut self) -> Observation {\n    self.read().await\n}\n";
+    assert_eq!(asynchronous(&code_only(planted)).len(), 2);
 }

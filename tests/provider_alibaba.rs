@@ -29,12 +29,11 @@ fn config(alibaba_token: TokenMode) -> Config {
     }
 }
 
-async fn mock(alibaba_token: TokenMode) -> MockImds {
+fn mock(alibaba_token: TokenMode) -> MockImds {
     MockImds::builder()
         .listen("127.0.0.1:0")
         .config(config(alibaba_token))
-        .start()
-        .await
+        .start_blocking()
         .unwrap()
 }
 
@@ -42,12 +41,12 @@ fn gets(m: &MockImds) -> Vec<nthd_testkit::imds::LoggedRequest> {
     m.requests_for(SPOT_PATH)
 }
 
-#[tokio::test]
-async fn termination_time_is_a_notice_with_its_deadline() {
-    let m = mock(TokenMode::Optional).await;
+#[test]
+fn termination_time_is_a_notice_with_its_deadline() {
+    let m = mock(TokenMode::Optional);
     m.set(SPOT_PATH, Response::text(200, "2015-01-05T18:02:00Z"));
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
     let n = &o.notices[0];
@@ -62,29 +61,29 @@ async fn termination_time_is_a_notice_with_its_deadline() {
     );
     // Withdrawn: 404 again, fresh and empty.
     m.clear(SPOT_PATH);
-    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    let o = observe_until(&mut p, |o| o.notices.is_empty());
     assert_eq!(o.fresh, ["alibaba/spot/termination-time"]);
 }
 
-#[tokio::test]
-async fn unparseable_time_is_still_a_notice() {
-    let m = mock(TokenMode::Optional).await;
+#[test]
+fn unparseable_time_is_still_a_notice() {
+    let m = mock(TokenMode::Optional);
     m.set(SPOT_PATH, Response::text(200, "in five minutes"));
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
     assert!(o.notices[0].deadline.is_none());
     assert_eq!(o.notices[0].id, "alibaba/spot/termination");
 }
 
-#[tokio::test]
-async fn hardened_mode_uses_a_cached_token() {
-    let m = mock(TokenMode::Required).await;
+#[test]
+fn hardened_mode_uses_a_cached_token() {
+    let m = mock(TokenMode::Required);
     m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
     let mut p = provider(&m);
     for _ in 0..4 {
-        let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+        let o = observe_until(&mut p, |o| !o.fresh.is_empty());
         assert!(o.ok(), "{:?}", o.errors);
         assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
     }
@@ -104,30 +103,29 @@ async fn hardened_mode_uses_a_cached_token() {
     assert!(p.describe().contains("hardened"));
 }
 
-#[tokio::test]
-async fn hardened_mode_404_is_no_notice() {
-    let m = mock(TokenMode::Required).await;
+#[test]
+fn hardened_mode_404_is_no_notice() {
+    let m = mock(TokenMode::Required);
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert!(o.notices.is_empty());
     assert_eq!(gets(&m)[0].status, Some(404));
 }
 
-#[tokio::test]
-async fn a_rejected_token_is_replaced_once() {
+#[test]
+fn a_rejected_token_is_replaced_once() {
     let m = MockImds::builder()
         .listen("127.0.0.1:0")
         .config(config(TokenMode::Required))
         .route(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"))
-        .start()
-        .await
+        .start_blocking()
         .unwrap();
     let mut p = provider(&m);
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
     // The server forgets every token (as after an expiry): 401, new token, read again.
     m.reset();
-    let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+    let o = observe_until(&mut p, |o| !o.fresh.is_empty());
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
     assert_eq!(m.stats().alibaba_tokens_issued, 2);
@@ -137,12 +135,12 @@ async fn a_rejected_token_is_replaced_once() {
     assert_eq!(g[1].status, Some(200));
 }
 
-#[tokio::test]
-async fn a_token_that_keeps_failing_is_an_error_not_a_loop() {
-    let m = mock(TokenMode::Required).await;
+#[test]
+fn a_token_that_keeps_failing_is_an_error_not_a_loop() {
+    let m = mock(TokenMode::Required);
     m.config(|c| c.token_always_401 = true);
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 1, "{o:?}");
     assert!(
         matches!(o.errors[0].error, ImdsError::Status { status: 401, .. }),
@@ -153,15 +151,15 @@ async fn a_token_that_keeps_failing_is_an_error_not_a_loop() {
     assert_eq!(m.stats().alibaba_tokens_issued, 2);
 }
 
-#[tokio::test]
-async fn normal_mode_reads_without_a_token() {
+#[test]
+fn normal_mode_reads_without_a_token() {
     for status in [403u16, 404, 405] {
-        let m = mock(TokenMode::Refused).await;
+        let m = mock(TokenMode::Refused);
         m.config(|c| c.token_put_status = status);
         m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
         let mut p = provider(&m);
         for _ in 0..3 {
-            let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+            let o = observe_until(&mut p, |o| !o.fresh.is_empty());
             assert!(o.ok(), "{status}: {:?}", o.errors);
             assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
         }
@@ -177,26 +175,26 @@ async fn normal_mode_reads_without_a_token() {
     }
 }
 
-#[tokio::test]
-async fn hardened_mode_switched_on_later_is_followed() {
-    let m = mock(TokenMode::Refused).await;
+#[test]
+fn hardened_mode_switched_on_later_is_followed() {
+    let m = mock(TokenMode::Refused);
     m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
     let mut p = provider(&m);
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
     m.config(|c| c.alibaba_token = TokenMode::Required);
-    let o = observe_until(&mut p, |o| !o.fresh.is_empty()).await;
+    let o = observe_until(&mut p, |o| !o.fresh.is_empty());
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::AlibabaSpot]);
     assert_eq!(m.stats().alibaba_tokens_issued, 1);
     assert!(gets(&m).last().unwrap().header(TOKEN_HEADER).is_some());
 }
 
-#[tokio::test]
-async fn token_put_failures_are_errors() {
-    let m = mock(TokenMode::Required).await;
+#[test]
+fn token_put_failures_are_errors() {
+    let m = mock(TokenMode::Required);
     m.set(TOKEN_PATH, Response::text(500, "oops"));
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(
         matches!(o.errors[0].error, ImdsError::Status { status: 500, .. }),
         "{:?}",
@@ -204,19 +202,19 @@ async fn token_put_failures_are_errors() {
     );
     assert!(gets(&m).is_empty(), "no tokenless read after a failed PUT");
     m.set(TOKEN_PATH, Response::text(200, "bad token\u{7}"));
-    let o = observe_until(&mut p, |o| !o.ok()).await;
+    let o = observe_until(&mut p, |o| !o.ok());
     assert!(matches!(o.errors[0].error, ImdsError::Malformed { .. }));
     m.set(TOKEN_PATH, Response::fault(Fault::Hang));
-    let o = observe_until(&mut p, |o| !o.ok()).await;
+    let o = observe_until(&mut p, |o| !o.ok());
     assert!(matches!(o.errors[0].error, ImdsError::Timeout { .. }));
 }
 
-#[tokio::test]
-async fn faults_are_errors_and_keep_the_last_state() {
-    let m = mock(TokenMode::Optional).await;
+#[test]
+fn faults_are_errors_and_keep_the_last_state() {
+    let m = mock(TokenMode::Optional);
     m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00Z"));
     let mut p = provider(&m);
-    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AlibabaSpot]);
+    assert_eq!(kinds(&p.observe()), vec![NoticeKind::AlibabaSpot]);
     for (what, resp) in [
         ("503", Response::text(503, "busy")),
         ("500", Response::text(500, "oops")),
@@ -226,7 +224,7 @@ async fn faults_are_errors_and_keep_the_last_state() {
         ("huge", Response::huge(16 * 1024 * 1024)),
     ] {
         m.set(SPOT_PATH, resp);
-        let o = observe_until(&mut p, |o| !o.ok()).await;
+        let o = observe_until(&mut p, |o| !o.ok());
         match (what, &o.errors[0].error) {
             ("503", ImdsError::Status { status: 503, .. })
             | ("500", ImdsError::Status { status: 500, .. })
@@ -249,11 +247,11 @@ mod identity {
     use nthd::testing::provider::alibaba::{INSTANCE_ID_PATH, INSTANCE_TYPE_PATH, ZONE_PATH};
     use nthd_testkit::imds::identity as mock;
 
-    #[tokio::test]
-    async fn every_key_in_hardened_mode_and_no_lifecycle() {
-        let m = mock_imds(config(TokenMode::Required), Some("alibaba")).await;
+    #[test]
+    fn every_key_in_hardened_mode_and_no_lifecycle() {
+        let m = mock_imds(config(TokenMode::Required), Some("alibaba"));
         let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(
             id,
             Identity {
@@ -270,12 +268,12 @@ mod identity {
         }
     }
 
-    #[tokio::test]
-    async fn normal_mode_and_a_missing_key() {
-        let m = mock_imds(config(TokenMode::Refused), Some("alibaba")).await;
+    #[test]
+    fn normal_mode_and_a_missing_key() {
+        let m = mock_imds(config(TokenMode::Refused), Some("alibaba"));
         assert!(m.clear(ZONE_PATH));
         let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.zone, None);
         assert_eq!(id.instance_id.as_deref(), Some(mock::ALIBABA_INSTANCE_ID));
         assert_eq!(

@@ -20,11 +20,11 @@ fn provider(m: &MockImds, opts: AwsOptions) -> Aws {
 
 const SPOT_TERMINATE: &str = r#"{"action":"terminate","time":"2030-01-01T00:02:00Z"}"#;
 
-#[tokio::test]
-async fn no_notices_means_404_everywhere_and_one_token() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn no_notices_means_404_everywhere_and_one_token() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(&m, AwsOptions::default());
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert!(o.notices.is_empty());
     assert_eq!(
@@ -43,9 +43,9 @@ async fn no_notices_means_404_everywhere_and_one_token() {
     assert_eq!(m.stats().aws_tokens_issued, 1);
 }
 
-#[tokio::test]
-async fn every_source_yields_typed_notices() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn every_source_yields_typed_notices() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(aws::SPOT_PATH, Response::json(200, SPOT_TERMINATE));
     m.set(
         aws::REBALANCE_PATH,
@@ -61,7 +61,7 @@ async fn every_source_yields_typed_notices() {
         ),
     );
     let mut p = provider(&m, AwsOptions::default());
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(
         kinds(&o),
@@ -91,7 +91,7 @@ async fn every_source_yields_typed_notices() {
 
 #[tokio::test]
 async fn spot_actions_and_asg_states() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(
         &m,
         AwsOptions {
@@ -115,7 +115,7 @@ async fn spot_actions_and_asg_states() {
     ] {
         m.set(aws::SPOT_PATH, Response::json(200, body));
         tokio::time::sleep_until(p.next_due().into()).await;
-        let o = p.observe().await;
+        let o = p.observe();
         assert_eq!(kinds(&o), vec![want], "{body}");
     }
     m.clear(aws::SPOT_PATH);
@@ -129,25 +129,25 @@ async fn spot_actions_and_asg_states() {
         let before = m.count(aws::ASG_PATH);
         while m.count(aws::ASG_PATH) == before && Instant::now() < deadline {
             tokio::time::sleep_until(p.next_due().into()).await;
-            p.observe().await;
+            p.observe();
         }
         tokio::time::sleep_until(p.next_due().into()).await;
-        let o = p.observe().await;
+        let o = p.observe();
         assert_eq!(kinds(&o), want, "{state}");
     }
 }
 
 #[tokio::test]
 async fn rejected_token_is_replaced_once_then_reported() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(aws::SPOT_PATH, Response::json(200, SPOT_TERMINATE));
     let mut p = provider(&m, AwsOptions::default());
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
     assert_eq!(m.stats().aws_tokens_issued, 1);
     m.config(|c| c.token_always_401 = true);
     tokio::time::sleep_until(p.next_due().into()).await;
     let gets_before = m.count(aws::SPOT_PATH);
-    let o = p.observe().await;
+    let o = p.observe();
     // One 401, a fresh token, one more try, then the error; the last known notice is kept.
     assert_eq!(m.count(aws::SPOT_PATH) - gets_before, 2);
     assert_eq!(m.stats().aws_tokens_issued, 2);
@@ -163,12 +163,12 @@ async fn rejected_token_is_replaced_once_then_reported() {
     );
     m.config(|c| c.token_always_401 = false);
     tokio::time::sleep_until(p.next_due().into()).await;
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
 }
 
 #[tokio::test]
 async fn token_is_refreshed_before_it_expires() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(
         &m,
         AwsOptions {
@@ -180,7 +180,7 @@ async fn token_is_refreshed_before_it_expires() {
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(2500) {
         tokio::time::sleep_until(p.next_due().into()).await;
-        let o = p.observe().await;
+        let o = p.observe();
         assert!(
             o.ok(),
             "no read may fail on an expired token: {:?}",
@@ -195,16 +195,16 @@ async fn token_is_refreshed_before_it_expires() {
     assert_eq!(p.tokens_fetched(), issued);
 }
 
-#[tokio::test]
-async fn imdsv1_only_endpoint_is_refused_unless_allowed() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn imdsv1_only_endpoint_is_refused_unless_allowed() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.config(|c| {
         c.aws_token = TokenMode::Refused;
         c.token_put_status = 405;
     });
     m.set(aws::SPOT_PATH, Response::json(200, SPOT_TERMINATE));
     let mut p = provider(&m, AwsOptions::default());
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.notices.is_empty());
     assert_eq!(
         o.errors.len(),
@@ -229,7 +229,7 @@ async fn imdsv1_only_endpoint_is_refused_unless_allowed() {
             ..AwsOptions::default()
         },
     );
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::SpotTerminate]);
     assert!(p.describe().contains("IMDSv1"));
@@ -237,7 +237,7 @@ async fn imdsv1_only_endpoint_is_refused_unless_allowed() {
 
 #[tokio::test]
 async fn server_errors_back_off_and_recover() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(
         aws::SPOT_PATH,
         Response::sequence(vec![
@@ -257,7 +257,7 @@ async fn server_errors_back_off_and_recover() {
     let start = Instant::now();
     loop {
         tokio::time::sleep_until(p.next_due().into()).await;
-        let o = p.observe().await;
+        let o = p.observe();
         if o.notices
             .iter()
             .any(|n| n.kind == NoticeKind::SpotTerminate)
@@ -282,13 +282,13 @@ async fn server_errors_back_off_and_recover() {
     assert_eq!(errors, 2);
 }
 
-#[tokio::test]
-async fn hang_times_out_without_stalling_the_provider() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn hang_times_out_without_stalling_the_provider() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(aws::SPOT_PATH, Response::fault(Fault::Hang));
     let mut p = provider(&m, AwsOptions::default());
     let t = Instant::now();
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     let e = o
         .errors
@@ -306,7 +306,7 @@ async fn hang_times_out_without_stalling_the_provider() {
 
 #[tokio::test]
 async fn malformed_truncated_and_oversized_bodies_are_errors() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(
         aws::SPOT_PATH,
         Response::json(200, r#"{"action": "terminate", "#),
@@ -319,7 +319,7 @@ async fn malformed_truncated_and_oversized_bodies_are_errors() {
     m.set(aws::ASG_PATH, Response::fault(Fault::Garbage));
     let mut p = provider(&m, AwsOptions::default());
     let t = Instant::now();
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(
         t.elapsed() < Duration::from_secs(3),
         "a 1 GiB body must not be read: {:?}",
@@ -348,11 +348,11 @@ async fn malformed_truncated_and_oversized_bodies_are_errors() {
         .contains(aws::ASG_PATH));
 }
 
-#[tokio::test]
-async fn unreachable_endpoint_is_an_error_naming_the_url() {
+#[test]
+fn unreachable_endpoint_is_an_error_naming_the_url() {
     let client = ImdsClient::new("http://127.0.0.1:9", ClientOptions::default()).unwrap();
     let mut p = common::provider::aws(client, AwsOptions::default());
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.fresh.is_empty());
     let e = o.errors[0].error.to_string();
     assert!(
@@ -363,7 +363,7 @@ async fn unreachable_endpoint_is_an_error_naming_the_url() {
 
 #[tokio::test]
 async fn sources_are_polled_at_rates_that_fit_their_lead_times() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(
         &m,
         AwsOptions {
@@ -375,7 +375,7 @@ async fn sources_are_polled_at_rates_that_fit_their_lead_times() {
     let end = Instant::now() + Duration::from_millis(1950);
     while p.next_due() < end {
         tokio::time::sleep_until(p.next_due().into()).await;
-        p.observe().await;
+        p.observe();
     }
     let spot = m.count(aws::SPOT_PATH);
     let asg = m.count(aws::ASG_PATH);
@@ -399,7 +399,7 @@ async fn run_for(p: &mut Aws, m: &MockImds, d: Duration) -> usize {
     let end = std::time::Instant::now() + d;
     while std::time::Instant::now() < end {
         tokio::time::sleep_until(p.next_due().into()).await;
-        p.observe().await;
+        p.observe();
     }
     m.count(aws::SPOT_PATH) - before
 }
@@ -408,7 +408,7 @@ async fn run_for(p: &mut Aws, m: &MockImds, d: Duration) -> usize {
 /// listed, spot is read every 200 ms, for at most the boost's limit, then at the normal pace.
 #[tokio::test]
 async fn a_rebalance_recommendation_speeds_up_spot_reads_for_a_while() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(
         &m,
         AwsOptions {
@@ -462,7 +462,7 @@ async fn time_to_boost(p: &mut Aws, limit: Duration) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < limit {
         tokio::time::sleep_until(p.next_due().min(start + limit).into()).await;
-        p.observe().await;
+        p.observe();
         if p.boosted() {
             return Some(start.elapsed());
         }
@@ -475,8 +475,8 @@ async fn time_to_boost(p: &mut Aws, limit: Duration) -> Option<Duration> {
 /// scheduled events stay on the slow poll, and with the boost off so does the recommendation.
 #[tokio::test]
 async fn the_boost_starts_within_5s_of_a_rebalance_recommendation() {
-    let on = MockImds::start("127.0.0.1:0").await.unwrap();
-    let off = MockImds::start("127.0.0.1:0").await.unwrap();
+    let on = MockImds::start_blocking("127.0.0.1:0").unwrap();
+    let off = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p_on = provider(&on, AwsOptions::default());
     let mut p_off = provider(
         &off,
@@ -492,7 +492,7 @@ async fn the_boost_starts_within_5s_of_a_rebalance_recommendation() {
         .describe()
         .contains("rebalance recommendation every 20s, scheduled events every 20s"));
     // The first observation reads every source; the recommendation appears just after it.
-    assert!(p_on.observe().await.ok() && p_off.observe().await.ok());
+    assert!(p_on.observe().ok() && p_off.observe().ok());
     let rebalance = Response::json(200, r#"{"noticeTime":"2030-01-01T00:00:00Z"}"#);
     on.set(aws::REBALANCE_PATH, rebalance.clone());
     off.set(aws::REBALANCE_PATH, rebalance);
@@ -522,12 +522,12 @@ async fn the_boost_starts_within_5s_of_a_rebalance_recommendation() {
 
 // ------------------------------------------------------------------------------------ identity
 
-#[tokio::test]
-async fn identity_reads_every_key_with_the_token() {
+#[test]
+fn identity_reads_every_key_with_the_token() {
     // The values read: the contract's `identity_is_read`.
-    let m = mock_imds(Config::default(), Some("aws")).await;
+    let m = mock_imds(Config::default(), Some("aws"));
     let mut p = provider(&m, AwsOptions::default());
-    p.identity().await.unwrap();
+    p.identity().unwrap();
     // IMDSv2 only (the mock's default): every read carried the one token.
     for path in [
         aws::INSTANCE_ID_PATH,
@@ -542,31 +542,28 @@ async fn identity_reads_every_key_with_the_token() {
     assert_eq!(m.stats().aws_tokens_issued, 1);
 }
 
-#[tokio::test]
-async fn identity_without_a_life_cycle_key_keeps_the_rest() {
+#[test]
+fn identity_without_a_life_cycle_key_keeps_the_rest() {
     use nthd::testing::notice::Lifecycle;
-    let m = mock_imds(Config::default(), Some("aws")).await;
+    let m = mock_imds(Config::default(), Some("aws"));
     assert!(m.clear(aws::LIFE_CYCLE_PATH));
     let mut p = provider(&m, AwsOptions::default());
-    let id = p.identity().await.unwrap();
+    let id = p.identity().unwrap();
     assert_eq!(id.lifecycle, None);
     assert_eq!(id.instance_id.as_deref(), Some("i-0123456789abcdef0"));
     assert_eq!(id.instance_type.as_deref(), Some("m5.large"));
     assert_eq!(id.zone.as_deref(), Some("us-east-1a"));
     // Known values map; an unknown one is not guessed.
     m.set(aws::LIFE_CYCLE_PATH, Response::text(200, "on-demand\n"));
-    assert_eq!(
-        p.identity().await.unwrap().lifecycle,
-        Some(Lifecycle::OnDemand)
-    );
+    assert_eq!(p.identity().unwrap().lifecycle, Some(Lifecycle::OnDemand));
     m.set(aws::LIFE_CYCLE_PATH, Response::text(200, "scheduled"));
-    assert_eq!(p.identity().await.unwrap().lifecycle, None);
+    assert_eq!(p.identity().unwrap().lifecycle, None);
 }
 
 /// Hostile values are dropped (the contract's `hostile_values_are_dropped`), not cut down.
-#[tokio::test]
-async fn identity_values_at_the_length_limit() {
-    let m = mock_imds(Config::default(), Some("aws")).await;
+#[test]
+fn identity_values_at_the_length_limit() {
+    let m = mock_imds(Config::default(), Some("aws"));
     let mut p = provider(&m, AwsOptions::default());
     // One character over MAX_IDENTITY is dropped, not cut; exactly MAX_IDENTITY is kept.
     let max = nthd::testing::notice::MAX_IDENTITY;
@@ -575,14 +572,14 @@ async fn identity_values_at_the_length_limit() {
         Response::text(200, "i".repeat(max + 1)),
     );
     m.set(aws::ZONE_PATH, Response::text(200, "z".repeat(max)));
-    let id = p.identity().await.unwrap();
+    let id = p.identity().unwrap();
     assert_eq!(id.instance_id, None);
     assert_eq!(id.zone.map(|z| z.len()), Some(max));
 }
 
-#[tokio::test]
-async fn identity_is_an_error_when_nothing_answers() {
-    let m = mock_imds(Config::default(), Some("aws")).await;
+#[test]
+fn identity_is_an_error_when_nothing_answers() {
+    let m = mock_imds(Config::default(), Some("aws"));
     for path in [
         aws::INSTANCE_ID_PATH,
         aws::INSTANCE_TYPE_PATH,
@@ -592,28 +589,25 @@ async fn identity_is_an_error_when_nothing_answers() {
     }
     m.set(aws::LIFE_CYCLE_PATH, Response::fault(Fault::Reset));
     let mut p = provider(&m, AwsOptions::default());
-    let e = p.identity().await.unwrap_err();
+    let e = p.identity().unwrap_err();
     assert!(
         matches!(&e, ImdsError::Status { status: 503, url, .. } if url.ends_with(aws::INSTANCE_ID_PATH)),
         "the first failure is reported: {e:?}"
     );
     // A refused token fails every key.
-    let m = mock_imds(Config::default(), Some("aws")).await;
+    let m = mock_imds(Config::default(), Some("aws"));
     m.config(|c| c.aws_token = TokenMode::Refused);
     let mut p = provider(&m, AwsOptions::default());
-    assert!(matches!(
-        p.identity().await,
-        Err(ImdsError::TokenRefused { .. })
-    ));
+    assert!(matches!(p.identity(), Err(ImdsError::TokenRefused { .. })));
     // Nothing listening at all: the contract's `nothing_answering_is_an_error`.
 }
 
 /// The sources due at one instant go out together, so their answers share a wakeup: with
 /// every answer held back 800 ms, the four first reads all reach the mock before the first
 /// answer leaves it (one after the other they would arrive 800 ms apart or more).
-#[tokio::test]
-async fn sources_due_together_are_read_together() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn sources_due_together_are_read_together() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     for path in aws::SOURCE_PATHS {
         m.set(path, Response::status(404).with_delay(800));
     }
@@ -626,7 +620,7 @@ async fn sources_due_together_are_read_together() {
     )
     .unwrap();
     let mut p = common::provider::aws(client, AwsOptions::default());
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.fresh.len(), 4, "every source read: {:?}", o.errors);
     let arrivals: Vec<u64> = m
         .requests()
@@ -641,15 +635,15 @@ async fn sources_due_together_are_read_together() {
 }
 
 /// Reads rejected together share one new token: one more try each, not a token apiece.
-#[tokio::test]
-async fn reads_rejected_together_share_one_new_token() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn reads_rejected_together_share_one_new_token() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(&m, AwsOptions::default());
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
     m.config(|c| c.token_always_401 = true);
     // The first round again: 20 s on, when all four sources fall due together.
     let mut p = provider(&m, AwsOptions::default());
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 4, "{:?}", o.errors);
     let gets = m.requests().iter().filter(|r| r.method == "GET").count();
     assert_eq!(

@@ -43,15 +43,15 @@ fn doc(events: &[String]) -> Response {
     )
 }
 
-async fn mock(name: &str, events: &[String]) -> MockImds {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+fn mock(name: &str, events: &[String]) -> MockImds {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(NAME_PATH, Response::text(200, name));
     m.set(EVENTS_PATH, doc(events));
     m
 }
 
-#[tokio::test]
-async fn event_for_this_vm_is_a_notice() {
+#[test]
+fn event_for_this_vm_is_a_notice() {
     let m = mock(
         "vm1",
         &[event(
@@ -61,10 +61,9 @@ async fn event_for_this_vm_is_a_notice() {
             "Scheduled",
             "Mon, 19 Sep 2016 18:29:47 GMT",
         )],
-    )
-    .await;
+    );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(o.fresh, ["azure/scheduledevents"]);
     assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
@@ -77,7 +76,7 @@ async fn event_for_this_vm_is_a_notice() {
     assert_eq!(p.vm_name(), Some("vm1"));
     // Headers and API versions; the name is read once and cached.
     for _ in 0..3 {
-        observe_until(&mut p, |o| o.fresh.len() == 1).await;
+        observe_until(&mut p, |o| o.fresh.len() == 1);
     }
     assert_eq!(m.count(NAME_PATH), 1);
     let name_req = &m.requests_for(NAME_PATH)[0];
@@ -97,8 +96,8 @@ async fn event_for_this_vm_is_a_notice() {
     }
 }
 
-#[tokio::test]
-async fn every_event_type() {
+#[test]
+fn every_event_type() {
     let events: Vec<String> = [
         ("P", "Preempt"),
         ("T", "Terminate"),
@@ -110,9 +109,9 @@ async fn every_event_type() {
     .iter()
     .map(|(id, t)| event(id, t, &["vm1"], "Scheduled", ""))
     .collect();
-    let m = mock("vm1", &events).await;
+    let m = mock("vm1", &events);
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(
         kinds(&o),
@@ -131,8 +130,8 @@ async fn every_event_type() {
     }
 }
 
-#[tokio::test]
-async fn events_for_other_vms_are_ignored() {
+#[test]
+fn events_for_other_vms_are_ignored() {
     let m = mock(
         "vm1",
         &[
@@ -141,38 +140,36 @@ async fn events_for_other_vms_are_ignored() {
             event("C", "Reboot", &[], "Scheduled", ""),
             event("D", "Redeploy", &["vm10"], "Scheduled", ""),
         ],
-    )
-    .await;
+    );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert!(o.notices.is_empty(), "{:?}", o.notices);
     assert_eq!(o.fresh, ["azure/scheduledevents"]);
 }
 
-#[tokio::test]
-async fn vm_names_compare_case_insensitively() {
+#[test]
+fn vm_names_compare_case_insensitively() {
     let m = mock(
         "MyVm-01",
         &[
             event("A", "Preempt", &["other", "myvm-01"], "Scheduled", ""),
             event("B", "Freeze", &["MYVM-01"], "Scheduled", ""),
         ],
-    )
-    .await;
+    );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(
         kinds(&o),
         vec![NoticeKind::AzurePreempt, NoticeKind::AzureFreeze]
     );
 }
 
-#[tokio::test]
-async fn no_document_events_means_none_and_gone() {
-    let m = mock("vm1", &[event("A", "Reboot", &["vm1"], "Scheduled", "")]).await;
+#[test]
+fn no_document_events_means_none_and_gone() {
+    let m = mock("vm1", &[event("A", "Reboot", &["vm1"], "Scheduled", "")]);
     let mut p = provider(&m);
-    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AzureReboot]);
+    assert_eq!(kinds(&p.observe()), vec![NoticeKind::AzureReboot]);
     // Started: NotBefore becomes empty; same fingerprint.
     m.set(
         EVENTS_PATH,
@@ -180,13 +177,12 @@ async fn no_document_events_means_none_and_gone() {
     );
     let o = observe_until(&mut p, |o| {
         o.notices.iter().any(|n| n.detail.contains("Started"))
-    })
-    .await;
+    });
     assert_eq!(o.notices[0].id, "azure/A");
     assert!(o.notices[0].deadline.is_none());
     // Finished: no events.
     m.set(EVENTS_PATH, doc(&[]));
-    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    let o = observe_until(&mut p, |o| o.notices.is_empty());
     assert_eq!(
         o.fresh,
         ["azure/scheduledevents"],
@@ -194,16 +190,16 @@ async fn no_document_events_means_none_and_gone() {
     );
 }
 
-#[tokio::test]
-async fn unknown_vm_name_never_acts_and_recovers() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn unknown_vm_name_never_acts_and_recovers() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(NAME_PATH, Response::text(500, "busy"));
     m.set(
         EVENTS_PATH,
         doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]),
     );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.notices.is_empty(), "never act while the name is unknown");
     assert_eq!(o.fresh, ["azure/scheduledevents"]);
     assert_eq!(o.errors.len(), 1, "{o:?}");
@@ -219,18 +215,17 @@ async fn unknown_vm_name_never_acts_and_recovers() {
         o.errors
             .iter()
             .any(|e| matches!(e.error, ImdsError::Malformed { .. }))
-    })
-    .await;
-    assert!(p.acknowledge(&["A".to_string()]).await.unwrap() == 0);
+    });
+    assert!(p.acknowledge(&["A".to_string()]).unwrap() == 0);
     // Once the name can be read, the same event is acted on.
     m.set(NAME_PATH, Response::text(200, "vm1"));
-    let o = observe_until(&mut p, |o| !o.notices.is_empty()).await;
+    let o = observe_until(&mut p, |o| !o.notices.is_empty());
     assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
     assert_eq!(p.vm_name(), Some("vm1"));
 }
 
-#[tokio::test]
-async fn acknowledge_posts_exactly_the_acted_ids() {
+#[test]
+fn acknowledge_posts_exactly_the_acted_ids() {
     let m = mock(
         "vm1",
         &[
@@ -238,10 +233,9 @@ async fn acknowledge_posts_exactly_the_acted_ids() {
             event("B", "Terminate", &["vm2", "vm1"], "Scheduled", ""),
             event("C", "Reboot", &["vm2"], "Scheduled", ""),
         ],
-    )
-    .await;
+    );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.notices.len(), 2);
     let posts = || {
         m.requests_for(EVENTS_PATH)
@@ -252,7 +246,6 @@ async fn acknowledge_posts_exactly_the_acted_ids() {
     // Only A: C is another VM's event, Z was never seen.
     let n = p
         .acknowledge(&["A".into(), "C".into(), "Z".into(), "A".into()])
-        .await
         .unwrap();
     assert_eq!(n, 1);
     let sent = posts();
@@ -269,11 +262,11 @@ async fn acknowledge_posts_exactly_the_acted_ids() {
         serde_json::json!({"StartRequests": [{"EventId": "A"}]})
     );
     // Refused entirely: nothing is posted.
-    assert_eq!(p.acknowledge(&["C".into(), "Z".into()]).await.unwrap(), 0);
-    assert_eq!(p.acknowledge(&[]).await.unwrap(), 0);
+    assert_eq!(p.acknowledge(&["C".into(), "Z".into()]).unwrap(), 0);
+    assert_eq!(p.acknowledge(&[]).unwrap(), 0);
     assert_eq!(posts().len(), 1);
     // Both of this VM's events.
-    assert_eq!(p.acknowledge(&["B".into(), "A".into()]).await.unwrap(), 2);
+    assert_eq!(p.acknowledge(&["B".into(), "A".into()]).unwrap(), 2);
     let sent = posts();
     assert_eq!(sent.len(), 2);
     let body: serde_json::Value = serde_json::from_str(&sent[1].body).unwrap();
@@ -283,40 +276,40 @@ async fn acknowledge_posts_exactly_the_acted_ids() {
     );
     // Events no longer listed are not acknowledged.
     m.set(EVENTS_PATH, doc(&[]));
-    observe_until(&mut p, |o| o.notices.is_empty()).await;
-    assert_eq!(p.acknowledge(&["A".into()]).await.unwrap(), 0);
+    observe_until(&mut p, |o| o.notices.is_empty());
+    assert_eq!(p.acknowledge(&["A".into()]).unwrap(), 0);
     assert_eq!(posts().len(), 2);
 }
 
-#[tokio::test]
-async fn acknowledge_before_any_read_refuses() {
-    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+#[test]
+fn acknowledge_before_any_read_refuses() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]);
     let mut p = provider(&m);
-    assert_eq!(p.acknowledge(&["A".into()]).await.unwrap(), 0);
+    assert_eq!(p.acknowledge(&["A".into()]).unwrap(), 0);
     assert!(m.requests().is_empty());
 }
 
-#[tokio::test]
-async fn acknowledge_reports_errors() {
-    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+#[test]
+fn acknowledge_reports_errors() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]);
     let mut p = provider(&m);
-    p.observe().await;
+    p.observe();
     drop(m);
-    let e = p.acknowledge(&["A".into()]).await.unwrap_err();
+    let e = p.acknowledge(&["A".into()]).unwrap_err();
     assert!(
         matches!(e, ImdsError::Connect { .. } | ImdsError::Timeout { .. }),
         "{e:?}"
     );
 }
 
-#[tokio::test]
-async fn server_errors_keep_the_last_document() {
-    let m = mock("vm1", &[event("A", "Terminate", &["vm1"], "Scheduled", "")]).await;
+#[test]
+fn server_errors_keep_the_last_document() {
+    let m = mock("vm1", &[event("A", "Terminate", &["vm1"], "Scheduled", "")]);
     let mut p = provider(&m);
-    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AzureTerminate]);
+    assert_eq!(kinds(&p.observe()), vec![NoticeKind::AzureTerminate]);
     for status in [500, 503, 410, 404, 400] {
         m.set(EVENTS_PATH, Response::json(status, "{}"));
-        let o = observe_until(&mut p, |o| !o.ok()).await;
+        let o = observe_until(&mut p, |o| !o.ok());
         assert!(
             matches!(o.errors[0].error, ImdsError::Status { status: s, .. } if s == status),
             "{status}: {:?}",
@@ -328,14 +321,14 @@ async fn server_errors_keep_the_last_document() {
     // Backing off, but still polling.
     assert!(p.next_due() > Instant::now());
     m.set(EVENTS_PATH, doc(&[]));
-    observe_until(&mut p, |o| o.ok() && o.notices.is_empty()).await;
+    observe_until(&mut p, |o| o.ok() && o.notices.is_empty());
 }
 
-#[tokio::test]
-async fn malformed_and_oversized_documents_are_errors() {
-    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+#[test]
+fn malformed_and_oversized_documents_are_errors() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]);
     let mut p = provider(&m);
-    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::AzurePreempt]);
+    assert_eq!(kinds(&p.observe()), vec![NoticeKind::AzurePreempt]);
     for (what, resp) in [
         (
             "broken JSON",
@@ -355,7 +348,7 @@ async fn malformed_and_oversized_documents_are_errors() {
         ),
     ] {
         m.set(EVENTS_PATH, resp);
-        let o = observe_until(&mut p, |o| !o.ok()).await;
+        let o = observe_until(&mut p, |o| !o.ok());
         if what == "huge" {
             assert!(
                 matches!(o.errors[0].error, ImdsError::TooLarge { .. }),
@@ -372,20 +365,20 @@ async fn malformed_and_oversized_documents_are_errors() {
     }
 }
 
-#[tokio::test]
-async fn slow_first_call_gets_a_long_timeout_later_ones_do_not() {
-    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]).await;
+#[test]
+fn slow_first_call_gets_a_long_timeout_later_ones_do_not() {
+    let m = mock("vm1", &[event("A", "Preempt", &["vm1"], "Scheduled", "")]);
     // 1.5 s is three times the client's request timeout; the first call is still waited for.
     m.set(
         EVENTS_PATH,
         doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]).with_delay(1500),
     );
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
     // After that, the ordinary timeout applies.
-    let o = observe_until(&mut p, |o| !o.ok()).await;
+    let o = observe_until(&mut p, |o| !o.ok());
     assert!(
         matches!(o.errors[0].error, ImdsError::Timeout { .. }),
         "{:?}",
@@ -394,30 +387,30 @@ async fn slow_first_call_gets_a_long_timeout_later_ones_do_not() {
     assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
 }
 
-#[tokio::test]
-async fn hang_after_the_first_answer_times_out() {
-    let m = mock("vm1", &[]).await;
+#[test]
+fn hang_after_the_first_answer_times_out() {
+    let m = mock("vm1", &[]);
     let mut p = provider(&m);
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
     m.set(EVENTS_PATH, Response::fault(Fault::Hang));
     let t = Instant::now();
-    let o = observe_until(&mut p, |o| !o.ok()).await;
+    let o = observe_until(&mut p, |o| !o.ok());
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(matches!(o.errors[0].error, ImdsError::Timeout { .. }));
 }
 
 /// The first call may take up to two minutes; `observe()` must not block that long (the
 /// daemon's watchdog would fire), and the slow answer must not be lost.
-#[tokio::test]
-async fn very_slow_first_call_spans_observations() {
-    let m = mock("vm1", &[]).await;
+#[test]
+fn very_slow_first_call_spans_observations() {
+    let m = mock("vm1", &[]);
     m.set(
         EVENTS_PATH,
         doc(&[event("A", "Preempt", &["vm1"], "Scheduled", "")]).with_delay(11_500),
     );
     let mut p = provider(&m);
     let t = Instant::now();
-    let o = p.observe().await;
+    let o = p.observe();
     let first = t.elapsed();
     assert!(
         first >= Duration::from_secs(9) && first < Duration::from_secs(11),
@@ -432,7 +425,7 @@ async fn very_slow_first_call_spans_observations() {
         p.next_due() <= Instant::now(),
         "still waiting on the request"
     );
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::AzurePreempt]);
     assert_eq!(m.count(EVENTS_PATH), 1, "the same request was waited on");
@@ -459,12 +452,12 @@ mod identity {
         Response::json(200, doc)
     }
 
-    #[tokio::test]
-    async fn one_read_of_the_compute_document() {
+    #[test]
+    fn one_read_of_the_compute_document() {
         // The values read: the contract's `identity_is_read`.
-        let m = mock_imds(Config::default(), Some("azure")).await;
+        let m = mock_imds(Config::default(), Some("azure"));
         let mut p = provider(&m);
-        p.identity().await.unwrap();
+        p.identity().unwrap();
         let r = m.requests_for(COMPUTE_PATH);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].header("Metadata"), Some("true"));
@@ -474,36 +467,36 @@ mod identity {
         );
     }
 
-    #[tokio::test]
-    async fn no_zone_is_the_location_and_no_priority_is_unknown() {
-        let m = mock_imds(Config::default(), Some("azure")).await;
+    #[test]
+    fn no_zone_is_the_location_and_no_priority_is_unknown() {
+        let m = mock_imds(Config::default(), Some("azure"));
         let mut p = provider(&m);
         m.set(COMPUTE_PATH, compute("", "Regular"));
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.zone.as_deref(), Some("northeurope"));
         assert_eq!(id.lifecycle, Some(Lifecycle::OnDemand));
         m.set(COMPUTE_PATH, compute("3", ""));
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.zone.as_deref(), Some("northeurope-3"));
         assert_eq!(id.lifecycle, None);
         assert_eq!(id.instance_type.as_deref(), Some("Standard_D2s_v5"));
     }
 
-    #[tokio::test]
-    async fn no_usable_document_is_an_error() {
-        let m = mock_imds(Config::default(), Some("azure")).await;
+    #[test]
+    fn no_usable_document_is_an_error() {
+        let m = mock_imds(Config::default(), Some("azure"));
         let mut p = provider(&m);
         // No document at all (404): the contract's `nothing_answering_is_an_error`.
         m.set(COMPUTE_PATH, Response::text(200, "<html>gateway</html>"));
-        let e = p.identity().await.unwrap_err();
+        let e = p.identity().unwrap_err();
         assert!(matches!(e, ImdsError::Malformed { .. }), "{e:?}");
         m.set(COMPUTE_PATH, Response::huge(1 << 20));
-        let e = p.identity().await.unwrap_err();
+        let e = p.identity().unwrap_err();
         assert!(matches!(e, ImdsError::TooLarge { .. }), "{e:?}");
         m.set(COMPUTE_PATH, Response::json(200, r#"{"name":"vm"}"#));
-        assert!(p.identity().await.is_err(), "a document without any field");
+        assert!(p.identity().is_err(), "a document without any field");
         m.set(COMPUTE_PATH, Response::fault(Fault::Reset));
-        let e = p.identity().await.unwrap_err();
+        let e = p.identity().unwrap_err();
         assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
     }
 }

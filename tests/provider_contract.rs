@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::provider::{
-    self as shared, client_for, kinds, mock_imds, nothing_listening, observe_until,
+    self as shared, client, kinds, mock_imds, nothing_listening, observe_until,
 };
 use nthd::testing::imds::{ImdsClient, ImdsError};
 use nthd::testing::notice::{Cloud, Identity, Lifecycle, NoticeKind};
@@ -55,15 +55,14 @@ trait Contract {
 
 // ---------------------------------------------------------------------------------- the cases
 
-/// The cloud's provider on the mock at `base`; with `blocking`, its direct reads are made with
-/// blocking sockets, as the daemon's metadata reader makes them.
-fn build<C: Contract>(base: &str, blocking: bool) -> C::P {
-    C::build(client_for(base, blocking))
+/// The cloud's provider on the mock at `base`.
+fn build<C: Contract>(base: &str) -> C::P {
+    C::build(client(base))
 }
 
 /// The mock with this cloud's settings, serving `routes` (and its identity when asked).
-async fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
-    let m = mock_imds(C::config(), identity.then(|| C::CLOUD.name())).await;
+fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
+    let m = mock_imds(C::config(), identity.then(|| C::CLOUD.name()));
     for (path, r) in routes {
         m.set(path, r);
     }
@@ -71,12 +70,12 @@ async fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
 }
 
 /// Nothing scheduled is an answer, not an error: every source fresh, no notice.
-async fn not_found_is_no_notice<C: Contract>(blocking: bool) {
-    let m = serve::<C>(C::quiet(), false).await;
-    let mut p = build::<C>(&m.url(), blocking);
+fn not_found_is_no_notice<C: Contract>() {
+    let m = serve::<C>(C::quiet(), false);
+    let mut p = build::<C>(&m.url());
     assert_eq!(p.cloud(), C::CLOUD);
     let started = Instant::now();
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert!(o.notices.is_empty(), "{o:?}");
     let mut fresh = o.fresh.clone();
@@ -96,16 +95,16 @@ async fn not_found_is_no_notice<C: Contract>(blocking: bool) {
 }
 
 /// A notice served is observed with its kind; withdrawn, it is gone from a fresh read.
-async fn observe_until_a_notice_and_its_withdrawal<C: Contract>(blocking: bool) {
-    let m = serve::<C>(C::quiet(), false).await;
-    let mut p = build::<C>(&m.url(), blocking);
-    assert!(p.observe().await.notices.is_empty());
+fn observe_until_a_notice_and_its_withdrawal<C: Contract>() {
+    let m = serve::<C>(C::quiet(), false);
+    let mut p = build::<C>(&m.url());
+    assert!(p.observe().notices.is_empty());
     let (routes, kind) = C::notice();
     let paths: Vec<&str> = routes.iter().map(|(path, _)| *path).collect();
     for (path, r) in routes {
         m.set(path, r);
     }
-    let o = observe_until(&mut p, |o| !o.notices.is_empty()).await;
+    let o = observe_until(&mut p, |o| !o.notices.is_empty());
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), [kind]);
     for path in paths {
@@ -114,53 +113,53 @@ async fn observe_until_a_notice_and_its_withdrawal<C: Contract>(blocking: bool) 
     for (path, r) in C::quiet() {
         m.set(path, r);
     }
-    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    let o = observe_until(&mut p, |o| o.notices.is_empty());
     assert!(o.ok() && !o.fresh.is_empty(), "{o:?}");
 }
 
 /// The mock's default values are read as they are.
-async fn identity_is_read<C: Contract>(blocking: bool) {
-    let m = serve::<C>(Vec::new(), true).await;
-    let mut p = build::<C>(&m.url(), blocking);
-    assert_eq!(p.identity().await.unwrap(), C::identity());
+fn identity_is_read<C: Contract>() {
+    let m = serve::<C>(Vec::new(), true);
+    let mut p = build::<C>(&m.url());
+    assert_eq!(p.identity().unwrap(), C::identity());
 }
 
 /// A hostile value is dropped, not cut down, and the clean keys are kept; with nothing clean
 /// left the read is an error.
-async fn hostile_values_are_dropped<C: Contract>(blocking: bool) {
-    let m = serve::<C>(Vec::new(), true).await;
+fn hostile_values_are_dropped<C: Contract>() {
+    let m = serve::<C>(Vec::new(), true);
     let (routes, left) = C::hostile();
     for (path, r) in routes {
         m.set(path, r);
     }
-    let mut p = build::<C>(&m.url(), blocking);
-    assert_eq!(p.identity().await.unwrap(), left);
+    let mut p = build::<C>(&m.url());
+    assert_eq!(p.identity().unwrap(), left);
     for path in C::IDENTITY_PATHS {
         m.set(path, Response::text(200, "value\r\nX-Injected: 1"));
     }
-    let e = p.identity().await.unwrap_err();
+    let e = p.identity().unwrap_err();
     assert!(matches!(e, ImdsError::Malformed { .. }), "{e:?}");
 }
 
 /// No service, a hanging one, one without any key: errors, each saying why.
-async fn nothing_answering_is_an_error<C: Contract>(blocking: bool) {
-    let mut p = build::<C>(&nothing_listening(), blocking);
-    let e = p.identity().await.unwrap_err();
+fn nothing_answering_is_an_error<C: Contract>() {
+    let mut p = build::<C>(&nothing_listening());
+    let e = p.identity().unwrap_err();
     assert!(matches!(e, ImdsError::Connect { .. }), "{e:?}");
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(
         !o.ok() && o.notices.is_empty() && o.fresh.is_empty(),
         "{o:?}"
     );
-    let m = serve::<C>(Vec::new(), true).await;
+    let m = serve::<C>(Vec::new(), true);
     for path in C::IDENTITY_PATHS {
         m.set(path, Response::fault(Fault::Hang));
     }
-    let e = build::<C>(&m.url(), blocking).identity().await.unwrap_err();
+    let e = build::<C>(&m.url()).identity().unwrap_err();
     assert!(matches!(e, ImdsError::Timeout { .. }), "{e:?}");
     // A look-alike service without any of the keys: the first key's 404 is the reason.
-    let m = serve::<C>(Vec::new(), false).await;
-    let e = build::<C>(&m.url(), blocking).identity().await.unwrap_err();
+    let m = serve::<C>(Vec::new(), false);
+    let e = build::<C>(&m.url()).identity().unwrap_err();
     assert!(
         matches!(&e, ImdsError::Status { status: 404, url, .. } if url.contains(C::IDENTITY_PATHS[0])),
         "{e:?}"
@@ -174,52 +173,41 @@ async fn nothing_answering_is_an_error<C: Contract>(blocking: bool) {
     }
 }
 
-/// Runs every case for each cloud, as `<cloud>::<case>`, on `$test`'s runtime, with blocking
-/// reads or not.
+/// Runs every case for each cloud, as `<cloud>::<case>`. The providers block the test's
+/// thread; the mock answers from its own.
 macro_rules! contract {
-    ($test:meta, $blocking:expr; $($module:ident: $cloud:ident),* $(,)?) => {$(
+    ($($module:ident: $cloud:ident),* $(,)?) => {$(
         mod $module {
-            #[$test]
-            async fn not_found_is_no_notice() {
-                super::not_found_is_no_notice::<super::$cloud>($blocking).await;
+            #[test]
+            fn not_found_is_no_notice() {
+                super::not_found_is_no_notice::<super::$cloud>();
             }
-            #[$test]
-            async fn observe_until_a_notice_and_its_withdrawal() {
-                super::observe_until_a_notice_and_its_withdrawal::<super::$cloud>($blocking).await;
+            #[test]
+            fn observe_until_a_notice_and_its_withdrawal() {
+                super::observe_until_a_notice_and_its_withdrawal::<super::$cloud>();
             }
-            #[$test]
-            async fn identity_is_read() {
-                super::identity_is_read::<super::$cloud>($blocking).await;
+            #[test]
+            fn identity_is_read() {
+                super::identity_is_read::<super::$cloud>();
             }
-            #[$test]
-            async fn hostile_values_are_dropped() {
-                super::hostile_values_are_dropped::<super::$cloud>($blocking).await;
+            #[test]
+            fn hostile_values_are_dropped() {
+                super::hostile_values_are_dropped::<super::$cloud>();
             }
-            #[$test]
-            async fn nothing_answering_is_an_error() {
-                super::nothing_answering_is_an_error::<super::$cloud>($blocking).await;
+            #[test]
+            fn nothing_answering_is_an_error() {
+                super::nothing_answering_is_an_error::<super::$cloud>();
             }
         }
     )*};
 }
 
 contract!(
-    tokio::test, false;
     aws: AwsCase,
     gcp: GcpCase,
     azure: AzureCase,
     alibaba: AlibabaCase,
     tencent: TencentCase,
-);
-
-// The same cases with blocking reads, for the clouds the daemon reads that way (all but GCP's
-// long-polls). The mock answers from the runtime's workers while the test's thread blocks.
-contract!(
-    tokio::test(flavor = "multi_thread", worker_threads = 2), true;
-    aws_blocking: AwsCase,
-    azure_blocking: AzureCase,
-    alibaba_blocking: AlibabaCase,
-    tencent_blocking: TencentCase,
 );
 
 // ------------------------------------------------------------------------------- the clouds

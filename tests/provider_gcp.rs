@@ -50,8 +50,8 @@ fn long_polls(m: &MockImds, path: &str) -> Vec<LoggedRequest> {
         .collect()
 }
 
-async fn quiet_mock() -> MockImds {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+fn quiet_mock() -> MockImds {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
     m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
     m
@@ -59,29 +59,28 @@ async fn quiet_mock() -> MockImds {
 
 /// Runs `observe()` while `change` is applied to the mock after `after`; returns the
 /// observation and how long after the change it came back.
-async fn observe_with_change(
+fn observe_with_change(
     p: &mut Gcp,
     after: Duration,
-    change: impl FnOnce(),
+    change: impl FnOnce() + Send,
 ) -> (Observation, Duration) {
-    let ((o, done), changed) = tokio::join!(
-        async {
-            let o = p.observe().await;
-            (o, Instant::now())
-        },
-        async {
-            tokio::time::sleep(after).await;
+    std::thread::scope(|scope| {
+        let changed = scope.spawn(move || {
+            std::thread::sleep(after);
             let t = Instant::now();
             change();
             t
-        }
-    );
-    (o, done.saturating_duration_since(changed))
+        });
+        let o = p.observe();
+        let done = Instant::now();
+        let changed = changed.join().unwrap();
+        (o, done.saturating_duration_since(changed))
+    })
 }
 
-#[tokio::test]
-async fn notice_present_before_start_is_seen_on_first_observe() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn notice_present_before_start_is_seen_on_first_observe() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     m.set(
         MAINTENANCE_PATH,
@@ -90,7 +89,7 @@ async fn notice_present_before_start_is_seen_on_first_observe() {
     let mut p = provider(&m, Duration::from_secs(5));
     assert!(p.next_due() <= Instant::now());
     let t = Instant::now();
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(t.elapsed() < Duration::from_secs(1), "plain reads, no wait");
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(
@@ -121,17 +120,16 @@ async fn notice_present_before_start_is_seen_on_first_observe() {
     assert!(p.describe().contains("long-polling"));
 }
 
-#[tokio::test]
-async fn preempt_is_detected_by_long_poll_within_one_round_trip() {
-    let m = quiet_mock().await;
+#[test]
+fn preempt_is_detected_by_long_poll_within_one_round_trip() {
+    let m = quiet_mock();
     let wait = Duration::from_secs(10);
     let mut p = provider(&m, wait);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok() && o.notices.is_empty(), "{o:?}");
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(300), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     eprintln!("GCP preempt detection latency: {latency:?}");
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
@@ -152,21 +150,19 @@ async fn preempt_is_detected_by_long_poll_within_one_round_trip() {
     assert_eq!(lp[0].note.as_deref(), Some("long poll: value changed"));
 }
 
-#[tokio::test]
-async fn the_other_key_keeps_its_long_poll_in_flight() {
-    let m = quiet_mock().await;
+#[test]
+fn the_other_key_keeps_its_long_poll_in_flight() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(10));
-    p.observe().await;
+    p.observe();
     // Preempted changes twice; the maintenance-event long-poll armed at the start is kept.
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
         m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
-    })
-    .await;
+    });
     assert!(o.notices.is_empty(), "{o:?}");
     assert_eq!(
         long_polls(&m, MAINTENANCE_PATH).len(),
@@ -179,30 +175,28 @@ async fn the_other_key_keeps_its_long_poll_in_flight() {
             MAINTENANCE_PATH,
             Response::text(200, "MIGRATE_ON_HOST_MAINTENANCE"),
         );
-    })
-    .await;
+    });
     assert_eq!(kinds(&o), vec![NoticeKind::GcpMigrate]);
     assert!(latency < Duration::from_secs(1), "{latency:?}");
     assert_eq!(long_polls(&m, MAINTENANCE_PATH).len(), 1);
 }
 
-#[tokio::test]
-async fn simultaneous_changes_are_both_reported() {
-    let m = quiet_mock().await;
+#[test]
+fn simultaneous_changes_are_both_reported() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(10));
-    p.observe().await;
+    p.observe();
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(200), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
         m.set(
             MAINTENANCE_PATH,
             Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
         );
-    })
-    .await;
+    });
     let mut seen = kinds(&o);
     if seen.len() < 2 {
         let t = Instant::now();
-        let o2 = p.observe().await;
+        let o2 = p.observe();
         assert!(t.elapsed() < Duration::from_secs(1));
         seen = kinds(&o2);
     }
@@ -212,11 +206,11 @@ async fn simultaneous_changes_are_both_reported() {
     );
 }
 
-#[tokio::test]
-async fn every_maintenance_value() {
-    let m = quiet_mock().await;
+#[test]
+fn every_maintenance_value() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(10));
-    p.observe().await;
+    p.observe();
     for (value, want) in [
         (
             "TERMINATE_ON_HOST_MAINTENANCE",
@@ -229,8 +223,7 @@ async fn every_maintenance_value() {
     ] {
         let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
             m.set(MAINTENANCE_PATH, Response::text(200, value));
-        })
-        .await;
+        });
         assert!(o.ok(), "{value}: {:?}", o.errors);
         assert!(
             o.fresh
@@ -243,36 +236,33 @@ async fn every_maintenance_value() {
     // And back: preempted TRUE then FALSE.
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(50), || {
         m.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
-    })
-    .await;
+    });
     assert!(o.notices.is_empty() && o.fresh.iter().any(|s| *s == "gcp/instance/preempted"));
 }
 
-#[tokio::test]
-async fn a_404_is_long_polled_too() {
+#[test]
+fn a_404_is_long_polled_too() {
     // 404 as no notice: the contract's `not_found_is_no_notice`.
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     let mut p = provider(&m, Duration::from_secs(5));
-    assert!(p.observe().await.notices.is_empty());
+    assert!(p.observe().notices.is_empty());
     // The 404 carries an ETag too, so it is long-polled and a later value is seen.
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(200), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     assert!(latency < Duration::from_secs(1));
 }
 
-#[tokio::test]
-async fn long_poll_rearms_after_a_broken_answer() {
-    let m = quiet_mock().await;
+#[test]
+fn long_poll_rearms_after_a_broken_answer() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(10));
-    p.observe().await;
+    p.observe();
     // The next answer breaks off half-way (never sent again: part of it came); the one after
     // is the unchanged value. (A reset before any answer, on a kept connection, is sent again
     // at once: `imds::blocking`'s tests.)
@@ -283,7 +273,7 @@ async fn long_poll_rearms_after_a_broken_answer() {
             Response::text(200, "FALSE"),
         ]),
     );
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 1, "{o:?}");
     assert_eq!(o.errors[0].source, "gcp/instance/preempted");
     assert!(
@@ -299,8 +289,7 @@ async fn long_poll_rearms_after_a_broken_answer() {
     // Re-armed as a long-poll after the backoff; a change is then seen within a round trip.
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(600), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     let lp = long_polls(&m, PREEMPTED_PATH);
     assert!(o.ok(), "{:?} {lp:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
@@ -313,11 +302,11 @@ async fn long_poll_rearms_after_a_broken_answer() {
     );
 }
 
-#[tokio::test]
-async fn long_poll_rearms_after_a_503() {
-    let m = quiet_mock().await;
+#[test]
+fn long_poll_rearms_after_a_503() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(10));
-    p.observe().await;
+    p.observe();
     m.set(
         PREEMPTED_PATH,
         Response::sequence(vec![
@@ -326,20 +315,19 @@ async fn long_poll_rearms_after_a_503() {
             Response::text(200, "FALSE"),
         ]),
     );
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(
         matches!(o.errors[0].error, ImdsError::Status { status: 503, .. }),
         "{o:?}"
     );
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(
         matches!(o.errors[0].error, ImdsError::Status { status: 503, .. }),
         "{o:?}"
     );
     let (o, latency) = observe_with_change(&mut p, Duration::from_millis(800), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     assert!(latency < Duration::from_secs(1), "{latency:?}");
@@ -349,21 +337,20 @@ async fn long_poll_rearms_after_a_503() {
 /// Issue 29, item 8: after a burst of failures the long-poll is re-armed within the retry
 /// interval, however long the burst was, so a preemption flagged as the burst ends is seen
 /// within about one interval (before: after a backoff that had grown to 1.6 s here, 5 s at most).
-#[tokio::test]
-async fn a_long_fault_burst_does_not_delay_the_re_arm() {
-    let m = quiet_mock().await;
+#[test]
+fn a_long_fault_burst_does_not_delay_the_re_arm() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(10));
-    p.observe().await;
+    p.observe();
     m.set(PREEMPTED_PATH, Response::text(503, "unavailable"));
     let (t, mut failures) = (Instant::now(), 0);
     while t.elapsed() < Duration::from_secs(2) {
-        failures += p.observe().await.errors.len();
+        failures += p.observe().errors.len();
     }
     // The burst ends right after a failed read; one retry interval (100 ms) later it is read.
     let (o, latency) = observe_with_change(&mut p, Duration::ZERO, || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     assert!(
@@ -374,15 +361,15 @@ async fn a_long_fault_burst_does_not_delay_the_re_arm() {
     assert!((8..=25).contains(&failures), "{failures} failures in 2 s");
 }
 
-#[tokio::test]
-async fn failures_keep_the_last_known_notice() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn failures_keep_the_last_known_notice() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
     let mut p = provider(&m, Duration::from_secs(10));
-    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::GcpPreempt]);
+    assert_eq!(kinds(&p.observe()), vec![NoticeKind::GcpPreempt]);
     m.set(PREEMPTED_PATH, Response::text(500, "oops"));
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(!o.ok());
     assert_eq!(
         kinds(&o),
@@ -394,10 +381,10 @@ async fn failures_keep_the_last_known_notice() {
 
 #[tokio::test]
 async fn malformed_values_are_errors_not_notices() {
-    let m = quiet_mock().await;
+    let m = quiet_mock();
     m.set(PREEMPTED_PATH, Response::text(200, "MAYBE"));
     let mut p = provider(&m, Duration::from_secs(10));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 1, "{o:?}");
     assert!(matches!(o.errors[0].error, ImdsError::Malformed { .. }));
     assert!(o.notices.is_empty());
@@ -405,13 +392,13 @@ async fn malformed_values_are_errors_not_notices() {
     // Not UTF-8 / not HTTP at all.
     m.set(PREEMPTED_PATH, Response::fault(Fault::Garbage));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(!o.ok(), "{o:?}");
     // Recovers once the value is sane again.
     m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let o = p.observe().await;
+        let o = p.observe();
         if kinds(&o) == vec![NoticeKind::GcpPreempt] {
             break;
         }
@@ -419,12 +406,12 @@ async fn malformed_values_are_errors_not_notices() {
     }
 }
 
-#[tokio::test]
-async fn oversized_and_truncated_bodies_are_errors() {
-    let m = quiet_mock().await;
+#[test]
+fn oversized_and_truncated_bodies_are_errors() {
+    let m = quiet_mock();
     m.set(PREEMPTED_PATH, Response::huge(64 * 1024 * 1024));
     let mut p = provider(&m, Duration::from_secs(10));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 1, "{o:?}");
     assert!(
         matches!(o.errors[0].error, ImdsError::TooLarge { .. }),
@@ -437,7 +424,7 @@ async fn oversized_and_truncated_bodies_are_errors() {
     );
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let o = p.observe().await;
+        let o = p.observe();
         if o.errors
             .iter()
             .any(|e| e.source == "gcp/instance/maintenance-event")
@@ -449,25 +436,25 @@ async fn oversized_and_truncated_bodies_are_errors() {
     }
 }
 
-#[tokio::test]
-async fn hanging_reads_time_out() {
-    let m = quiet_mock().await;
+#[test]
+fn hanging_reads_time_out() {
+    let m = quiet_mock();
     m.set(PREEMPTED_PATH, Response::fault(Fault::Hang));
     // Plain read: the client's request timeout.
     let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
     let t = Instant::now();
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(o.errors.len(), 1, "{o:?}");
     assert!(matches!(o.errors[0].error, ImdsError::Timeout { .. }));
     // Long-poll: the wait plus a few seconds.
-    let m = quiet_mock().await;
+    let m = quiet_mock();
     let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
-    p.observe().await;
+    p.observe();
     m.set(PREEMPTED_PATH, Response::fault(Fault::Hang));
     let t = Instant::now();
     let o = loop {
-        let o = p.observe().await;
+        let o = p.observe();
         if !o.errors.is_empty() {
             break o;
         }
@@ -483,7 +470,7 @@ async fn hanging_reads_time_out() {
     m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let o = p.observe().await;
+        let o = p.observe();
         if kinds(&o) == vec![NoticeKind::GcpPreempt] {
             break;
         }
@@ -491,17 +478,17 @@ async fn hanging_reads_time_out() {
     }
 }
 
-#[tokio::test]
-async fn server_timeouts_reread_and_rearm() {
-    let m = quiet_mock().await;
+#[test]
+fn server_timeouts_reread_and_rearm() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(1));
-    p.observe().await;
+    p.observe();
     // Two long-poll timeouts (1 s each, unchanged ETag): each is followed by a plain re-read,
     // and observations keep coming with both keys fresh.
     let t = Instant::now();
     let mut fresh = 0;
     while t.elapsed() < Duration::from_millis(2500) {
-        let o = p.observe().await;
+        let o = p.observe();
         assert!(o.ok(), "{:?}", o.errors);
         fresh += o.fresh.len();
     }
@@ -517,7 +504,7 @@ async fn server_timeouts_reread_and_rearm() {
 
 #[tokio::test]
 async fn same_etag_answered_at_once_backs_off() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     // A server that ignores wait_for_change: it always answers at once, always the same ETag.
     m.set(
         PREEMPTED_PATH,
@@ -527,7 +514,7 @@ async fn same_etag_answered_at_once_backs_off() {
     let mut p = provider(&m, Duration::from_secs(30));
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(3) {
-        let o = p.observe().await;
+        let o = p.observe();
         assert!(o.ok(), "{:?}", o.errors);
         let due = p.next_due();
         if due > Instant::now() {
@@ -539,23 +526,23 @@ async fn same_etag_answered_at_once_backs_off() {
     assert!((4..=30).contains(&n), "{n} requests in 3 s");
 }
 
-#[tokio::test]
-async fn missing_etags_fall_back_to_polling() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+#[test]
+fn missing_etags_fall_back_to_polling() {
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(
         PREEMPTED_PATH,
         Response::text(200, "FALSE").with_header("ETag", ""),
     );
     m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
     let mut p = provider(&m, Duration::from_secs(30));
-    p.observe().await;
+    p.observe();
     let t = Instant::now();
     m.set(
         PREEMPTED_PATH,
         Response::text(200, "TRUE").with_header("ETag", ""),
     );
     loop {
-        let o = p.observe().await;
+        let o = p.observe();
         if kinds(&o) == vec![NoticeKind::GcpPreempt] {
             break;
         }
@@ -568,15 +555,14 @@ async fn missing_etags_fall_back_to_polling() {
     );
 }
 
-#[tokio::test]
-async fn the_metadata_flavor_header_is_always_sent() {
-    let m = quiet_mock().await;
+#[test]
+fn the_metadata_flavor_header_is_always_sent() {
+    let m = quiet_mock();
     let mut p = provider(&m, Duration::from_secs(1));
-    p.observe().await;
+    p.observe();
     let (o, _) = observe_with_change(&mut p, Duration::from_millis(100), || {
         m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
-    })
-    .await;
+    });
     assert_eq!(kinds(&o), vec![NoticeKind::GcpPreempt]);
     let reqs = m.requests();
     assert!(reqs.len() >= 3);
@@ -591,7 +577,7 @@ async fn the_metadata_flavor_header_is_always_sent() {
     );
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let o = p.observe().await;
+        let o = p.observe();
         if let Some(e) = o.errors.first() {
             assert!(
                 matches!(e.error, ImdsError::Status { status: 403, .. }),
@@ -605,11 +591,11 @@ async fn the_metadata_flavor_header_is_always_sent() {
 
 #[tokio::test]
 async fn next_due_is_the_retry_time_when_nothing_long_polls() {
-    let m = MockImds::start("127.0.0.1:0").await.unwrap();
+    let m = MockImds::start_blocking("127.0.0.1:0").unwrap();
     m.set(PREEMPTED_PATH, Response::text(503, "x"));
     m.set(MAINTENANCE_PATH, Response::text(503, "x"));
     let mut p = provider(&m, Duration::from_secs(10));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 2, "{o:?}");
     assert!(o.fresh.is_empty());
     let now = Instant::now();
@@ -621,7 +607,7 @@ async fn next_due_is_the_retry_time_when_nothing_long_polls() {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(3) {
         tokio::time::sleep_until(p.next_due().into()).await;
-        let o = p.observe().await;
+        let o = p.observe();
         if o.fresh.len() == 2 || (o.ok() && p.next_due() <= Instant::now()) {
             break;
         }
@@ -633,10 +619,10 @@ async fn next_due_is_the_retry_time_when_nothing_long_polls() {
 /// start that `instance/upcoming-maintenance` announces, so the policy can wait for
 /// the last safe moment. Without an announcement (404, `{ }`, the "no notifications" error) the
 /// notice has no deadline, so nthd acts at once.
-#[tokio::test]
-async fn terminate_maintenance_carries_the_upcoming_window_start() {
+#[test]
+fn terminate_maintenance_carries_the_upcoming_window_start() {
     use nthd::testing::provider::gcp::UPCOMING_PATH;
-    let m = quiet_mock().await;
+    let m = quiet_mock();
     m.set(
         MAINTENANCE_PATH,
         Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
@@ -649,7 +635,7 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
         ),
     );
     let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
-    let o = p.observe().await;
+    let o = p.observe();
     let n = o
         .notices
         .iter()
@@ -662,7 +648,7 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
     );
     // Not re-read on every observation (every `upcoming_interval`, 20 s by default).
     for _ in 0..3 {
-        p.observe().await;
+        p.observe();
     }
     assert_eq!(m.count(UPCOMING_PATH), 1);
 
@@ -674,14 +660,14 @@ async fn terminate_maintenance_carries_the_upcoming_window_start() {
             r#"{"error": "no notifications have been received yet, try again later"}"#,
         ),
     ] {
-        let m = quiet_mock().await;
+        let m = quiet_mock();
         m.set(
             MAINTENANCE_PATH,
             Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
         );
         m.set(UPCOMING_PATH, Response::json(status, body));
         let mut p = provider_with(&m, Duration::from_secs(1), fast_client());
-        let o = p.observe().await;
+        let o = p.observe();
         let n = o
             .notices
             .iter()
@@ -712,10 +698,10 @@ fn maintenance_deadline(o: &Observation) -> Option<std::time::SystemTime> {
 /// warned about an hour ahead): `instance/upcoming-maintenance` is re-read every
 /// `upcoming_interval`, and `observe()` returns for that re-read even while both long-polls
 /// still wait, so the next observation carries the new start as the notice's deadline.
-#[tokio::test]
-async fn a_moved_maintenance_window_moves_the_deadline() {
+#[test]
+fn a_moved_maintenance_window_moves_the_deadline() {
     use nthd::testing::provider::gcp::UPCOMING_PATH;
-    let m = quiet_mock().await;
+    let m = quiet_mock();
     m.set(
         MAINTENANCE_PATH,
         Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
@@ -725,16 +711,15 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     assert!(p
         .describe()
         .contains("instance/upcoming-maintenance every 300ms"));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(
         maintenance_deadline(&o),
         nthd::testing::timefmt::parse_any("2030-06-01T10:00:00Z")
     );
     m.set(UPCOMING_PATH, window("2030-06-01T12:00:00Z"));
     let t = Instant::now();
-    let o = tokio::time::timeout(Duration::from_secs(5), p.observe())
-        .await
-        .expect("observe() returns for the re-read while the long-polls wait 60 s");
+    // observe() returns for the re-read while the long-polls wait 60 s.
+    let o = p.observe();
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     assert_eq!(
         maintenance_deadline(&o),
@@ -745,19 +730,19 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     assert_eq!(m.count(UPCOMING_PATH), 2);
     // A failed re-read keeps the start read before; a window withdrawn means at once.
     m.set(UPCOMING_PATH, Response::text(503, "busy"));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(
         maintenance_deadline(&o),
         nthd::testing::timefmt::parse_any("2030-06-01T12:00:00Z")
     );
     m.set(UPCOMING_PATH, Response::json(200, "{ }"));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(maintenance_deadline(&o), None);
     // Once the maintenance is no longer listed, it is not read any more.
     m.set(MAINTENANCE_PATH, Response::text(200, "NONE"));
     let mut gone = false;
     for _ in 0..3 {
-        gone = p.observe().await.notices.is_empty();
+        gone = p.observe().notices.is_empty();
         if gone {
             break;
         }
@@ -765,17 +750,19 @@ async fn a_moved_maintenance_window_moves_the_deadline() {
     assert!(gone, "the maintenance is no longer listed");
     let before = m.count(UPCOMING_PATH);
     // Both long-polls wait 60 s: nothing is due, and observe() does not return.
-    let waited = tokio::time::timeout(Duration::from_millis(800), p.observe()).await;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(p.observe()));
+    let waited = rx.recv_timeout(Duration::from_millis(800));
     assert!(waited.is_err(), "{waited:?}");
     assert_eq!(m.count(UPCOMING_PATH), before);
 }
 
 /// The re-read follows `upcoming_interval`, not the observations: here `maintenance-event`
 /// has no ETag, so it is polled every 100 ms, and in 2 s the window is read about 5 times.
-#[tokio::test]
-async fn the_maintenance_window_is_not_reread_on_every_poll() {
+#[test]
+fn the_maintenance_window_is_not_reread_on_every_poll() {
     use nthd::testing::provider::gcp::UPCOMING_PATH;
-    let m = quiet_mock().await;
+    let m = quiet_mock();
     m.set(
         MAINTENANCE_PATH,
         Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE").with_header("ETag", ""),
@@ -785,7 +772,7 @@ async fn the_maintenance_window_is_not_reread_on_every_poll() {
     let t = Instant::now();
     let mut observations = 0;
     while t.elapsed() < Duration::from_millis(2200) {
-        let o = p.observe().await;
+        let o = p.observe();
         assert!(maintenance_deadline(&o).is_some());
         observations += 1;
     }
@@ -806,40 +793,34 @@ mod identity {
     use nthd::testing::provider::gcp::{PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH};
     use nthd_testkit::imds::Config;
 
-    #[tokio::test]
-    async fn the_provisioning_model_decides_the_lifecycle() {
-        let m = mock_imds(Config::default(), Some("gcp")).await;
+    #[test]
+    fn the_provisioning_model_decides_the_lifecycle() {
+        let m = mock_imds(Config::default(), Some("gcp"));
         let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
         // The values, cut to their last segment: the contract's `identity_is_read`.
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.lifecycle, Some(Lifecycle::Spot));
         // The mock answers 403 without Metadata-Flavor, so these reads carried it; the
         // provisioning model answered, so the preemptible flag was not read.
         assert_eq!(m.count(PREEMPTIBLE_PATH), 0);
         m.set(PROVISIONING_MODEL_PATH, Response::text(200, "STANDARD"));
-        assert_eq!(
-            p.identity().await.unwrap().lifecycle,
-            Some(Lifecycle::OnDemand)
-        );
+        assert_eq!(p.identity().unwrap().lifecycle, Some(Lifecycle::OnDemand));
     }
 
-    #[tokio::test]
-    async fn without_a_provisioning_model_the_preemptible_flag_decides() {
-        let m = mock_imds(Config::default(), Some("gcp")).await;
+    #[test]
+    fn without_a_provisioning_model_the_preemptible_flag_decides() {
+        let m = mock_imds(Config::default(), Some("gcp"));
         assert!(m.clear(PROVISIONING_MODEL_PATH));
         let mut p = provider_with(&m, Duration::from_secs(5), fast_client());
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.lifecycle, Some(Lifecycle::Preemptible));
         assert_eq!(id.zone.as_deref(), Some("us-central1-a"));
         assert_eq!(m.count(PREEMPTIBLE_PATH), 1);
         m.set(PREEMPTIBLE_PATH, Response::text(200, "FALSE"));
-        assert_eq!(
-            p.identity().await.unwrap().lifecycle,
-            Some(Lifecycle::OnDemand)
-        );
+        assert_eq!(p.identity().unwrap().lifecycle, Some(Lifecycle::OnDemand));
         // Neither key: unknown, the rest still read.
         assert!(m.clear(PREEMPTIBLE_PATH));
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.lifecycle, None);
         assert_eq!(id.instance_type.as_deref(), Some("e2-standard-4"));
     }

@@ -28,8 +28,8 @@ fn config() -> Config {
     }
 }
 
-async fn mock() -> MockImds {
-    mock_imds(config(), None).await
+fn mock() -> MockImds {
+    mock_imds(config(), None)
 }
 
 fn deadline_secs(o: &Observation) -> u64 {
@@ -81,11 +81,11 @@ fn the_default_endpoint_is_the_link_local_address_and_the_host_name_still_works(
 }
 
 /// The contract's `not_found_is_no_notice` (tests/provider_contract.rs), and how it is read.
-#[tokio::test]
-async fn not_found_is_one_get_answered_404() {
-    let m = mock().await;
+#[test]
+fn not_found_is_one_get_answered_404() {
+    let m = mock();
     let mut p = provider(&m);
-    assert!(p.observe().await.ok());
+    assert!(p.observe().ok());
     let r = m.requests_for(SPOT_PATH);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].method, "GET");
@@ -93,12 +93,12 @@ async fn not_found_is_one_get_answered_404() {
     assert!(p.describe().contains("Tencent Cloud"), "{}", p.describe());
 }
 
-#[tokio::test]
-async fn termination_time_is_a_notice_read_as_utc_plus_8() {
-    let m = mock().await;
+#[test]
+fn termination_time_is_a_notice_read_as_utc_plus_8() {
+    let m = mock();
     m.set(SPOT_PATH, Response::text(200, "2018-08-18 12:05:33"));
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot]);
     assert_eq!(o.notices[0].id, "tencent/spot/termination");
@@ -107,16 +107,16 @@ async fn termination_time_is_a_notice_read_as_utc_plus_8() {
     assert_eq!(deadline_secs(&o), 1_534_565_133);
     // Withdrawn: 404 again, fresh and empty.
     m.clear(SPOT_PATH);
-    let o = observe_until(&mut p, |o| o.notices.is_empty()).await;
+    let o = observe_until(&mut p, |o| o.notices.is_empty());
     assert_eq!(o.fresh, [SOURCE]);
 }
 
-#[tokio::test]
-async fn early_morning_in_beijing_is_the_previous_day_in_utc() {
-    let m = mock().await;
+#[test]
+fn early_morning_in_beijing_is_the_previous_day_in_utc() {
+    let m = mock();
     m.set(SPOT_PATH, Response::text(200, "2018-08-18 04:05:33\n"));
     let mut p = provider(&m);
-    let o = p.observe().await;
+    let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);
     // 2018-08-17T20:05:33Z
     assert_eq!(deadline_secs(&o), 1_534_536_333);
@@ -127,13 +127,13 @@ async fn early_morning_in_beijing_is_the_previous_day_in_utc() {
     );
 }
 
-#[tokio::test]
-async fn malformed_time_is_an_error_naming_the_url_and_keeps_the_last_state() {
-    let m = mock().await;
+#[test]
+fn malformed_time_is_an_error_naming_the_url_and_keeps_the_last_state() {
+    let m = mock();
     let mut p = provider(&m);
     let url = format!("{}{SPOT_PATH}", m.url());
     m.set(SPOT_PATH, Response::text(200, "in two minutes"));
-    let o = p.observe().await;
+    let o = p.observe();
     assert_eq!(o.errors.len(), 1, "{o:?}");
     assert_eq!(o.errors[0].source, SOURCE);
     assert!(
@@ -144,20 +144,20 @@ async fn malformed_time_is_an_error_naming_the_url_and_keeps_the_last_state() {
     assert!(o.notices.is_empty() && o.fresh.is_empty());
     // A good answer, then garbage again: the notice is kept, not dropped.
     m.set(SPOT_PATH, Response::text(200, "2030-01-05 18:02:00"));
-    let o = observe_until(&mut p, nthd::testing::provider::Observation::ok).await;
+    let o = observe_until(&mut p, nthd::testing::provider::Observation::ok);
     assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot]);
     m.set(SPOT_PATH, Response::text(200, "2030-01-05T18:02:00"));
-    let o = observe_until(&mut p, |o| !o.ok()).await;
+    let o = observe_until(&mut p, |o| !o.ok());
     assert!(matches!(o.errors[0].error, ImdsError::Malformed { .. }));
     assert_eq!(kinds(&o), vec![NoticeKind::TencentSpot], "kept");
 }
 
-#[tokio::test]
-async fn faults_are_errors_and_keep_the_last_state() {
-    let m = mock().await;
+#[test]
+fn faults_are_errors_and_keep_the_last_state() {
+    let m = mock();
     m.set(SPOT_PATH, Response::text(200, "2030-01-05 18:02:00"));
     let mut p = provider(&m);
-    assert_eq!(kinds(&p.observe().await), vec![NoticeKind::TencentSpot]);
+    assert_eq!(kinds(&p.observe()), vec![NoticeKind::TencentSpot]);
     for (what, resp) in [
         ("503", Response::text(503, "busy")),
         ("500", Response::text(500, "oops")),
@@ -168,7 +168,7 @@ async fn faults_are_errors_and_keep_the_last_state() {
         ("huge", Response::huge(16 * 1024 * 1024)),
     ] {
         m.set(SPOT_PATH, resp);
-        let o = observe_until(&mut p, |o| !o.ok()).await;
+        let o = observe_until(&mut p, |o| !o.ok());
         match (what, &o.errors[0].error) {
             ("503", ImdsError::Status { status: 503, .. })
             | ("500", ImdsError::Status { status: 500, .. })
@@ -191,27 +191,24 @@ mod identity {
     use nthd::testing::provider::tencent::CHARGE_TYPE_PATH;
     use nthd_testkit::imds::identity as mock;
 
-    #[tokio::test]
-    async fn the_charge_type_is_the_lifecycle() {
+    #[test]
+    fn the_charge_type_is_the_lifecycle() {
         // Every key as the mock serves it: the contract's `identity_is_read`.
-        let m = mock_imds(config(), Some("tencent")).await;
+        let m = mock_imds(config(), Some("tencent"));
         let mut p = provider(&m);
-        assert_eq!(p.identity().await.unwrap().lifecycle, Some(Lifecycle::Spot));
+        assert_eq!(p.identity().unwrap().lifecycle, Some(Lifecycle::Spot));
         m.set(CHARGE_TYPE_PATH, Response::text(200, "POSTPAID_BY_HOUR"));
-        assert_eq!(
-            p.identity().await.unwrap().lifecycle,
-            Some(Lifecycle::OnDemand)
-        );
+        assert_eq!(p.identity().unwrap().lifecycle, Some(Lifecycle::OnDemand));
         m.set(CHARGE_TYPE_PATH, Response::text(200, "CDHPAID"));
-        assert_eq!(p.identity().await.unwrap().lifecycle, None);
+        assert_eq!(p.identity().unwrap().lifecycle, None);
     }
 
-    #[tokio::test]
-    async fn a_missing_charge_type_leaves_only_the_lifecycle_unknown() {
-        let m = mock_imds(config(), Some("tencent")).await;
+    #[test]
+    fn a_missing_charge_type_leaves_only_the_lifecycle_unknown() {
+        let m = mock_imds(config(), Some("tencent"));
         assert!(m.clear(CHARGE_TYPE_PATH));
         let mut p = provider(&m);
-        let id = p.identity().await.unwrap();
+        let id = p.identity().unwrap();
         assert_eq!(id.lifecycle, None);
         assert_eq!(id.instance_id.as_deref(), Some(mock::TENCENT_INSTANCE_ID));
         assert_eq!(id.zone.as_deref(), Some(mock::TENCENT_ZONE));

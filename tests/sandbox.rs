@@ -44,7 +44,7 @@ fn silent(ip: &str) -> (TcpListener, String) {
     (l, url)
 }
 
-async fn read_once(base: &str, sandbox: Option<Arc<IpPolicy>>) -> ImdsError {
+fn read_once(base: &str, sandbox: Option<Arc<IpPolicy>>) -> ImdsError {
     let client = ImdsClient::new(
         base,
         ClientOptions {
@@ -56,15 +56,15 @@ async fn read_once(base: &str, sandbox: Option<Arc<IpPolicy>>) -> ImdsError {
     )
     .unwrap();
     let mut p = common::provider::tencent(client, Duration::from_millis(50));
-    let mut obs = p.observe().await;
+    let mut obs = p.observe();
     assert!(obs.fresh.is_empty(), "the silent listener answered");
     obs.errors.remove(0).error
 }
 
-#[tokio::test]
-async fn a_timeout_to_a_blocked_address_names_the_allow_list_and_the_drop_in() {
+#[test]
+fn a_timeout_to_a_blocked_address_names_the_allow_list_and_the_drop_in() {
     let (_l, base) = silent("127.0.0.1");
-    let e = read_once(&base, Some(packaged())).await;
+    let e = read_once(&base, Some(packaged()));
     assert!(matches!(e, ImdsError::BlockedBySandbox { .. }), "{e:?}");
     let s = e.to_string();
     for want in [
@@ -81,20 +81,20 @@ async fn a_timeout_to_a_blocked_address_names_the_allow_list_and_the_drop_in() {
     assert!(!s.contains("slow or throttling"), "{s}");
 }
 
-#[tokio::test]
-async fn a_refused_connection_to_a_blocked_address_is_blamed_on_the_allow_list_too() {
+#[test]
+fn a_refused_connection_to_a_blocked_address_is_blamed_on_the_allow_list_too() {
     let base = format!("http://127.0.0.1:{}", common::free_port());
-    let e = read_once(&base, Some(packaged())).await;
+    let e = read_once(&base, Some(packaged()));
     assert!(matches!(e, ImdsError::BlockedBySandbox { .. }), "{e:?}");
     assert!(e.to_string().contains("IPAddressAllow=127.0.0.1"), "{e}");
 }
 
-#[tokio::test]
-async fn an_allowed_address_keeps_the_timeout_message() {
+#[test]
+fn an_allowed_address_keeps_the_timeout_message() {
     let (_l, base) = silent("127.0.0.1");
     let allowed = IpPolicy::parse("nthd.service", "any", "localhost").unwrap();
     for sandbox in [Some(Arc::new(allowed)), None] {
-        let e = read_once(&base, sandbox.clone()).await;
+        let e = read_once(&base, sandbox.clone());
         assert!(matches!(e, ImdsError::Timeout { .. }), "{sandbox:?}: {e:?}");
         let s = e.to_string();
         assert!(

@@ -3,6 +3,8 @@
 //! handling of src/imds.rs). A credentials document is never logged nor quoted in an error,
 //! not even at debug level: only its URL and what is wrong with it.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use serde::Deserialize;
 
 use super::sigv4::Credentials;
@@ -17,77 +19,97 @@ pub(crate) const REGION_PATH: &str = "/latest/meta-data/placement/region";
 /// The instance profile's role name, one line.
 pub(crate) const ROLE_PATH: &str = "/latest/meta-data/iam/security-credentials/";
 
-/// Reads through the shared metadata client with an IMDSv2 token.
+/// Reads through the shared metadata client with an IMDSv2 token. The client blocks, so each
+/// read runs on tokio's blocking pool.
 #[derive(Debug)]
 pub(crate) struct Metadata {
-    imds: Imdsv2,
+    imds: Arc<Mutex<Imdsv2>>,
 }
 
 impl Metadata {
     pub(crate) fn new(client: ImdsClient, allow_v1: bool) -> Metadata {
         Metadata {
-            imds: Imdsv2::new(client, allow_v1, TOKEN_TTL),
+            imds: Arc::new(Mutex::new(Imdsv2::new(client, allow_v1, TOKEN_TTL))),
         }
     }
 
-    /// The body at `path`, which must answer 200.
-    async fn read(&mut self, path: &str) -> Result<String, AsgError> {
-        let reply = get_with_token(&mut self.imds, path)
-            .await
-            .map_err(AsgError::Imds)?;
-        match reply.status {
-            200 => Ok(reply.body),
-            s => Err(AsgError::Imds(status_error(
-                self.imds.client().url(path),
-                s,
-            ))),
+    /// `read` with the token source, on the blocking pool.
+    async fn with<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&mut Imdsv2) -> Result<T, AsgError> + Send + 'static,
+    ) -> Result<T, AsgError> {
+        let imds = self.imds.clone();
+        let read = move || read(&mut imds.lock().unwrap_or_else(PoisonError::into_inner));
+        match tokio::task::spawn_blocking(read).await {
+            Ok(r) => r,
+            Err(e) => Err(AsgError::Imds(ImdsError::Client(format!(
+                "the metadata read stopped: {e}"
+            )))),
         }
-    }
-
-    /// One word: the instance id, the region, a role name.
-    async fn word(&mut self, path: &str, allowed: fn(u8) -> bool) -> Result<String, AsgError> {
-        let body = self.read(path).await?;
-        let w = body.trim();
-        if w.is_empty() || w.len() > 128 || !w.bytes().all(allowed) {
-            return Err(AsgError::Imds(ImdsError::malformed(
-                &self.imds.client().url(path),
-                "not one word of the expected characters",
-                &body,
-            )));
-        }
-        Ok(w.to_string())
     }
 
     pub(crate) async fn instance_id(&mut self) -> Result<String, AsgError> {
-        self.word(INSTANCE_ID_PATH, |b| b.is_ascii_alphanumeric() || b == b'-')
-            .await
+        self.with(|m| {
+            word(m, INSTANCE_ID_PATH, |b| {
+                b.is_ascii_alphanumeric() || b == b'-'
+            })
+        })
+        .await
     }
 
     /// The region: lower-case letters, digits and `-` only, since it becomes part of a host name.
     pub(crate) async fn region(&mut self) -> Result<String, AsgError> {
-        self.word(REGION_PATH, |b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
-        })
-        .await
+        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-';
+        self.with(move |m| word(m, REGION_PATH, allowed)).await
     }
 
     /// The role's name, then its credentials and when they expire.
     pub(crate) async fn credentials(
         &mut self,
     ) -> Result<(String, Credentials, Option<jiff::Timestamp>), AsgError> {
-        let role = match self.word(ROLE_PATH, role_char).await {
-            Err(AsgError::Imds(ImdsError::Status { status: 404, .. })) => {
-                return Err(AsgError::NoRole {
-                    url: self.imds.client().url(ROLE_PATH),
-                })
-            }
-            r => r?,
-        };
-        let path = format!("{ROLE_PATH}{role}");
-        let body = self.read(&path).await?;
-        let (creds, expires) = parse_credentials(&self.imds.client().url(&path), &body)?;
-        Ok((role, creds, expires))
+        self.with(credentials).await
     }
+}
+
+/// The body at `path`, which must answer 200.
+fn read(imds: &mut Imdsv2, path: &str) -> Result<String, AsgError> {
+    let reply = get_with_token(imds, path).map_err(AsgError::Imds)?;
+    match reply.status {
+        200 => Ok(reply.body),
+        s => Err(AsgError::Imds(status_error(imds.client().url(path), s))),
+    }
+}
+
+/// One word: the instance id, the region, a role name.
+fn word(imds: &mut Imdsv2, path: &str, allowed: fn(u8) -> bool) -> Result<String, AsgError> {
+    let body = read(imds, path)?;
+    let w = body.trim();
+    if w.is_empty() || w.len() > 128 || !w.bytes().all(allowed) {
+        return Err(AsgError::Imds(ImdsError::malformed(
+            &imds.client().url(path),
+            "not one word of the expected characters",
+            &body,
+        )));
+    }
+    Ok(w.to_string())
+}
+
+/// The role's name, then its credentials and when they expire.
+fn credentials(
+    imds: &mut Imdsv2,
+) -> Result<(String, Credentials, Option<jiff::Timestamp>), AsgError> {
+    let role = match word(imds, ROLE_PATH, role_char) {
+        Err(AsgError::Imds(ImdsError::Status { status: 404, .. })) => {
+            return Err(AsgError::NoRole {
+                url: imds.client().url(ROLE_PATH),
+            })
+        }
+        r => r?,
+    };
+    let path = format!("{ROLE_PATH}{role}");
+    let body = read(imds, &path)?;
+    let (creds, expires) = parse_credentials(&imds.client().url(&path), &body)?;
+    Ok((role, creds, expires))
 }
 
 /// IAM role names: letters, digits and `+=,.@_-`.

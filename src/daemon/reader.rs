@@ -1,10 +1,10 @@
 //! The metadata reader: the provider on a thread of its own, and the quiet reads it keeps.
 //!
-//! The thread detects the cloud, builds its provider and reads it on schedule. For AWS, Azure,
-//! Alibaba and Tencent the reads are made inline on this thread (`imds/blocking.rs`), which
-//! sleeps between polls in `nanosleep`: a poll is one wakeup, its reads and nothing else. GCP's
-//! long-polls wait side by side, each on tokio's blocking pool, under a current-thread runtime
-//! on this thread (which also serves systemd-imdsd's Varlink and the detection).
+//! The thread detects the cloud, builds its provider and reads it on schedule, with no runtime:
+//! every read is made on this thread (`imds/blocking.rs`, or systemd-imdsd's Varlink), which
+//! waits between polls for the daemon's requests with a timeout, so a poll is one wakeup, its
+//! reads and nothing else. Only waits of seconds to minutes (GCP's long-polls, Azure's first
+//! call) run on threads of their own, which hand their answers back to the provider.
 //!
 //! Every observation with a notice or an error goes to the daemon at once. So does every
 //! observation while the daemon asks for them ([`Quiet::want_every`]): until its picture has
@@ -18,11 +18,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc::error::TryRecvError;
+use std::sync::mpsc::RecvTimeoutError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::imds::ImdsError;
-use crate::notice::{Cloud, Identity, SourceId};
+#[cfg(test)]
+use crate::notice::Cloud;
+use crate::notice::{Identity, SourceId};
 use crate::provider::detect::{DetectError, Detection};
 use crate::provider::{self, Observation, Provider, ProviderSettings};
 use crate::status::Moment;
@@ -38,9 +40,6 @@ pub(super) enum FromProvider {
 
 /// Event ids to acknowledge to the platform, and where the count acknowledged goes.
 pub(super) type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
-
-/// The longest the blocking reader sleeps before it looks for an acknowledgement to answer.
-const ACK_WITHIN: Duration = Duration::from_secs(1);
 
 /// How long to wait before asking the metadata service for the machine's identity again, after
 /// a read that gave nothing.
@@ -126,157 +125,94 @@ impl Quiet {
 pub(super) fn start(
     settings: ProviderSettings,
     tx: mpsc::Sender<FromProvider>,
-    acks: mpsc::Receiver<AckRequest>,
+    acks: std::sync::mpsc::Receiver<AckRequest>,
     quiet: Arc<Quiet>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     std::thread::Builder::new()
         .name("nthd-metadata".into())
         .spawn(move || {
-            let reader = Reader { rt, tx, quiet };
-            reader.run(&settings, acks);
-            // A long-poll left on the blocking pool is not waited for: it ends at its deadline.
-            reader.rt.shutdown_background();
+            let reader = Reader { tx, acks, quiet };
+            if let Some(provider) = reader.start_provider(&settings) {
+                reader.read(provider);
+            }
         })
 }
 
-/// Whether a cloud's reads are made with blocking sockets: all but GCP's long-polls.
-fn blocks(cloud: Cloud) -> bool {
-    cloud != Cloud::Gcp
-}
-
-/// Detects the cloud (retrying with backoff, each failure sent on) and builds its provider;
-/// `None` when the daemon has gone or the settings cannot make one (sent on as `Config`).
-async fn start_provider(
-    settings: &ProviderSettings,
-    tx: &mpsc::Sender<FromProvider>,
-) -> Option<provider::AnyProvider> {
-    let mut backoff =
-        crate::timings::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
-    let detection = loop {
-        match provider::resolve_cloud(settings).await {
-            Ok(d) => break d,
-            Err(e) => {
-                tx.send(FromProvider::DetectFailed(e)).await.ok()?;
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-        }
-    };
-    let mut settings = settings.clone();
-    settings.client.inline = blocks(detection.cloud);
-    // The plan resolves the timings: a poll interval too long for this cloud falls back to its
-    // default there (the daemon warns).
-    let provider = match provider::build(detection.cloud, &settings) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = tx.send(FromProvider::Config(e.to_string())).await;
-            return None;
-        }
-    };
-    let describe = provider.describe();
-    tx.send(FromProvider::Detected(detection, describe))
-        .await
-        .ok()?;
-    Some(provider)
-}
-
-/// The reader thread's runtime and its ends of what it shares with the daemon.
+/// The reader thread's ends of what it shares with the daemon.
 struct Reader {
-    rt: tokio::runtime::Runtime,
     tx: mpsc::Sender<FromProvider>,
+    acks: std::sync::mpsc::Receiver<AckRequest>,
     quiet: Arc<Quiet>,
 }
 
 impl Reader {
-    /// Detects the cloud, builds its provider and reads it until the daemon has gone.
-    fn run(&self, settings: &ProviderSettings, acks: mpsc::Receiver<AckRequest>) {
-        let Some(provider) = self.rt.block_on(start_provider(settings, &self.tx)) else {
-            return;
+    /// Detects the cloud (retrying with backoff, each failure sent on) and builds its provider;
+    /// `None` when the daemon has gone or the settings cannot make one (sent on as `Config`).
+    fn start_provider(&self, settings: &ProviderSettings) -> Option<provider::AnyProvider> {
+        let mut backoff =
+            crate::timings::Backoff::with_max(Duration::from_secs(2), Duration::from_secs(30));
+        let detection = loop {
+            match provider::resolve_cloud(settings) {
+                Ok(d) => break d,
+                Err(e) => {
+                    self.tx.blocking_send(FromProvider::DetectFailed(e)).ok()?;
+                    self.wait(backoff.next_delay(), None)?;
+                }
+            }
         };
-        if blocks(provider.cloud()) {
-            self.read_blocking(provider, acks);
-        } else {
-            self.rt.block_on(self.read_async(provider, acks));
+        // The plan resolves the timings: a poll interval too long for this cloud falls back to
+        // its default there (the daemon warns).
+        let provider = match provider::build(detection.cloud, settings) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = self.tx.blocking_send(FromProvider::Config(e.to_string()));
+                return None;
+            }
+        };
+        let describe = provider.describe();
+        let detected = FromProvider::Detected(detection, describe);
+        self.tx.blocking_send(detected).ok()?;
+        Some(provider)
+    }
+
+    /// Waits `wait` for the daemon, answering its acknowledgements (with `provider`) meanwhile;
+    /// `None` when the daemon has gone.
+    fn wait(&self, wait: Duration, mut provider: Option<&mut provider::AnyProvider>) -> Option<()> {
+        let until = Instant::now() + wait;
+        loop {
+            match self
+                .acks
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+            {
+                Ok((ids, reply)) => {
+                    let done = provider.as_mut().map_or(Ok(0), |p| p.acknowledge(&ids));
+                    let _ = reply.send(done);
+                }
+                Err(RecvTimeoutError::Timeout) => return Some(()),
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
         }
     }
 
-    /// Blocking reads: sleep until the next source is due, read, send or keep; answer an
-    /// acknowledgement between polls. Ends when the daemon has gone.
-    fn read_blocking(
-        &self,
-        mut provider: provider::AnyProvider,
-        mut acks: mpsc::Receiver<AckRequest>,
-    ) {
+    /// Waits until the next source is due, reads, sends or keeps; answers an acknowledgement
+    /// the moment it is asked for. Ends when the daemon has gone.
+    fn read(&self, mut provider: provider::AnyProvider) {
         let mut identity_due = Some(Instant::now());
         loop {
-            loop {
-                match acks.try_recv() {
-                    Ok((ids, reply)) => {
-                        let _ = reply.send(self.rt.block_on(provider.acknowledge(&ids)));
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => return,
-                }
-            }
-            let wait = provider
+            let due = provider
                 .next_due()
                 .saturating_duration_since(Instant::now());
-            if !wait.is_zero() {
-                // At most a second, so a stopping daemon's acknowledgement is never left
-                // waiting behind a source that backs off (it waits 5 s for the answer).
-                std::thread::sleep(wait.min(ACK_WITHIN));
-                continue;
+            if self.wait(due, Some(&mut provider)).is_none() {
+                return;
             }
-            let obs = self.rt.block_on(provider.observe());
+            let obs = provider.observe();
             if let Some(obs) = self.quiet.pass(obs) {
                 if self.tx.blocking_send(FromProvider::Observed(obs)).is_err() {
                     return;
                 }
             }
             if identity_due.is_some_and(|t| t <= Instant::now()) {
-                identity_due = self.rt.block_on(read_identity(&mut provider, &self.tx));
-            }
-        }
-    }
-
-    /// Reads on the runtime (GCP's long-polls): an acknowledgement can interrupt a read, which
-    /// is then abandoned (the daemon is stopping).
-    async fn read_async(
-        &self,
-        mut provider: provider::AnyProvider,
-        mut acks: mpsc::Receiver<AckRequest>,
-    ) {
-        let mut identity_due = Some(Instant::now());
-        let mut timer = crate::timer::Deadline::new();
-        loop {
-            let due = tokio::time::Instant::from_std(provider.next_due());
-            tokio::select! {
-                biased;
-                req = acks.recv() => match req {
-                    Some((ids, reply)) => { let _ = reply.send(provider.acknowledge(&ids).await); }
-                    None => return,
-                },
-                _ = timer.sleep_until(due) => {
-                    let obs = tokio::select! {
-                        obs = provider.observe() => obs,
-                        req = acks.recv() => {
-                            if let Some((ids, reply)) = req {
-                                let _ = reply.send(provider.acknowledge(&ids).await);
-                            }
-                            continue;
-                        }
-                    };
-                    if let Some(obs) = self.quiet.pass(obs) {
-                        if self.tx.send(FromProvider::Observed(obs)).await.is_err() {
-                            return;
-                        }
-                    }
-                    if identity_due.is_some_and(|t| t <= Instant::now()) {
-                        identity_due = read_identity(&mut provider, &self.tx).await;
-                    }
-                }
+                identity_due = read_identity(&mut provider, &self.tx);
             }
         }
     }
@@ -284,14 +220,14 @@ impl Reader {
 
 /// Reads the instance's identity and sends it on; the time of the next try when nothing could
 /// be read.
-async fn read_identity(
+fn read_identity(
     provider: &mut provider::AnyProvider,
     tx: &mpsc::Sender<FromProvider>,
 ) -> Option<Instant> {
-    match provider.identity().await {
+    match provider.identity() {
         Ok(id) => {
             // A closed channel means the daemon is stopping: nothing left to retry for.
-            let _ = tx.send(FromProvider::Identity(id)).await;
+            let _ = tx.blocking_send(FromProvider::Identity(id));
             None
         }
         Err(e) => {
@@ -409,7 +345,7 @@ mod tests {
             .unwrap();
         let settings = aws_settings(m.url());
         let (tx, mut rx) = mpsc::channel(8);
-        let (ack_tx, ack_rx) = mpsc::channel(1);
+        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
         let quiet = Quiet::new();
         let reader = start(settings, tx, ack_rx, quiet.clone()).unwrap();
         assert!(matches!(next(&mut rx).await, FromProvider::Detected(..)));
@@ -440,22 +376,21 @@ mod tests {
         };
         assert_eq!(obs.notices.len(), 1, "{obs:?}");
 
+        // Answered at once, not at the next poll: the reader waits on its requests.
         let (reply_tx, reply_rx) = oneshot::channel();
-        ack_tx.send((vec!["e1".into()], reply_tx)).await.unwrap();
+        let asked = Instant::now();
+        ack_tx.send((vec!["e1".into()], reply_tx)).unwrap();
         let acked = tokio::time::timeout(Duration::from_secs(2), reply_rx).await;
         assert!(matches!(acked, Ok(Ok(Ok(0)))), "{acked:?}");
+        assert!(
+            asked.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            asked.elapsed()
+        );
 
         drop((rx, ack_tx));
         let ended = tokio::task::spawn_blocking(move || reader.join());
         let ended = tokio::time::timeout(Duration::from_secs(3), ended).await;
         assert!(matches!(ended, Ok(Ok(Ok(())))), "the reader did not end");
-    }
-
-    #[test]
-    fn only_gcp_reads_on_the_runtime() {
-        assert!(!blocks(Cloud::Gcp));
-        for c in [Cloud::Aws, Cloud::Azure, Cloud::Alibaba, Cloud::Tencent] {
-            assert!(blocks(c), "{c}");
-        }
     }
 }

@@ -5,8 +5,8 @@
 //! wakes once with its answer, with no runtime, no epoll registration and no waker between.
 //! Measured beside `bench/floor.c` in the same windows (docs/performance.md, "Idle CPU against
 //! the floor in the same run"): the same reads through tokio and hyper cost 1.61 times the
-//! floor, these 1.01. The reader thread makes them inline; everyone else on tokio's blocking
-//! pool (`ImdsClient::exchange`).
+//! floor, these 1.01. Every caller blocks its own thread: the reader thread, a command's
+//! `spawn_blocking`, or the thread of a long wait (`ImdsClient::get_later`).
 //!
 //! Reads that fall due together go out together, each on its own connection, before any answer
 //! is read, and every answer is read against one deadline (to within [`SLACK`]: a socket's read
@@ -320,7 +320,7 @@ impl Pool {
     /// (`getaddrinfo`, which has no timeout of its own) runs on a thread of its own, left to
     /// finish alone when it takes too long. Every cloud's own endpoint is an address; a name
     /// is an `NTHD_IMDS_ENDPOINT` of the user's.
-    fn addresses(&self, limit: Duration) -> Result<Vec<SocketAddr>, Failure> {
+    pub(super) fn addresses(&self, limit: Duration) -> Result<Vec<SocketAddr>, Failure> {
         let literal = self.host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, self.port)]);

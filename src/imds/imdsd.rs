@@ -93,7 +93,7 @@ pub(crate) struct Imdsd {
     socket: PathBuf,
     /// Where the polkit files are looked up (`/`; a directory in tests).
     root: PathBuf,
-    state: tokio::sync::Mutex<State>,
+    state: std::sync::Mutex<State>,
     told_suffix: AtomicBool,
 }
 
@@ -108,7 +108,7 @@ impl Imdsd {
         Imdsd {
             socket,
             root,
-            state: tokio::sync::Mutex::new(State::default()),
+            state: std::sync::Mutex::new(State::default()),
             told_suffix: AtomicBool::new(false),
         }
     }
@@ -125,7 +125,7 @@ impl Imdsd {
 
     /// `method path` through imdsd, as [`super::ImdsClient::send`] answers it; `url` is the URL
     /// nthd would have read directly, for messages.
-    pub(crate) async fn send(
+    pub(crate) fn send(
         &self,
         method: &Method,
         path: &str,
@@ -142,8 +142,13 @@ impl Imdsd {
             return Err(self.error(url, why, fix.into()));
         }
         let timeout = timeout.max(MIN_TIMEOUT);
-        let mut st = self.state.lock().await;
-        let vendor = self.vendor(&mut st, url, timeout).await?;
+        // One call at a time on the one connection; a panic elsewhere leaves nothing half-done
+        // here that a fresh start would not mend.
+        let mut st = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let vendor = self.vendor(&mut st, url, timeout)?;
         let key = vendor.key(path).ok_or_else(|| {
             let why = format!(
                 "{path} is outside systemd-imdsd's data URL {}",
@@ -167,24 +172,16 @@ impl Imdsd {
             );
         }
         let params = get_params(&key);
-        let answer = self.call(&mut st, GET, &params, url, timeout).await?;
+        let answer = self.call(&mut st, GET, &params, url, timeout)?;
         self.reply(answer, url)
     }
 
     /// `GetVendorInfo`, once per route (it needs no polkit).
-    async fn vendor(
-        &self,
-        st: &mut State,
-        url: &str,
-        timeout: Duration,
-    ) -> Result<Vendor, ImdsError> {
+    fn vendor(&self, st: &mut State, url: &str, timeout: Duration) -> Result<Vendor, ImdsError> {
         if let Some(v) = &st.vendor {
             return Ok(v.clone());
         }
-        match self
-            .call(st, VENDOR_INFO, &Map::new(), url, timeout)
-            .await?
-        {
+        match self.call(st, VENDOR_INFO, &Map::new(), url, timeout)? {
             Answer::Reply(p) => {
                 let v = Vendor::from_reply(&p).ok_or_else(|| {
                     self.error(
@@ -206,7 +203,7 @@ impl Imdsd {
 
     /// One call on the kept connection (connecting first when there is none); any failure
     /// drops the connection so the next call starts afresh.
-    async fn call(
+    fn call(
         &self,
         st: &mut State,
         method: &str,
@@ -220,16 +217,14 @@ impl Imdsd {
             st.conn = None;
         }
         if st.conn.is_none() {
-            let c = Connection::connect(&self.socket)
-                .await
-                .map_err(|e| self.transport(url, e))?;
+            let c = Connection::connect(&self.socket).map_err(|e| self.transport(url, e))?;
             st.conn = Some(c);
         }
         let conn = st
             .conn
             .as_mut()
             .ok_or_else(|| ImdsError::Client("no connection".into()))?;
-        match conn.call(method, params, timeout).await {
+        match conn.call(method, params, timeout) {
             Ok(a) => Ok(a),
             Err(e) => {
                 st.conn = None;

@@ -75,11 +75,11 @@ impl Alibaba {
     }
 
     /// A valid token, `None` in normal (tokenless) mode.
-    async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
+    fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
         if self.plain_mode {
             return Ok(None);
         }
-        match self.token.get(&self.client).await? {
+        match self.token.get(&self.client)? {
             TokenAnswer::Token(t) => Ok(Some(t)),
             // Forbidden, Not Found, Method Not Allowed: no hardened mode here.
             TokenAnswer::Refused { url, status } if (403..=405).contains(&status) => {
@@ -99,18 +99,18 @@ impl Alibaba {
 
     /// GET with the token (if any); a 401/403 drops it and the read is retried once
     /// ([`get_with_token`]).
-    async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
-        get_with_token(self, path).await
+    fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
+        get_with_token(self, path)
     }
 
     /// One identity value, read with the hardened-mode token when there is one.
-    async fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
-        let r = self.get(path).await;
+    fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
+        let r = self.get(path);
         reads.value(&self.client.url(path), r)
     }
 
-    async fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
-        let reply = self.get(SPOT_PATH).await?;
+    fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
+        let reply = self.get(SPOT_PATH)?;
         let url = self.client.url(SPOT_PATH);
         match reply.status {
             404 => Ok(Vec::new()),
@@ -171,9 +171,9 @@ impl Provider for Alibaba {
         )
     }
 
-    async fn observe(&mut self) -> Observation {
+    fn observe(&mut self) -> Observation {
         let result = match self.source.due(Instant::now()) {
-            true => Some(self.read_spot().await),
+            true => Some(self.read_spot()),
             false => None,
         };
         self.source.observation(result)
@@ -187,12 +187,12 @@ impl Provider for Alibaba {
     /// lifecycle stays `None`: ECS instance metadata has no documented key for the billing
     /// method or spot strategy that we know of (only `instance/spot/termination-time`, which
     /// exists once a reclaim is scheduled, not for the instance's whole life).
-    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
         let mut reads = Reads::default();
         let id = Identity {
-            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH).await,
-            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH).await,
-            zone: self.identity_value(&mut reads, ZONE_PATH).await,
+            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH),
+            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH),
+            zone: self.identity_value(&mut reads, ZONE_PATH),
             lifecycle: None,
         };
         reads.finish(id, &self.client)
@@ -206,8 +206,8 @@ impl TokenSource for Alibaba {
         &self.client
     }
 
-    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
-        self.fetch_token().await
+    fn token(&mut self) -> Result<Option<String>, ImdsError> {
+        self.fetch_token()
     }
 
     /// Hardened mode answers 401 or 403 to a missing, expired or unknown token.

@@ -238,8 +238,8 @@ impl Imdsv2 {
     }
 
     /// The token to send, or `None` in the IMDSv1 mode the user allowed.
-    async fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
-        match self.token.get(&self.client).await? {
+    fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
+        match self.token.get(&self.client)? {
             TokenAnswer::Token(t) => {
                 if self.v1_mode {
                     tracing::info!(
@@ -270,8 +270,8 @@ impl TokenSource for Imdsv2 {
         &self.client
     }
 
-    async fn token(&mut self) -> Result<Option<String>, ImdsError> {
-        self.fetch_token().await
+    fn token(&mut self) -> Result<Option<String>, ImdsError> {
+        self.fetch_token()
     }
 
     /// IMDSv2 answers 401 to an expired or unknown token.
@@ -401,22 +401,22 @@ impl Aws {
     }
 
     /// GET with the token; a 401 drops it and the read is retried once ([`get_with_token`]).
-    async fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
-        get_with_token(&mut self.imds, path).await
+    fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
+        get_with_token(&mut self.imds, path)
     }
 
     /// One identity value, read with the token.
-    async fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
-        let r = self.get(path).await;
+    fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
+        let r = self.get(path);
         reads.value(&self.imds.client().url(path), r)
     }
 
     /// Reads the sources due now together ([`get_all_with_token`]), so
     /// their answers wake nthd once rather than once each (docs/performance.md, "CPU per
     /// metadata request"), and records each result.
-    async fn read_due(&mut self, due: &[AwsSource], obs: &mut Observation) {
+    fn read_due(&mut self, due: &[AwsSource], obs: &mut Observation) {
         let paths: Vec<&str> = due.iter().map(|s| s.path()).collect();
-        let replies = match get_all_with_token(&mut self.imds, &paths).await {
+        let replies = match get_all_with_token(&mut self.imds, &paths) {
             Ok(r) => r,
             Err(e) => return self.token_failed(due, &e, obs),
         };
@@ -679,7 +679,7 @@ impl Provider for Aws {
         )
     }
 
-    async fn observe(&mut self) -> Observation {
+    fn observe(&mut self) -> Observation {
         let mut obs = Observation::default();
         let now = Instant::now();
         let due: Vec<AwsSource> = AwsSource::ALL
@@ -687,7 +687,7 @@ impl Provider for Aws {
             .filter(|&s| self.state(s).due(now))
             .collect();
         if !due.is_empty() {
-            self.read_due(&due, &mut obs).await;
+            self.read_due(&due, &mut obs);
         }
         self.adjust_boost(Instant::now());
         gather(&self.sources, &mut obs);
@@ -700,15 +700,14 @@ impl Provider for Aws {
 
     /// Reads `instance-id`, `instance-type`, `placement/availability-zone` and
     /// `instance-life-cycle` one after the other, with the token.
-    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
         let mut reads = Reads::default();
         let id = Identity {
-            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH).await,
-            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH).await,
-            zone: self.identity_value(&mut reads, ZONE_PATH).await,
+            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH),
+            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH),
+            zone: self.identity_value(&mut reads, ZONE_PATH),
             lifecycle: self
                 .identity_value(&mut reads, LIFE_CYCLE_PATH)
-                .await
                 .and_then(|v| parse_life_cycle(&v)),
         };
         reads.finish(id, self.imds.client())
@@ -992,14 +991,14 @@ mod tests {
         assert_eq!(clean_id(&"x".repeat(500)).len(), 128);
     }
 
-    #[tokio::test]
-    async fn aws_reads_a_spot_notice_through_imdsd_without_a_token() {
+    #[test]
+    fn aws_reads_a_spot_notice_through_imdsd_without_a_token() {
         use crate::imds::imdsd::tests::{client, fake_imdsd};
         let dir = tempfile::tempdir().unwrap();
         let spot = r#"{"action":"terminate","time":"2099-01-01T00:00:00Z"}"#;
         let (sock, calls) = fake_imdsd(dir.path(), &[("/meta-data/spot/instance-action", spot)]);
         let mut p = Aws::new(client(&sock, dir.path()), AwsOptions::default());
-        let obs = p.observe().await;
+        let obs = p.observe();
         assert!(obs.errors.is_empty(), "{:?}", obs.errors);
         let kinds: Vec<_> = obs.notices.iter().map(|n| n.kind).collect();
         assert_eq!(kinds, [crate::notice::NoticeKind::SpotTerminate]);

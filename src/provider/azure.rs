@@ -35,8 +35,7 @@
 //! resource an event lists.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use http::Method;
@@ -365,7 +364,9 @@ pub fn parse_events(url: &str, body: &str, vm: Option<&str>) -> Result<Vec<Notic
         .collect())
 }
 
-type Pending = Pin<Box<dyn Future<Output = Result<Reply, ImdsError>> + Send>>;
+/// The first Scheduled Events call, on a thread of its own: when it was sent, and where its
+/// answer comes.
+type FirstCall = (Instant, Receiver<Result<Reply, ImdsError>>);
 
 /// The Azure provider.
 pub struct Azure {
@@ -377,8 +378,8 @@ pub struct Azure {
     events: SourceState,
     /// The service has answered a Scheduled Events request once (any HTTP status).
     answered: bool,
-    /// The Scheduled Events request being waited on, kept across observations.
-    inflight: Option<(Instant, Pending)>,
+    /// The first Scheduled Events call, waited on across observations.
+    inflight: Option<FirstCall>,
     /// EventIds listed for this VM in the last document read.
     seen: Vec<String>,
     /// Events already warned about while the VM name was unknown.
@@ -388,8 +389,8 @@ pub struct Azure {
 
 impl Azure {
     /// Reads the VM's name, with backoff on failure.
-    async fn refresh_name(&mut self, obs: &mut Observation) {
-        match self.read_name().await {
+    fn refresh_name(&mut self, obs: &mut Observation) {
+        match self.read_name() {
             Ok(()) => self.name_backoff.reset(),
             Err(error) => {
                 self.name_next = Instant::now() + self.name_backoff.next_delay();
@@ -403,38 +404,14 @@ impl Azure {
 
     /// Reads the events, or goes on waiting for the first call: Azure may take up to two
     /// minutes to answer it, and meanwhile each poll waits only a short while on the same
-    /// request.
-    async fn read_events(&mut self, obs: &mut Observation, now: Instant) {
-        if self.inflight.is_none() {
-            let timeout = (!self.answered).then_some(FIRST_REQUEST_TIMEOUT);
-            // The first call is waited for a little at each poll, on the runtime, never in a
-            // blocking read that would hold the reader for its two minutes.
-            let client = match self.answered {
-                true => self.client.clone(),
-                false => self.client.on_runtime(),
-            };
-            let fut = async move {
-                client
-                    .send(
-                        Method::GET,
-                        &Self::events_path(),
-                        &[METADATA],
-                        None,
-                        timeout,
-                    )
-                    .await
-            };
-            self.inflight = Some((Instant::now(), Box::pin(fut)));
-        }
-        let answered = self.answered;
-        let result = match self.inflight.as_mut() {
-            Some((_, fut)) if answered => Some(fut.await),
-            Some((_, fut)) => tokio::time::timeout(FIRST_REQUEST_PATIENCE, fut).await.ok(),
-            None => None,
-        };
-        let Some(r) = result else {
-            self.still_waiting(obs, now);
-            return;
+    /// request, which runs on a thread of its own so as never to hold the reader.
+    fn read_events(&mut self, obs: &mut Observation, now: Instant) {
+        let r = match self.answered {
+            true => self.client.get(&Self::events_path(), &[METADATA]),
+            false => match self.first_call() {
+                Some(r) => r,
+                None => return self.still_waiting(obs, now),
+            },
         };
         self.inflight = None;
         if r.is_ok() {
@@ -442,6 +419,32 @@ impl Azure {
         }
         let r = r.and_then(|reply| self.interpret(reply));
         self.events.record(Instant::now(), r, obs);
+    }
+
+    /// The first call's answer, waited for [`FIRST_REQUEST_PATIENCE`] (the call is sent first
+    /// if it is not in flight); `None` while it has not come.
+    fn first_call(&mut self) -> Option<Result<Reply, ImdsError>> {
+        if self.inflight.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let timeout = Some(FIRST_REQUEST_TIMEOUT);
+            let path = Self::events_path();
+            let send = move |_, reply| drop(tx.send(reply));
+            if let Err(e) = self
+                .client
+                .get_later(path, &[METADATA], timeout, Instant::now(), send)
+            {
+                return Some(Err(e));
+            }
+            self.inflight = Some((Instant::now(), rx));
+        }
+        let (_, rx) = self.inflight.as_ref()?;
+        match rx.recv_timeout(FIRST_REQUEST_PATIENCE) {
+            Ok(r) => Some(r),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(ImdsError::Client(
+                "the first Scheduled Events call was lost".into(),
+            ))),
+        }
     }
 
     /// The first call has not answered yet: say so once, and count this poll as a timeout.
@@ -490,10 +493,10 @@ impl Azure {
         format!("{EVENTS_PATH}?api-version={EVENTS_API_VERSION}")
     }
 
-    async fn read_name(&mut self) -> Result<(), ImdsError> {
+    fn read_name(&mut self) -> Result<(), ImdsError> {
         let path = format!("{NAME_PATH}?api-version={INSTANCE_API_VERSION}&format=text");
         let url = self.client.url(&path);
-        let reply = self.client.get(&path, &[METADATA]).await?;
+        let reply = self.client.get(&path, &[METADATA])?;
         match reply.status {
             200 => {
                 let name = parse_vm_name(&url, &reply.body)?;
@@ -571,14 +574,14 @@ impl Provider for Azure {
         )
     }
 
-    async fn observe(&mut self) -> Observation {
+    fn observe(&mut self) -> Observation {
         let mut obs = Observation::default();
         let now = Instant::now();
         if self.vm_name.is_none() && self.name_next <= now {
-            self.refresh_name(&mut obs).await;
+            self.refresh_name(&mut obs);
         }
         if self.inflight.is_some() || self.events.due(Instant::now()) {
-            self.read_events(&mut obs, now).await;
+            self.read_events(&mut obs, now);
         }
         obs.notices.extend(self.events.last.iter().cloned());
         obs
@@ -596,11 +599,11 @@ impl Provider for Azure {
     }
 
     /// One GET of `/metadata/instance/compute` ([`parse_compute`]).
-    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
         let path = format!("{COMPUTE_PATH}?api-version={INSTANCE_API_VERSION}");
         let url = self.client.url(&path);
         let mut reads = Reads::default();
-        let r = self.client.get(&path, &[METADATA]).await;
+        let r = self.client.get(&path, &[METADATA]);
         let id = match reads.body(&url, r).map(|body| parse_compute(&url, &body)) {
             Some(Ok(id)) => id,
             Some(Err(e)) => return Err(e),
@@ -609,7 +612,7 @@ impl Provider for Azure {
         reads.finish(id, &self.client)
     }
 
-    async fn acknowledge(&mut self, event_ids: &[String]) -> Result<usize, ImdsError> {
+    fn acknowledge(&mut self, event_ids: &[String]) -> Result<usize, ImdsError> {
         let mut ack: Vec<String> = Vec::new();
         for id in event_ids {
             if ack.contains(id) {
@@ -634,8 +637,7 @@ impl Provider for Azure {
         let path = Self::events_path();
         let reply = self
             .client
-            .send(Method::POST, &path, &[METADATA], Some(body), None)
-            .await?;
+            .send(Method::POST, &path, &[METADATA], Some(body), None)?;
         if !reply.is_success() {
             return Err(status_error(self.client.url(&path), reply.status));
         }

@@ -193,12 +193,12 @@ enum ProbeFailed {
 }
 
 /// Probes one cloud's metadata service. `Ok(how)` when it answers as that cloud would.
-async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, ProbeFailed> {
+fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, ProbeFailed> {
     let client = ImdsClient::new(base, opts.clone())
         .map_err(|e| ProbeFailed::Other(format!("{cloud}: {e}")))?;
     let (method, path, headers) = probe_request(cloud);
     let url = client.url(path);
-    let reply = match client.send(method, path, &headers, None, None).await {
+    let reply = match client.send(method, path, &headers, None, None) {
         Ok(r) => r,
         Err(e @ ImdsError::BlockedBySandbox { .. }) => {
             return Err(ProbeFailed::Blocked(e.to_string()))
@@ -213,10 +213,10 @@ async fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String,
     }
 }
 
-/// Detects the cloud: DMI first, then the probes in parallel. With `endpoint` set, every probe
+/// Detects the cloud: DMI first, then the probes in parallel, each on a thread of its own. With `endpoint` set, every probe
 /// goes there instead of each cloud's default address. `sandbox`: the IP access lists of the
 /// unit nthd runs in, to name them when they drop the probes.
-pub(crate) async fn detect(
+pub(crate) fn detect(
     dmi: &Dmi,
     endpoint: Option<&str>,
     timeout: Duration,
@@ -237,29 +237,31 @@ pub(crate) async fn detect(
         sandbox,
         ..ClientOptions::default()
     };
-    let base = |c: Cloud| probe_base(c, endpoint);
-    let (aws, gcp, azure, alibaba, tencent) = tokio::join!(
-        probe(Cloud::Aws, base(Cloud::Aws), &opts),
-        probe(Cloud::Gcp, base(Cloud::Gcp), &opts),
-        probe(Cloud::Azure, base(Cloud::Azure), &opts),
-        probe(Cloud::Alibaba, base(Cloud::Alibaba), &opts),
-        probe(Cloud::Tencent, base(Cloud::Tencent), &opts),
-    );
+    let (base, opts) = (&|c: Cloud| probe_base(c, endpoint), &opts);
     // GCP and Azure demand their own headers, so they are the most specific answers; AWS's
     // token PUT is next; Alibaba's plain GET of instance-id follows. Tencent's GET of the
     // meta-data directory is the least specific: AWS IMDSv1 and Alibaba answer it too, which
     // matters when NTHD_IMDS_ENDPOINT sends every probe to one service (by default Tencent's
     // goes to its own address, 169.254.0.23).
-    pick(
-        [
-            (Cloud::Gcp, gcp),
-            (Cloud::Azure, azure),
-            (Cloud::Aws, aws),
-            (Cloud::Alibaba, alibaba),
-            (Cloud::Tencent, tencent),
-        ],
-        err,
-    )
+    let order = [
+        Cloud::Gcp,
+        Cloud::Azure,
+        Cloud::Aws,
+        Cloud::Alibaba,
+        Cloud::Tencent,
+    ];
+    let results = std::thread::scope(|scope| {
+        let probes = order.map(|c| scope.spawn(move || probe(c, base(c), opts)));
+        let mut done = probes.into_iter().map(std::thread::ScopedJoinHandle::join);
+        order.map(|c| {
+            let r = done.next().and_then(Result::ok);
+            (
+                c,
+                r.unwrap_or_else(|| Err(ProbeFailed::Other(format!("{c}: the probe failed")))),
+            )
+        })
+    });
+    pick(results, err)
 }
 
 /// The first probe that answered, in the order given (most specific first); else `err` with
@@ -366,8 +368,8 @@ mod tests {
         assert_eq!(d.cloud().unwrap().cloud, Cloud::Aws);
     }
 
-    #[tokio::test]
-    async fn unknown_cloud_error_lists_what_was_tried() {
+    #[test]
+    fn unknown_cloud_error_lists_what_was_tried() {
         // Nothing listens on port 9 of loopback: every probe fails fast.
         let e = detect(
             &Dmi::default(),
@@ -375,7 +377,6 @@ mod tests {
             Duration::from_millis(300),
             None,
         )
-        .await
         .unwrap_err();
         let s = e.to_string();
         for want in [
@@ -391,8 +392,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn probes_the_unit_drops_are_named_once_as_the_cause() {
+    #[test]
+    fn probes_the_unit_drops_are_named_once_as_the_cause() {
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("http://{}", silent.local_addr().unwrap());
         let deny = |allow: &str| {
@@ -402,7 +403,6 @@ mod tests {
         };
         let t = Duration::from_millis(300);
         let e = detect(&Dmi::default(), Some(&endpoint), t, deny(""))
-            .await
             .unwrap_err()
             .to_string();
         assert!(
@@ -414,7 +414,6 @@ mod tests {
         );
         // Allowed: the old list of what was tried.
         let e = detect(&Dmi::default(), Some(&endpoint), t, deny("localhost"))
-            .await
             .unwrap_err()
             .to_string();
         assert!(
@@ -450,7 +449,7 @@ mod tests {
         );
     }
 
-    async fn mock(routes: &[&str]) -> nthd_testkit::imds::MockImds {
+    fn mock(routes: &[&str]) -> nthd_testkit::imds::MockImds {
         use nthd_testkit::imds::{Config, MockImds, Response, TokenMode};
         let m = MockImds::builder()
             .listen("127.0.0.1:0")
@@ -459,8 +458,7 @@ mod tests {
                 aws_token: TokenMode::Refused,
                 ..Config::default()
             })
-            .start()
-            .await
+            .start_blocking()
             .unwrap();
         for r in routes {
             m.set(r, Response::text(200, "instance-id\nlocal-ipv4\n"));
@@ -469,14 +467,14 @@ mod tests {
     }
 
     /// Detection by the probes alone (no DMI, no sandbox), every probe to `url`.
-    async fn probe_only(url: &str) -> Result<Detection, DetectError> {
-        detect(&Dmi::default(), Some(url), Duration::from_secs(2), None).await
+    fn probe_only(url: &str) -> Result<Detection, DetectError> {
+        detect(&Dmi::default(), Some(url), Duration::from_secs(2), None)
     }
 
-    #[tokio::test]
-    async fn tencent_is_found_by_its_meta_data_directory() {
-        let m = mock(&["/latest/meta-data/"]).await;
-        let d = probe_only(&m.url()).await.unwrap();
+    #[test]
+    fn tencent_is_found_by_its_meta_data_directory() {
+        let m = mock(&["/latest/meta-data/"]);
+        let d = probe_only(&m.url()).unwrap();
         assert_eq!(d.cloud, Cloud::Tencent, "{d:?}");
         assert!(d.how.contains("/latest/meta-data/"), "{}", d.how);
         let probe = m.requests_for("/latest/meta-data/");
@@ -484,15 +482,15 @@ mod tests {
         assert_eq!(probe[0].method, "GET");
     }
 
-    #[tokio::test]
-    async fn the_tencent_probe_is_the_least_specific() {
+    #[test]
+    fn the_tencent_probe_is_the_least_specific() {
         // Alibaba answers the meta-data directory too: its own probe wins.
-        let m = mock(&["/latest/meta-data/", "/latest/meta-data/instance-id"]).await;
-        let d = probe_only(&m.url()).await.unwrap();
+        let m = mock(&["/latest/meta-data/", "/latest/meta-data/instance-id"]);
+        let d = probe_only(&m.url()).unwrap();
         assert_eq!(d.cloud, Cloud::Alibaba, "{d:?}");
         // A 404 on the directory is not Tencent.
-        let m = mock(&[]).await;
-        let e = probe_only(&m.url()).await.unwrap_err().to_string();
+        let m = mock(&[]);
+        let e = probe_only(&m.url()).unwrap_err().to_string();
         assert!(e.contains("tencent: ") && e.contains("HTTP 404"), "{e}");
     }
 }

@@ -12,13 +12,13 @@
 //! The metadata server supports hanging GETs: `?wait_for_change=true&last_etag=E&timeout_sec=N`
 //! answers as soon as the value's ETag differs from `E` (at once if it already does), or after
 //! `N` seconds with the unchanged value. Each key has its own request slot, and both slots are
-//! in flight at the same time. [`Gcp::observe`] returns as soon as *either* request completes;
-//! the other request is **not** dropped: its future stays in its slot (it owns a clone of the
-//! client) and the next `observe()` keeps waiting on it. So a change on either key is reported
-//! within one round trip, and no request is thrown away (nor re-issued) because the other key
-//! changed. Even if an `observe()` is cancelled mid-way (the daemon does this when it stops),
-//! nothing is lost: every request carries the last ETag seen, so a change that happened while
-//! no request was pending is answered at once by the next one.
+//! in flight at the same time, each request on a thread of its own
+//! ([`ImdsClient::get_later`]) that hands its answer to the provider's channel.
+//! [`Gcp::observe`] returns as soon as *either* request completes; the other request is **not**
+//! dropped: it stays in its slot and the next `observe()` keeps waiting on it. So a change on
+//! either key is reported within one round trip, and no request is thrown away (nor re-issued)
+//! because the other key changed. Every request carries the last ETag seen, so a change that
+//! happened while no request was pending is answered at once by the next one.
 //!
 //! Request sequence per key:
 //! 1. A plain GET first (on the very first `observe()`, which waits for both plain reads), so a
@@ -51,9 +51,7 @@
 //! when that re-read falls due, so a window Google moves moves the deferred power-off with it,
 //! even while both long-polls are still waiting.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::Method;
@@ -107,20 +105,21 @@ pub(crate) const MAX_WAIT_SECS: u64 = 300;
 /// The longest ETag nthd sends back; longer ones are treated as missing.
 const MAX_ETAG: usize = 256;
 
-type Pending = Pin<Box<dyn Future<Output = Attempt> + Send>>;
-
 /// The outcome of one request, with the moment it was actually sent.
 struct Attempt {
     issued: Instant,
     result: Result<Reply, ImdsError>,
 }
 
-/// A request in a key's slot (possibly still waiting for its start time).
+/// A request in a key's slot (possibly still waiting for its start time); its answer comes on
+/// the provider's channel.
 struct InFlight {
     long_poll: bool,
     sent_etag: Option<String>,
-    fut: Pending,
 }
+
+/// Where the requests in flight hand in their answers: the key's index and the attempt.
+type Answers = (Sender<(usize, Attempt)>, Receiver<(usize, Attempt)>);
 
 type Parser = fn(&str, &str) -> Result<Option<Notice>, ImdsError>;
 
@@ -166,8 +165,15 @@ impl Key {
         }
     }
 
-    /// Puts the next request in the slot. It waits for `not_before` itself.
-    fn arm(&mut self, client: &ImdsClient, wait_secs: u64, lp_timeout: Duration) {
+    /// Puts the next request in the slot, on a thread that waits for `not_before` and hands the
+    /// answer to `tx` as key `i`'s.
+    fn arm(
+        &mut self,
+        client: &ImdsClient,
+        (i, tx): (usize, &Sender<(usize, Attempt)>),
+        wait_secs: u64,
+        lp_timeout: Duration,
+    ) {
         let long_poll = self.long_poll && self.etag.is_some();
         let (path, timeout, sent_etag) = match (&self.etag, long_poll) {
             (Some(etag), true) => (
@@ -181,22 +187,29 @@ impl Key {
             ),
             _ => (self.path.to_string(), None, None),
         };
-        let client = client.clone();
-        let not_before = self.not_before;
-        let fut = async move {
-            if not_before > Instant::now() {
-                tokio::time::sleep_until(tokio::time::Instant::from_std(not_before)).await;
-            }
+        let done = tx.clone();
+        let sent = client.get_later(
+            path,
+            &[FLAVOR],
+            timeout,
+            self.not_before,
+            move |issued, result| {
+                let _ = done.send((i, Attempt { issued, result }));
+            },
+        );
+        if let Err(result) = sent {
             let issued = Instant::now();
-            let result = client
-                .send(Method::GET, &path, &[FLAVOR], None, timeout)
-                .await;
-            Attempt { issued, result }
-        };
+            let _ = tx.send((
+                i,
+                Attempt {
+                    issued,
+                    result: Err(result),
+                },
+            ));
+        }
         self.inflight = Some(InFlight {
             long_poll,
             sent_etag,
-            fut: Box::pin(fut),
         });
     }
 
@@ -238,6 +251,7 @@ pub struct Gcp {
     client: ImdsClient,
     opts: Timings,
     keys: [Key; 2],
+    answers: Answers,
     /// Set while a TERMINATE notice is listed, from its first read on.
     upcoming: Option<Upcoming>,
 }
@@ -258,6 +272,7 @@ impl Gcp {
             client,
             opts: *opts,
             keys,
+            answers: mpsc::channel(),
             upcoming: None,
         }
     }
@@ -267,7 +282,7 @@ impl Gcp {
     /// slow poll interval ([`Timings::slow_poll`]) while it is listed. It comes about 60 s ahead on most
     /// VMs but about an hour ahead on GPU VMs; with the start known, the policy powers off at
     /// the last safe moment instead of throwing that hour away. Without one: at once.
-    async fn add_maintenance_start(&mut self, obs: &mut Observation) {
+    fn add_maintenance_start(&mut self, obs: &mut Observation) {
         let listed = obs
             .notices
             .iter()
@@ -278,7 +293,7 @@ impl Gcp {
         }
         if self.upcoming.is_none_or(|u| u.next_read <= Instant::now()) {
             let (client, interval) = (self.client.clone(), self.opts.slow_poll);
-            self.upcoming = Some(read_upcoming(client, self.upcoming, interval).await);
+            self.upcoming = Some(read_upcoming(client, self.upcoming, interval));
         }
         let start = self.upcoming.and_then(|u| u.start);
         for n in &mut obs.notices {
@@ -297,34 +312,30 @@ impl Gcp {
 
     /// The first of: either key's request answering, or the re-read of
     /// `instance/upcoming-maintenance` falling due (`None`). Both slots must be armed.
-    async fn first_answer(&mut self) -> Option<(usize, Attempt)> {
-        let reread = self.upcoming.map(|u| u.next_read);
-        let [a, b] = &mut self.keys;
-        match (a.inflight.as_mut(), b.inflight.as_mut()) {
-            (Some(a), Some(b)) => tokio::select! {
-                r = &mut a.fut => Some((0, r)),
-                r = &mut b.fut => Some((1, r)),
-                () = sleep_until_some(reread) => None,
-            },
-            _ => unreachable!("both slots are armed before"),
+    fn first_answer(&mut self) -> Option<(usize, Attempt)> {
+        let answers = &self.answers.1;
+        match self.upcoming.map(|u| u.next_read) {
+            Some(t) => answers.recv_timeout(t.saturating_duration_since(Instant::now())),
+            None => answers.recv().map_err(|_| RecvTimeoutError::Disconnected),
         }
+        .ok()
     }
 
     /// After key `first` answered, the other key: waits for a plain read that is due (the first
     /// observation reads both), picks up a long-poll only if it has already answered, else
     /// leaves it in flight.
-    async fn finish_other(&mut self, first: usize, obs: &mut Observation) {
-        let other = 1 - first;
-        let now = Instant::now();
-        let k = &mut self.keys[other];
-        let due_plain = k.not_before <= now;
-        let attempt = match k.inflight.as_mut() {
-            Some(f) if !f.long_poll && due_plain => Some((&mut f.fut).await),
-            Some(f) => poll_once(&mut f.fut).await,
-            None => None,
+    fn finish_other(&mut self, first: usize, obs: &mut Observation) {
+        let k = &self.keys[1 - first];
+        let wait = k
+            .inflight
+            .as_ref()
+            .is_some_and(|f| !f.long_poll && k.not_before <= Instant::now());
+        let answer = match wait {
+            true => self.answers.1.recv().ok(),
+            false => self.answers.1.try_recv().ok(),
         };
-        if let Some(attempt) = attempt {
-            self.finish(other, attempt, obs);
+        if let Some((i, attempt)) = answer {
+            self.finish(i, attempt, obs);
         }
     }
 
@@ -483,15 +494,6 @@ impl Key {
     }
 }
 
-/// Polls `f` once: its output if it is ready now, else `None` (it stays usable).
-async fn poll_once<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
-    std::future::poll_fn(|cx| match Pin::new(&mut *f).poll(cx) {
-        Poll::Ready(v) => Poll::Ready(Some(v)),
-        Poll::Pending => Poll::Ready(None),
-    })
-    .await
-}
-
 /// An ETag nthd can send back in `last_etag`, if the answer carried one.
 fn usable_etag(e: Option<&str>) -> Option<String> {
     let e = e?.trim();
@@ -578,15 +580,10 @@ pub fn parse_maintenance_event(url: &str, body: &str) -> Result<Option<Notice>, 
 
 /// Reads the maintenance's start (again; `before` is the last read). A failed first read means
 /// "at once", as before any answer; a failed re-read keeps the start read before, since the
-/// event is still listed and a flaky read is no news. (A free function on the client: `Gcp` is
-/// not `Sync`, and `observe()` must be `Send`.)
-async fn read_upcoming(
-    client: ImdsClient,
-    before: Option<Upcoming>,
-    interval: Duration,
-) -> Upcoming {
+/// event is still listed and a flaky read is no news.
+fn read_upcoming(client: ImdsClient, before: Option<Upcoming>, interval: Duration) -> Upcoming {
     let url = client.url(UPCOMING_PATH);
-    let start = match fetch_upcoming(client).await {
+    let start = match fetch_upcoming(client) {
         Ok(start) => {
             if let Some(b) = before.filter(|b| b.start != start) {
                 tracing::info!(
@@ -617,11 +614,9 @@ async fn read_upcoming(
 }
 
 /// Reads the start of the announced maintenance (`None`: nothing announced).
-async fn fetch_upcoming(client: ImdsClient) -> Result<Option<SystemTime>, ImdsError> {
+fn fetch_upcoming(client: ImdsClient) -> Result<Option<SystemTime>, ImdsError> {
     let url = client.url(UPCOMING_PATH);
-    let reply = client
-        .send(Method::GET, UPCOMING_PATH, &[FLAVOR], None, None)
-        .await?;
+    let reply = client.send(Method::GET, UPCOMING_PATH, &[FLAVOR], None, None)?;
     parse_upcoming_maintenance(&url, reply.status, &reply.body)
 }
 
@@ -630,14 +625,6 @@ fn describe_start(start: Option<SystemTime>) -> String {
     match start {
         Some(t) => format!("at {}", timefmt::format_rfc3339(t)),
         None => "at no announced time".into(),
-    }
-}
-
-/// Sleeps until `t`, or forever.
-async fn sleep_until_some(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -697,22 +684,20 @@ pub(crate) fn parse_preemptible(value: &str) -> Option<Lifecycle> {
     }
 }
 
-/// One identity value of a key whose answer is a resource path: its last segment. (Free
-/// functions on the client, not methods: `Gcp` is not `Sync`, and `identity()` must be `Send`.)
-async fn identity_segment(client: &ImdsClient, reads: &mut Reads, path: &str) -> Option<String> {
+/// One identity value of a key whose answer is a resource path: its last segment.
+fn identity_segment(client: &ImdsClient, reads: &mut Reads, path: &str) -> Option<String> {
     let url = client.url(path);
-    let r = client.get(path, &[FLAVOR]).await;
+    let r = client.get(path, &[FLAVOR]);
     let body = reads.body(&url, r)?;
     reads.check(&url, last_segment(&body))
 }
 
 /// `scheduling/provisioning-model`, else (no usable answer) `scheduling/preemptible`.
-async fn identity_lifecycle(client: &ImdsClient, reads: &mut Reads) -> Option<Lifecycle> {
-    match reads.get(client, PROVISIONING_MODEL_PATH, &[FLAVOR]).await {
+fn identity_lifecycle(client: &ImdsClient, reads: &mut Reads) -> Option<Lifecycle> {
+    match reads.get(client, PROVISIONING_MODEL_PATH, &[FLAVOR]) {
         Some(model) => parse_provisioning_model(&model),
         None => reads
             .get(client, PREEMPTIBLE_PATH, &[FLAVOR])
-            .await
             .and_then(|v| parse_preemptible(&v)),
     }
 }
@@ -734,25 +719,25 @@ impl Provider for Gcp {
         )
     }
 
-    async fn observe(&mut self) -> Observation {
+    fn observe(&mut self) -> Observation {
         let mut obs = Observation::default();
         let wait_secs = self.wait_secs();
         let lp_timeout = self.long_poll_timeout();
-        for k in &mut self.keys {
+        for (i, k) in self.keys.iter_mut().enumerate() {
             if k.inflight.is_none() {
-                k.arm(&self.client, wait_secs, lp_timeout);
+                k.arm(&self.client, (i, &self.answers.0), wait_secs, lp_timeout);
             }
         }
         // Whichever key answers first; or only the maintenance start is re-read (no key
         // answered, both stay in flight).
-        if let Some((first, attempt)) = self.first_answer().await {
+        if let Some((first, attempt)) = self.first_answer() {
             self.finish(first, attempt, &mut obs);
-            self.finish_other(first, &mut obs).await;
+            self.finish_other(first, &mut obs);
         }
         for k in &self.keys {
             obs.notices.extend(k.last.iter().cloned());
         }
-        self.add_maintenance_start(&mut obs).await;
+        self.add_maintenance_start(&mut obs);
         obs
     }
 
@@ -769,14 +754,14 @@ impl Provider for Gcp {
 
     /// Reads `instance/id`, `instance/machine-type` and `instance/zone` (their last path
     /// segment) and the lifecycle, one after the other, with plain GETs outside the long-polls.
-    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
         let mut reads = Reads::default();
         let c = &self.client;
         let id = Identity {
-            instance_id: reads.get(c, INSTANCE_ID_PATH, &[FLAVOR]).await,
-            instance_type: identity_segment(c, &mut reads, MACHINE_TYPE_PATH).await,
-            zone: identity_segment(c, &mut reads, ZONE_PATH).await,
-            lifecycle: identity_lifecycle(c, &mut reads).await,
+            instance_id: reads.get(c, INSTANCE_ID_PATH, &[FLAVOR]),
+            instance_type: identity_segment(c, &mut reads, MACHINE_TYPE_PATH),
+            zone: identity_segment(c, &mut reads, ZONE_PATH),
+            lifecycle: identity_lifecycle(c, &mut reads),
         };
         reads.finish(id, c)
     }

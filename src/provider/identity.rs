@@ -79,13 +79,13 @@ impl Reads {
     }
 
     /// GET `path` with `headers` and keep its clean value (for services read without a token).
-    pub(crate) async fn get(
+    pub(crate) fn get(
         &mut self,
         client: &ImdsClient,
         path: &str,
         headers: &[(&'static str, &str)],
     ) -> Option<String> {
-        let r = client.get(path, headers).await;
+        let r = client.get(path, headers);
         self.value(&client.url(path), r)
     }
 

@@ -1,7 +1,9 @@
 //! Cloud providers: each turns its metadata service's answers into typed [`Notice`]s.
 //!
 //! One file per cloud, all behind the [`Provider`] trait. The base URL and the HTTP client are
-//! injected through each constructor so tests can point them at a mock.
+//! injected through each constructor so tests can point them at a mock. Providers are
+//! synchronous: every method blocks its thread until its reads are done (the daemon calls them
+//! on its metadata reader thread, the commands on a thread of their own).
 
 pub(crate) mod alibaba;
 pub(crate) mod aws;
@@ -11,7 +13,6 @@ pub(crate) mod gcp;
 mod identity;
 pub(crate) mod tencent;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::timings::{self, Timings};
@@ -85,7 +86,7 @@ pub(crate) fn build_with(cloud: Cloud, client: ImdsClient, s: &ProviderSettings)
 }
 
 /// Finds the cloud: the explicit `--provider`, else detection.
-pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, detect::DetectError> {
+pub(crate) fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, detect::DetectError> {
     if let Some(cloud) = s.cloud {
         return Ok(Detection {
             cloud,
@@ -98,7 +99,6 @@ pub(crate) async fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, det
         Duration::from_secs(1),
         s.client.sandbox.clone(),
     )
-    .await
 }
 
 /// An error from one source during one observation.
@@ -153,7 +153,7 @@ pub trait Provider: Send {
     /// Reads every source that is due and returns what is known. Errors go in the observation,
     /// never out of it: a provider keeps its last good answer for a failing source. Providers
     /// that long-poll may take up to their wait timeout to return.
-    fn observe(&mut self) -> impl Future<Output = Observation> + Send;
+    fn observe(&mut self) -> Observation;
 
     /// When `observe` should be called next.
     fn next_due(&self) -> Instant;
@@ -168,16 +168,13 @@ pub trait Provider: Send {
     /// Reads what the metadata service says about this machine (instance id, type, zone,
     /// lifecycle). Best effort: a field the cloud does not give, or whose read failed, is left
     /// `None`; the error is returned only when nothing at all could be read.
-    fn identity(&mut self) -> impl Future<Output = Result<Identity, ImdsError>> + Send {
-        async { Ok(Identity::default()) }
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
+        Ok(Identity::default())
     }
 
     /// Tells the platform to go ahead with events nthd acted on (Azure); a no-op elsewhere.
-    fn acknowledge(
-        &mut self,
-        _event_ids: &[String],
-    ) -> impl Future<Output = Result<usize, ImdsError>> + Send {
-        async { Ok(0) }
+    fn acknowledge(&mut self, _event_ids: &[String]) -> Result<usize, ImdsError> {
+        Ok(0)
     }
 }
 
@@ -211,8 +208,8 @@ impl Provider for AnyProvider {
     }
     /// Every notice's summary is cleaned here, once for all clouds: it holds metadata text
     /// (Azure's Description, AWS codes) that reaches logs, STATUS= and terminals.
-    async fn observe(&mut self) -> Observation {
-        let mut obs = each!(self, p => p.observe().await);
+    fn observe(&mut self) -> Observation {
+        let mut obs = each!(self, p => p.observe());
         for n in &mut obs.notices {
             n.detail = crate::logging::clean(&n.detail, MAX_DETAIL);
         }
@@ -224,11 +221,11 @@ impl Provider for AnyProvider {
     fn first_answer_pending(&self) -> bool {
         each!(self, p => p.first_answer_pending())
     }
-    async fn identity(&mut self) -> Result<Identity, ImdsError> {
-        each!(self, p => p.identity().await)
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
+        each!(self, p => p.identity())
     }
-    async fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
-        each!(self, p => p.acknowledge(ids).await)
+    fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
+        each!(self, p => p.acknowledge(ids))
     }
 }
 

@@ -60,8 +60,8 @@ impl Tencent {
         }
     }
 
-    async fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
-        let reply = self.client.get(SPOT_PATH, &[]).await?;
+    fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
+        let reply = self.client.get(SPOT_PATH, &[])?;
         let url = self.client.url(SPOT_PATH);
         match reply.status {
             404 => Ok(Vec::new()),
@@ -126,9 +126,9 @@ impl Provider for Tencent {
         )
     }
 
-    async fn observe(&mut self) -> Observation {
+    fn observe(&mut self) -> Observation {
         let result = match self.source.due(Instant::now()) {
-            true => Some(self.read_spot().await),
+            true => Some(self.read_spot()),
             false => None,
         };
         self.source.observation(result)
@@ -140,16 +140,15 @@ impl Provider for Tencent {
 
     /// Reads `instance-id`, `instance/instance-type`, `placement/zone` and
     /// `payment/charge-type` ([`parse_charge_type`]) one after the other.
-    async fn identity(&mut self) -> Result<Identity, ImdsError> {
+    fn identity(&mut self) -> Result<Identity, ImdsError> {
         let mut reads = Reads::default();
         let c = &self.client;
         let id = Identity {
-            instance_id: reads.get(c, INSTANCE_ID_PATH, &[]).await,
-            instance_type: reads.get(c, INSTANCE_TYPE_PATH, &[]).await,
-            zone: reads.get(c, ZONE_PATH, &[]).await,
+            instance_id: reads.get(c, INSTANCE_ID_PATH, &[]),
+            instance_type: reads.get(c, INSTANCE_TYPE_PATH, &[]),
+            zone: reads.get(c, ZONE_PATH, &[]),
             lifecycle: reads
                 .get(c, CHARGE_TYPE_PATH, &[])
-                .await
                 .and_then(|v| parse_charge_type(&v)),
         };
         reads.finish(id, c)

@@ -26,27 +26,18 @@ pub(crate) fn fast_client_options() -> ClientOptions {
 
 /// A metadata client for `base` with [`fast_client_options`].
 pub(crate) fn client(base: &str) -> ImdsClient {
-    client_for(base, false)
-}
-
-/// The same, its reads made on the calling thread when `blocking` (as the daemon's
-/// metadata reader thread reads AWS, Azure, Alibaba and Tencent that way).
-pub(crate) fn client_for(base: &str, blocking: bool) -> ImdsClient {
-    let opts = ClientOptions {
-        inline: blocking,
-        ..fast_client_options()
-    };
-    ImdsClient::new(base, opts).unwrap()
+    ImdsClient::new(base, fast_client_options()).unwrap()
 }
 
 /// The mock IMDS on a free local port with `config`, serving the identity keys of `identity`
-/// (a cloud's `--provider` name) when given.
-pub(crate) async fn mock_imds(config: Config, identity: Option<&str>) -> MockImds {
+/// (a cloud's `--provider` name) when given. It answers from a thread of its own, so a test
+/// can block on a provider's reads.
+pub(crate) fn mock_imds(config: Config, identity: Option<&str>) -> MockImds {
     let mut b = MockImds::builder().listen("127.0.0.1:0").config(config);
     if let Some(cloud) = identity {
         b = b.identity(cloud);
     }
-    b.start().await.unwrap()
+    b.start_blocking().unwrap()
 }
 
 /// A base URL where nothing listens.
@@ -87,17 +78,15 @@ pub(crate) fn kinds(o: &Observation) -> Vec<NoticeKind> {
 }
 
 /// Observes until `f` accepts an observation (each read waits for `next_due`); fails after 5 s.
-pub(crate) async fn observe_until<P: Provider>(
+pub(crate) fn observe_until<P: Provider>(
     p: &mut P,
     f: impl Fn(&Observation) -> bool,
 ) -> Observation {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let due = p.next_due();
-        if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        let o = p.observe().await;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let o = p.observe();
         if f(&o) {
             return o;
         }

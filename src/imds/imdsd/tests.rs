@@ -1,7 +1,7 @@
 use super::*;
 use crate::imds::{ClientOptions, ImdsClient, Via};
+use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 pub(crate) type Calls = Arc<Mutex<Vec<Value>>>;
 
@@ -10,35 +10,33 @@ pub(crate) type Calls = Arc<Mutex<Vec<Value>>>;
 /// error `Name`). Every call is recorded.
 pub(crate) fn fake_imdsd(dir: &Path, keys: &[(&str, &str)]) -> (PathBuf, Calls) {
     let path = dir.join("io.systemd.InstanceMetadata");
-    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     let keys: Vec<(String, String)> = keys
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let calls: Calls = Arc::default();
     let seen = calls.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((s, _)) = listener.accept().await else {
-                return;
-            };
-            let (keys, seen) = (keys.clone(), seen.clone());
-            tokio::spawn(async move {
-                let mut s = tokio::io::BufReader::new(s);
-                loop {
-                    let mut buf = Vec::new();
-                    if s.read_until(0, &mut buf).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    buf.pop();
-                    let call: Value = serde_json::from_slice(&buf).unwrap();
-                    seen.lock().unwrap().push(call.clone());
-                    let mut out = answer(&call, &keys).into_bytes();
-                    out.push(0);
-                    s.get_mut().write_all(&out).await.unwrap();
+    std::thread::spawn(move || loop {
+        let Ok((s, _)) = listener.accept() else {
+            return;
+        };
+        let (keys, seen) = (keys.clone(), seen.clone());
+        std::thread::spawn(move || {
+            let mut s = std::io::BufReader::new(s);
+            loop {
+                let mut buf = Vec::new();
+                if s.read_until(0, &mut buf).unwrap_or(0) == 0 {
+                    return;
                 }
-            });
-        }
+                buf.pop();
+                let call: Value = serde_json::from_slice(&buf).unwrap();
+                seen.lock().unwrap().push(call.clone());
+                let mut out = answer(&call, &keys).into_bytes();
+                out.push(0);
+                s.get_mut().write_all(&out).unwrap();
+            }
+        });
     });
     (path, calls)
 }
@@ -92,8 +90,8 @@ fn keys_are_paths_under_the_data_url() {
     assert_eq!(Vendor::from_reply(&Map::new()), None);
 }
 
-#[tokio::test]
-async fn reads_go_through_get_with_the_key_and_a_one_second_cache() {
+#[test]
+fn reads_go_through_get_with_the_key_and_a_one_second_cache() {
     let dir = tempfile::tempdir().unwrap();
     let (sock, calls) = fake_imdsd(
         dir.path(),
@@ -107,14 +105,13 @@ async fn reads_go_through_get_with_the_key_and_a_one_second_cache() {
     );
     let c = client(&sock, dir.path());
     assert_eq!(c.access(), crate::imds::Access::Imdsd);
-    let r = c.get("/latest/meta-data/instance-id", &[]).await.unwrap();
+    let r = c.get("/latest/meta-data/instance-id", &[]).unwrap();
     assert_eq!((r.status, r.body.as_str()), (200, "i-0123"));
     let r = c
         .get("/latest/meta-data/spot/instance-action", &[])
-        .await
         .unwrap();
     assert_eq!(r.status, 404);
-    let r = c.get("/latest/meta-data/events/x", &[]).await.unwrap();
+    let r = c.get("/latest/meta-data/events/x", &[]).unwrap();
     assert_eq!(r.status, 403);
     let calls = calls.lock().unwrap().clone();
     assert_eq!(calls[0]["method"], VENDOR_INFO, "the vendor first, once");
@@ -131,14 +128,13 @@ async fn reads_go_through_get_with_the_key_and_a_one_second_cache() {
     assert_eq!(get["allowInteractiveAuthentication"], false);
 }
 
-#[tokio::test]
-async fn a_post_and_a_path_outside_the_data_url_say_what_cannot_be_done() {
+#[test]
+fn a_post_and_a_path_outside_the_data_url_say_what_cannot_be_done() {
     let dir = tempfile::tempdir().unwrap();
     let (sock, calls) = fake_imdsd(dir.path(), &[]);
     let c = client(&sock, dir.path());
     let e = c
         .send(Method::POST, "/latest/x", &[], Some("{}".into()), None)
-        .await
         .unwrap_err();
     assert!(
         e.to_string()
@@ -151,7 +147,6 @@ async fn a_post_and_a_path_outside_the_data_url_say_what_cannot_be_done() {
     );
     let e = c
         .get("/computeMetadata/v1/instance/preempted", &[])
-        .await
         .unwrap_err();
     assert!(
         e.to_string().contains("outside systemd-imdsd's data URL"),
@@ -159,8 +154,8 @@ async fn a_post_and_a_path_outside_the_data_url_say_what_cannot_be_done() {
     );
 }
 
-#[tokio::test]
-async fn a_refusal_names_the_missing_owner_then_the_missing_rule() {
+#[test]
+fn a_refusal_names_the_missing_owner_then_the_missing_rule() {
     let dir = tempfile::tempdir().unwrap();
     let denied = "!org.varlink.service.PermissionDenied";
     let (sock, _) = fake_imdsd(dir.path(), &[("/meta-data/instance-id", denied)]);
@@ -174,10 +169,7 @@ async fn a_refusal_names_the_missing_owner_then_the_missing_rule() {
         POLICY,
         r#"<action id="io.systemd.imds.get"><defaults/></action>"#,
     );
-    let e = c
-        .get("/latest/meta-data/instance-id", &[])
-        .await
-        .unwrap_err();
+    let e = c.get("/latest/meta-data/instance-id", &[]).unwrap_err();
     assert_eq!(e.outcome(), "imdsd_denied");
     assert!(e.to_string().contains("names no owner"), "{e}");
     assert!(
@@ -189,31 +181,22 @@ async fn a_refusal_names_the_missing_owner_then_the_missing_rule() {
         r#"<annotate key="org.freedesktop.policykit.owner">unix-user:systemd-imds</annotate>"#,
     );
     write(RULE, "// power-off only");
-    let e = c
-        .get("/latest/meta-data/instance-id", &[])
-        .await
-        .unwrap_err();
+    let e = c.get("/latest/meta-data/instance-id", &[]).unwrap_err();
     assert!(
         e.to_string().contains("does not grant io.systemd.imds.get"),
         "{e}"
     );
     assert!(e.to_string().contains("50-nthd.rules"), "{e}");
     write(RULE, "io.systemd.imds.get");
-    let e = c
-        .get("/latest/meta-data/instance-id", &[])
-        .await
-        .unwrap_err();
+    let e = c.get("/latest/meta-data/instance-id", &[]).unwrap_err();
     assert!(e.to_string().contains("yet polkit refused"), "{e}");
 }
 
-#[tokio::test]
-async fn no_socket_names_the_package() {
+#[test]
+fn no_socket_names_the_package() {
     let dir = tempfile::tempdir().unwrap();
     let c = client(&dir.path().join("none"), dir.path());
-    let e = c
-        .get("/latest/meta-data/instance-id", &[])
-        .await
-        .unwrap_err();
+    let e = c.get("/latest/meta-data/instance-id", &[]).unwrap_err();
     assert_eq!(e.outcome(), "imdsd");
     assert!(
         e.to_string().contains("install the systemd-imds package"),
