@@ -22,8 +22,6 @@ use std::sync::mpsc::RecvTimeoutError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::imds::ImdsError;
-#[cfg(test)]
-use crate::notice::Cloud;
 use crate::notice::{Identity, SourceId};
 use crate::provider::detect::{DetectError, Detection};
 use crate::provider::{self, Observation, Provider, ProviderSettings};
@@ -240,6 +238,7 @@ fn read_identity(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::notice::Cloud;
     use crate::notice::NoticeKind;
 
     const SPOT: SourceId = SourceId::new("spot");
