@@ -20,7 +20,7 @@ use crate::extras::{Reporter, WebhookSlot};
 use crate::imds::ImdsError;
 use crate::logind::{Logind, SystemState};
 use crate::metrics::Metrics;
-use crate::notice::{Cloud, Identity, Notice, SourceId};
+use crate::notice::{Identity, Notice, SourceId};
 use crate::policy::{Action, Cancelled, Decision, Effect, Planner, PowerAction, When};
 use crate::provider::detect::DetectError;
 use crate::provider::Observation;
@@ -31,8 +31,10 @@ use crate::webhook::{Context, Event};
 
 mod drained;
 mod logind_watch;
+mod phase;
 mod reader;
 
+use phase::{Phase, Ready};
 use reader::{AckRequest, FromProvider};
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
@@ -202,29 +204,24 @@ struct Daemon {
     out: Outputs,
     budget: Option<Duration>,
     budget_read_at: Option<Instant>,
-    cloud: Option<Cloud>,
+    /// Where the daemon is in its life (`daemon/phase.rs`).
+    phase: Phase,
     describe: String,
     last_error: Option<MetadataError>,
     /// The read errors logged while the metadata service keeps failing.
     read_errors: ReadErrors,
     logind_error: Option<ActionError>,
     grant_checked: bool,
-    /// When logind accepted the power action nthd asked for (to watch for its cancellation).
-    accepted_at: Option<Instant>,
     last_status: String,
     /// Logs the extras' problems once each.
     extras: Reporter,
-    /// Whether nthd was blind at the last status update, to log the change once.
-    blind: Sight,
+    /// Whether nthd saw the metadata service at the last status update, to log a change once.
+    sight: Sight,
     watchdog: Watchdog,
-    /// Whether READY=1 was sent.
-    ready: bool,
-    /// The last observation changed nothing and left nothing to watch (see [`Daemon::settled`]).
-    settled: bool,
     /// The drain watcher's other end.
     drain: drained::DrainSide,
-    /// Shared with the metadata reader: whether it sends every observation, and the quiet
-    /// reads it kept instead.
+    /// Shared with the metadata reader: whether the picture has settled (then it keeps quiet
+    /// reads instead of sending them), and the reads it kept.
     quiet: std::sync::Arc<reader::Quiet>,
 }
 
@@ -370,13 +367,14 @@ impl Daemon {
             return;
         };
         // logind sets PreparingForShutdown before it answers; give a moment all the same.
-        if self.opts.dry_run || self.accepted_at.is_none_or(|t| t.elapsed() < CANCEL_GRACE) {
+        let since = self.phase.draining_since();
+        if self.opts.dry_run || since.is_none_or(|t| t.elapsed() < CANCEL_GRACE) {
             return;
         }
         if !self.logind().shutdown_cancelled().await {
             return;
         }
-        self.accepted_at = None;
+        self.phase.cancelled();
         match self.planner.shutdown_cancelled(SystemTime::now()) {
             Cancelled::NotShuttingDown => {}
             Cancelled::NoLongerListed(_) => tracing::warn!(
@@ -420,7 +418,7 @@ impl Daemon {
             Outcome::Failed(e) => self.logind_error = Some(e.clone()),
             _ => {
                 self.logind_error = None;
-                self.accepted_at = Some(Instant::now());
+                self.phase.accepted(Instant::now());
             }
         }
         self.planner
@@ -437,7 +435,7 @@ impl Daemon {
     }
 
     fn status(&self) -> String {
-        let mut s = match &self.cloud {
+        let mut s = match self.phase.cloud() {
             Some(_) => self.describe.clone(),
             None => "detecting the cloud".to_string(),
         };
@@ -568,30 +566,27 @@ impl Daemon {
             executor: Executor::new(Logind::new(), st, opts.dry_run, retry),
             budget: None,
             budget_read_at: None,
-            cloud: None,
+            phase: Phase::Starting(None),
             describe: String::new(),
             last_error: None,
             read_errors: ReadErrors::default(),
             logind_error: None,
             grant_checked: false,
-            accepted_at: None,
             watchdog: Watchdog::new(opts),
             last_status: String::new(),
             extras: Reporter::default(),
-            blind: Sight::Seeing,
-            ready: false,
-            settled: false,
+            sight: Sight::Seeing,
             drain,
             quiet,
             opts: opts.clone(),
         }
     }
 
-    /// READY=1, once: after the first observation (or the first failure to find the cloud).
-    fn ready(&mut self) {
-        if !self.ready {
+    /// READY=1 when a transition says it is time: after the first observation, or the first
+    /// failure to find the cloud.
+    fn ready(ready: Ready) {
+        if ready == Ready::Now {
             notify(&[sd_notify::NotifyState::Ready]);
-            self.ready = true;
         }
     }
 
@@ -610,7 +605,7 @@ impl Daemon {
                 self.out.cloud(det.cloud, &det.how, &describe);
                 let (all, source) = self.opts.blind_after(det.cloud);
                 self.out.status.set_blind_after(all, source);
-                self.cloud = Some(det.cloud);
+                self.phase.detected(det.cloud);
                 self.describe = describe;
             }
             FromProvider::DetectFailed(e) => {
@@ -619,10 +614,10 @@ impl Daemon {
                     tracing::error!("{e}; retrying");
                 }
                 self.last_error = Some(e);
-                self.ready();
+                Self::ready(self.phase.detect_failed());
             }
             FromProvider::Config(e) => anyhow::bail!("{e}"),
-            FromProvider::Observed(obs) if self.settled && quiet(&obs) => {
+            FromProvider::Observed(obs) if self.quiet.settled() && quiet(&obs) => {
                 if self.on_quiet_observation(&obs).await {
                     return Ok(());
                 }
@@ -668,7 +663,7 @@ impl Daemon {
         let (blind, age) = self.out.status.health(now);
         let disabled = extras.map(Option::is_some);
         self.out.metrics.health(blind.is_blind(), age, &disabled);
-        if blind != self.blind {
+        if blind != self.sight {
             self.log_blindness(blind);
         }
     }
@@ -695,7 +690,7 @@ impl Daemon {
             ),
             Sight::Seeing => tracing::info!("nthd sees the metadata service again"),
         }
-        self.blind = blind;
+        self.sight = blind;
     }
 
     /// An empty observation after one that changed nothing: only the reads are counted and
@@ -705,23 +700,20 @@ impl Daemon {
     /// something else moved after all (a new source, logind's budget): then the status is
     /// brought up to date as after a full pass.
     async fn on_quiet_observation(&mut self, obs: &Observation) -> bool {
-        self.out.metrics.observation(obs);
-        self.out
-            .status
-            .observation(obs, crate::status::Moment::now());
+        self.out.reads(obs, 1, crate::status::Moment::now());
         let budget = self.budget;
         self.refresh_budget().await;
-        if self.budget == budget && self.settled(false) {
+        if self.budget == budget && self.nothing_to_watch(false) {
             return true;
         }
-        self.settled = false;
+        self.quiet.settle(false);
         self.update_status(false);
         false
     }
 
     /// Whether the state after the last full pass leaves the next quiet observation nothing to
     /// do: no change, no error, no notice known or action wanted, the status file up to date.
-    fn settled(&self, changed: bool) -> bool {
+    fn nothing_to_watch(&self, changed: bool) -> bool {
         !changed
             && self.last_error.is_none()
             && self.logind_error.is_none()
@@ -731,11 +723,10 @@ impl Daemon {
 
     /// observe → plan → execute → record, for one observation.
     async fn on_observation(&mut self, obs: Observation) {
+        // Out of Starting before any action, so an acceptance is a drain; READY=1 at the end.
+        let ready = self.phase.observed();
         let empty = quiet(&obs);
-        self.out.metrics.observation(&obs);
-        self.out
-            .status
-            .observation(&obs, crate::status::Moment::now());
+        self.out.reads(&obs, 1, crate::status::Moment::now());
         let log = self.read_errors.log(self.last_error.as_ref(), &obs);
         for (sources, error) in &log.warn {
             tracing::warn!(
@@ -762,8 +753,8 @@ impl Daemon {
         self.watch_cancellation().await;
         self.out.metrics.notices(&self.planner, SystemTime::now());
         self.update_status(changed);
-        self.ready();
-        self.settled = empty && self.settled(changed);
+        Self::ready(ready);
+        self.quiet.settle(empty && self.nothing_to_watch(changed));
     }
 
     /// A deferred action or a retry fell due.
@@ -783,24 +774,24 @@ impl Daemon {
         if let Some(t) = held.observed {
             self.watchdog.last_progress = self.watchdog.last_progress.max(t);
         }
-        let reads: Vec<(SourceId, u64)> =
-            held.sources.iter().map(|h| (h.source, h.reads)).collect();
-        let last = held.sources.iter().map(|h| h.last.wall).max();
-        self.out.metrics.held_reads(&reads, last);
-        for h in &held.sources {
+        let mut sources = held.sources;
+        // In time order, so the last successful read is the latest.
+        sources.sort_by_key(|h| h.last.wall);
+        for h in &sources {
             let obs = Observation {
                 fresh: vec![h.source],
                 ..Observation::default()
             };
-            self.out.status.observation(&obs, h.last);
+            self.out.reads(&obs, h.reads, h.last);
         }
     }
 
-    /// Tells the metadata reader whether to send every observation: while the picture after
-    /// the last one is not settled, or something else moved it since.
+    /// Tells the metadata reader the picture is no longer settled when something else than an
+    /// observation moved it (a drain message, a wakeup, the health tick).
     fn publish_settled(&self) {
-        self.quiet
-            .want_every(!(self.settled && self.settled(false)));
+        if self.quiet.settled() && !self.nothing_to_watch(false) {
+            self.quiet.settle(false);
+        }
     }
 
     /// The health tick: the quiet reads so far, logind's budget when due, the webhook retry,
@@ -810,7 +801,7 @@ impl Daemon {
         let budget = self.budget;
         self.refresh_budget().await;
         if self.budget != budget {
-            self.settled = false;
+            self.quiet.settle(false);
         }
         self.on_watchdog_tick();
     }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use prometheus::core::Collector;
 use prometheus::{GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
-use crate::notice::{Cloud, NoticeKind, NoticeStatus, PerExtra, SourceId, KINDS};
+use crate::notice::{Cloud, NoticeKind, NoticeStatus, PerExtra, KINDS};
 use crate::policy::{Planner, PowerAction};
 use crate::provider::Observation;
 
@@ -431,8 +431,10 @@ impl Metrics {
         self.opts.textfile.is_some() || self.shared.is_some()
     }
 
-    /// Counts one poll's reads by source and outcome.
-    pub(crate) fn observation(&mut self, obs: &Observation) {
+    /// Counts reads by source and outcome: each source in `obs.fresh` read successfully `n`
+    /// times, the last at `at`, and each failure in `obs.errors` once. The one count of reads,
+    /// whether the metadata reader sent them or kept them (`daemon/reader.rs`).
+    pub(crate) fn reads(&mut self, obs: &Observation, n: u64, at: SystemTime) {
         if !self.has_reader() {
             return;
         }
@@ -440,7 +442,7 @@ impl Metrics {
             self.series
                 .reads
                 .with_label_values(&[s.as_str(), "ok"])
-                .inc();
+                .inc_by(n);
         }
         for e in &obs.errors {
             self.series
@@ -452,27 +454,7 @@ impl Metrics {
             self.series
                 .last_ok
                 .with_label_values(&[] as &[&str])
-                .set(unix(SystemTime::now()));
-        }
-    }
-
-    /// Counts the quiet reads the metadata reader kept (`daemon/reader.rs`): each source's
-    /// successful reads, and when the last of them was.
-    pub(crate) fn held_reads(&mut self, reads: &[(SourceId, u64)], last: Option<SystemTime>) {
-        if !self.has_reader() {
-            return;
-        }
-        for (source, n) in reads {
-            self.series
-                .reads
-                .with_label_values(&[source.as_str(), "ok"])
-                .inc_by(*n);
-        }
-        if let Some(last) = last {
-            self.series
-                .last_ok
-                .with_label_values(&[] as &[&str])
-                .set(unix(last));
+                .set(unix(at));
         }
     }
 
@@ -607,11 +589,15 @@ mod tests {
     fn without_a_reader_the_series_are_not_updated() {
         let mut m = Metrics::new(MetricsOptions::default());
         m.set_provider(Cloud::Aws);
-        m.observation(&Observation {
-            notices: vec![],
-            fresh: vec![crate::notice::SourceId::new("aws/spot/instance-action")],
-            errors: vec![],
-        });
+        m.reads(
+            &Observation {
+                notices: vec![],
+                fresh: vec![crate::notice::SourceId::new("aws/spot/instance-action")],
+                errors: vec![],
+            },
+            1,
+            SystemTime::now(),
+        );
         m.action(NoticeKind::SpotTerminate, PowerAction::PowerOff, "ok");
         let text = m.render();
         assert!(!text.contains("nthd_imds_reads_total{"), "{text}");
@@ -714,13 +700,13 @@ mod tests {
             },
             errors: vec![],
         };
-        m.observation(&obs(true));
+        m.reads(&obs(true), 1, SystemTime::now());
         let planner = Planner::new(crate::policy::PolicyConfig::default());
         m.notices(&planner, SystemTime::now());
         let (inode2, _) = settled(&m, &file);
         assert_ne!(inode, inode2, "new series are written at once");
         for _ in 0..20 {
-            m.observation(&obs(true));
+            m.reads(&obs(true), 1, SystemTime::now());
             m.notices(&planner, SystemTime::now());
         }
         let (inode3, text) = settled(&m, &file);
@@ -737,7 +723,7 @@ mod tests {
         );
 
         // At a clean stop whatever is behind is written.
-        m.observation(&obs(true));
+        m.reads(&obs(true), 1, SystemTime::now());
         m.notices(&planner, SystemTime::now());
         assert!(!settled(&m, &file).1.contains("} 22\n"));
         m.flush_now();

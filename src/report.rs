@@ -9,7 +9,7 @@ use crate::executor::ActionRecord;
 use crate::metrics::Metrics;
 use crate::notice::Notice;
 use crate::policy::{Action, Decision};
-use crate::status::{self, Tracker};
+use crate::status::{self, Moment, Tracker};
 use crate::webhook::{Event, Webhooks};
 
 /// Where the status file's line for an action goes.
@@ -81,6 +81,13 @@ impl Outputs {
         self.metrics.set_provider(cloud);
         self.status.set_cloud(cloud, how, watching);
         self.webhooks.update_context(|c| c.cloud = Some(cloud));
+    }
+
+    /// Reads made: `obs`'s sources read `n` times each, the last at `at`. The one route of every
+    /// read into the metrics and the status, whether the reader sent it or kept it.
+    pub(crate) fn reads(&mut self, obs: &crate::provider::Observation, n: u64, at: Moment) {
+        self.metrics.reads(obs, n, at.wall);
+        self.status.observation(obs, at);
     }
 
     /// The metadata service described the machine.

@@ -7,8 +7,8 @@
 //! call) run on threads of their own, which hand their answers back to the provider.
 //!
 //! Every observation with a notice or an error goes to the daemon at once. So does every
-//! observation while the daemon asks for them ([`Quiet::want_every`]): until its picture has
-//! settled. Once it has, an empty observation changes nothing the daemon would act on, and the
+//! observation until the daemon says its picture has settled ([`Quiet::settle`]): the one
+//! place that notion lives. Once it has, an empty observation changes nothing the daemon would act on, and the
 //! reader keeps it here instead of waking the daemon: which sources answered, how often and
 //! when last ([`Held`]). The daemon takes them on its health tick (at least every 10 s) and
 //! before any message, so its metrics, status file and watchdog see every read, in order.
@@ -61,26 +61,31 @@ pub(super) struct Held {
     pub(super) observed: Option<Instant>,
 }
 
-/// What the reader and the daemon share: whether the daemon wants every observation, and the
-/// quiet ones kept while it does not.
+/// What the reader and the daemon share: whether the daemon's picture has settled (then a
+/// quiet observation changes nothing it would act on), and the quiet ones kept meanwhile.
 #[derive(Debug)]
 pub(super) struct Quiet {
-    every: AtomicBool,
+    settled: AtomicBool,
     held: Mutex<Held>,
 }
 
 impl Quiet {
-    /// The daemon wants every observation until it says otherwise.
+    /// Unsettled: every observation is sent until the daemon says otherwise.
     pub(super) fn new() -> Arc<Quiet> {
         Arc::new(Quiet {
-            every: AtomicBool::new(true),
+            settled: AtomicBool::new(false),
             held: Mutex::new(Held::default()),
         })
     }
 
-    /// `true` while the daemon's picture is unsettled: every observation is sent.
-    pub(super) fn want_every(&self, every: bool) {
-        self.every.store(every, Ordering::Relaxed);
+    /// The daemon's picture has settled, or not (then every observation is sent).
+    pub(super) fn settle(&self, settled: bool) {
+        self.settled.store(settled, Ordering::Relaxed);
+    }
+
+    /// Whether the daemon last said its picture has settled.
+    pub(super) fn settled(&self) -> bool {
+        self.settled.load(Ordering::Relaxed)
     }
 
     /// The quiet reads kept so far; none are kept after.
@@ -98,7 +103,7 @@ impl Quiet {
         };
         held.observed = Some(Instant::now());
         let quiet = obs.notices.is_empty() && obs.errors.is_empty();
-        if !quiet || self.every.load(Ordering::Relaxed) {
+        if !quiet || !self.settled() {
             return Some(obs);
         }
         let now = Moment::now();
@@ -270,7 +275,7 @@ mod tests {
     #[test]
     fn quiet_reads_are_kept_counted_and_taken_once_when_settled() {
         let q = Quiet::new();
-        q.want_every(false);
+        q.settle(true);
         for _ in 0..3 {
             assert!(q.pass(obs(&[SPOT], false)).is_none());
         }
@@ -287,7 +292,7 @@ mod tests {
     #[test]
     fn a_notice_or_an_error_always_goes_at_once() {
         let q = Quiet::new();
-        q.want_every(false);
+        q.settle(true);
         assert!(q.pass(obs(&[SPOT], true)).is_some());
         let mut failed = obs(&[], false);
         failed.errors.push(crate::provider::SourceError {
@@ -350,7 +355,7 @@ mod tests {
         assert!(matches!(next(&mut rx).await, FromProvider::Detected(..)));
         while !matches!(next(&mut rx).await, FromProvider::Observed(_)) {}
 
-        quiet.want_every(false);
+        quiet.settle(true);
         tokio::time::sleep(Duration::from_millis(300)).await;
         while rx.try_recv().is_ok() {}
         quiet.take();
