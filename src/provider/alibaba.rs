@@ -16,12 +16,11 @@ use std::time::{Duration, Instant};
 
 use super::identity::Reads;
 use super::{
-    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
-    SourceState, Timings,
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider,
+    TerminationTime, Timings,
 };
 use crate::imds::{
-    get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
-    TokenSource,
+    get_with_token, status_error, ImdsClient, ImdsError, TokenAnswer, TokenCache, TokenSource,
 };
 use crate::notice::{NoticeId, SourceId};
 use crate::timefmt;
@@ -45,35 +44,49 @@ const TOKEN_HEADER: &str = "x-aliyun-ecs-metadata-token";
 /// Requested token lifetime (the longest Alibaba allows).
 const TOKEN_TTL: Duration = Duration::from_secs(21600);
 
-/// The Alibaba provider.
+/// The Alibaba provider: its one source, read with the hardened-mode token when there is one.
 pub struct Alibaba {
+    hardened: Hardened,
+    spot: TerminationTime,
+}
+
+/// Hardened mode's token, or normal mode without one.
+struct Hardened {
     client: ImdsClient,
-    poll_interval: Duration,
     token: TokenCache,
     /// The token PUT was refused: read without a token.
     plain_mode: bool,
     told_plain_mode: bool,
-    source: SourceState,
 }
 
 impl Alibaba {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, timings: &Timings) -> Alibaba {
+        let source = (SRC_SPOT, SPOT_PATH);
         Alibaba {
-            source: SourceState::new(SRC_SPOT, timings.poll, Pace::Urgent, Instant::now()),
-            client,
-            poll_interval: timings.poll,
-            token: TokenCache::new(TOKEN_PATH, TTL_HEADER, TOKEN_TTL),
-            plain_mode: false,
-            told_plain_mode: false,
+            spot: TerminationTime::new(client.clone(), source, parse_termination_time, timings),
+            hardened: Hardened {
+                client,
+                token: TokenCache::new(TOKEN_PATH, TTL_HEADER, TOKEN_TTL),
+                plain_mode: false,
+                told_plain_mode: false,
+            },
         }
     }
 
     /// How many hardened-mode tokens were fetched so far.
     pub fn tokens_fetched(&self) -> u64 {
-        self.token.fetched()
+        self.hardened.token.fetched()
     }
 
+    /// One identity value, read with the hardened-mode token when there is one.
+    fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
+        let r = get_with_token(&mut self.hardened, path);
+        reads.value(&self.hardened.client.url(path), r)
+    }
+}
+
+impl Hardened {
     /// A valid token, `None` in normal (tokenless) mode.
     fn fetch_token(&mut self) -> Result<Option<String>, ImdsError> {
         if self.plain_mode {
@@ -94,28 +107,6 @@ impl Alibaba {
                 Ok(None)
             }
             TokenAnswer::Refused { url, status } => Err(status_error(url, status)),
-        }
-    }
-
-    /// GET with the token (if any); a 401/403 drops it and the read is retried once
-    /// ([`get_with_token`]).
-    fn get(&mut self, path: &str) -> Result<Reply, ImdsError> {
-        get_with_token(self, path)
-    }
-
-    /// One identity value, read with the hardened-mode token when there is one.
-    fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
-        let r = self.get(path);
-        reads.value(&self.client.url(path), r)
-    }
-
-    fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
-        let reply = self.get(SPOT_PATH)?;
-        let url = self.client.url(SPOT_PATH);
-        match reply.status {
-            404 => Ok(Vec::new()),
-            200 => parse_termination_time(&url, &reply.body).map(|n| vec![n]),
-            s => Err(status_error(url, s)),
         }
     }
 }
@@ -157,30 +148,29 @@ impl Provider for Alibaba {
     }
 
     fn describe(&self) -> String {
+        let h = &self.hardened;
         format!(
-            "Alibaba Cloud ECS metadata at {} ({}): spot termination-time every {}",
-            self.client.base(),
-            if self.plain_mode {
+            "Alibaba Cloud ECS metadata at {} ({}): {}",
+            h.client.base(),
+            if h.plain_mode {
                 "normal mode, no token"
-            } else if self.token.is_cached() {
+            } else if h.token.is_cached() {
                 "hardened-mode token"
             } else {
                 "with a hardened-mode token unless the instance is in normal mode"
             },
-            timefmt::format_duration(self.poll_interval),
+            self.spot.every(),
         )
     }
 
+    /// A 401/403 drops the token and the read is retried once ([`get_with_token`]).
     fn observe(&mut self) -> Observation {
-        let result = match self.source.due(Instant::now()) {
-            true => Some(self.read_spot()),
-            false => None,
-        };
-        self.source.observation(result)
+        let hardened = &mut self.hardened;
+        self.spot.observe(|_, path| get_with_token(hardened, path))
     }
 
     fn next_due(&self) -> Instant {
-        self.source.next
+        self.spot.next_due()
     }
 
     /// Reads `instance-id`, `instance/instance-type` and `zone-id` one after the other. The
@@ -195,11 +185,11 @@ impl Provider for Alibaba {
             zone: self.identity_value(&mut reads, ZONE_PATH),
             lifecycle: None,
         };
-        reads.finish(id, &self.client)
+        reads.finish(id, &self.hardened.client)
     }
 }
 
-impl TokenSource for Alibaba {
+impl TokenSource for Hardened {
     const HEADER: &'static str = TOKEN_HEADER;
 
     fn client(&self) -> &ImdsClient {

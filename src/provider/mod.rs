@@ -364,6 +364,69 @@ pub(crate) fn earliest(sources: &[SourceState]) -> Instant {
         .unwrap_or_else(Instant::now)
 }
 
+/// A notice parser: the URL (for messages) and the body.
+pub(crate) type ParseTime = fn(&str, &str) -> Result<Notice, ImdsError>;
+
+/// The one source of the Alibaba and Tencent providers: a spot termination time at `path`,
+/// absent (404) until the instance is being reclaimed, polled every interval.
+pub(crate) struct TerminationTime {
+    client: ImdsClient,
+    path: &'static str,
+    parse: ParseTime,
+    source: SourceState,
+}
+
+impl TerminationTime {
+    pub(crate) fn new(
+        client: ImdsClient,
+        (id, path): (SourceId, &'static str),
+        parse: ParseTime,
+        t: &Timings,
+    ) -> TerminationTime {
+        TerminationTime {
+            client,
+            path,
+            parse,
+            source: SourceState::new(id, t.poll, Pace::Urgent, Instant::now()),
+        }
+    }
+
+    pub(crate) fn client(&self) -> &ImdsClient {
+        &self.client
+    }
+
+    /// Reads the time when it is due, through `get` (a GET of the path on the client, with a
+    /// token or without), and returns what is known.
+    pub(crate) fn observe(
+        &mut self,
+        get: impl FnOnce(&ImdsClient, &str) -> Result<crate::imds::Reply, ImdsError>,
+    ) -> Observation {
+        let read = || {
+            let reply = get(&self.client, self.path)?;
+            let url = self.client.url(self.path);
+            match reply.status {
+                404 => Ok(Vec::new()),
+                200 => (self.parse)(&url, &reply.body).map(|n| vec![n]),
+                s => Err(crate::imds::status_error(url, s)),
+            }
+        };
+        let result = self.source.due(Instant::now()).then(read);
+        self.source.observation(result)
+    }
+
+    pub(crate) fn next_due(&self) -> Instant {
+        self.source.next
+    }
+
+    /// What is read and how often, for `describe`.
+    pub(crate) fn every(&self) -> String {
+        format!(
+            "spot termination-time every {}",
+            crate::timefmt::format_duration(self.source.interval)
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

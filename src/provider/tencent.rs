@@ -14,14 +14,14 @@
 //! `IPAddressAllow=` lists it. The host name is accepted through `NTHD_IMDS_ENDPOINT`; it is
 //! then resolved through the node's DNS on every new connection.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::identity::Reads;
 use super::{
-    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
-    SourceState, Timings,
+    cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider,
+    TerminationTime, Timings,
 };
-use crate::imds::{status_error, ImdsClient, ImdsError};
+use crate::imds::{ImdsClient, ImdsError};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
 
@@ -43,30 +43,17 @@ const SRC_SPOT: SourceId = SourceId::new("tencent/spot/termination-time");
 /// Tencent documents the termination time as UTC+8.
 pub const UTC_OFFSET_SECS: i64 = 8 * 3600;
 
-/// The Tencent Cloud provider.
+/// The Tencent Cloud provider: its one source, read with no header and no token.
 pub struct Tencent {
-    client: ImdsClient,
-    poll_interval: Duration,
-    source: SourceState,
+    spot: TerminationTime,
 }
 
 impl Tencent {
     /// A provider that reads through `client`. Nothing is read before the first `observe()`.
     pub fn new(client: ImdsClient, timings: &Timings) -> Tencent {
+        let source = (SRC_SPOT, SPOT_PATH);
         Tencent {
-            source: SourceState::new(SRC_SPOT, timings.poll, Pace::Urgent, Instant::now()),
-            client,
-            poll_interval: timings.poll,
-        }
-    }
-
-    fn read_spot(&mut self) -> Result<Vec<Notice>, ImdsError> {
-        let reply = self.client.get(SPOT_PATH, &[])?;
-        let url = self.client.url(SPOT_PATH);
-        match reply.status {
-            404 => Ok(Vec::new()),
-            200 => parse_termination_time(&url, &reply.body).map(|n| vec![n]),
-            s => Err(status_error(url, s)),
+            spot: TerminationTime::new(client, source, parse_termination_time, timings),
         }
     }
 }
@@ -120,29 +107,25 @@ impl Provider for Tencent {
 
     fn describe(&self) -> String {
         format!(
-            "Tencent Cloud CVM metadata at {}: spot termination-time every {}",
-            self.client.base(),
-            timefmt::format_duration(self.poll_interval),
+            "Tencent Cloud CVM metadata at {}: {}",
+            self.spot.client().base(),
+            self.spot.every(),
         )
     }
 
     fn observe(&mut self) -> Observation {
-        let result = match self.source.due(Instant::now()) {
-            true => Some(self.read_spot()),
-            false => None,
-        };
-        self.source.observation(result)
+        self.spot.observe(|client, path| client.get(path, &[]))
     }
 
     fn next_due(&self) -> Instant {
-        self.source.next
+        self.spot.next_due()
     }
 
     /// Reads `instance-id`, `instance/instance-type`, `placement/zone` and
     /// `payment/charge-type` ([`parse_charge_type`]) one after the other.
     fn identity(&mut self) -> Result<Identity, ImdsError> {
         let mut reads = Reads::default();
-        let c = &self.client;
+        let c = self.spot.client();
         let id = Identity {
             instance_id: reads.get(c, INSTANCE_ID_PATH, &[]),
             instance_type: reads.get(c, INSTANCE_TYPE_PATH, &[]),
