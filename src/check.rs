@@ -230,7 +230,7 @@ pub(crate) async fn run_checks(opts: &Options, root: &Path) -> Vec<Check> {
         budget: None,
         sandbox: Sandboxes::load().await,
     };
-    let mut out = vec![];
+    let mut out = vec![settings(opts)];
     match cloud(&c).await {
         Ok(d) => {
             out.push(check(
@@ -340,6 +340,24 @@ async fn webhook_result(r: &crate::webhook::ProbeResult, sandbox: &Sandboxes) ->
             Some(hint.clone()),
         ),
     }
+}
+
+/// Whether every setting is used as given: each one that fell back is named with its line or
+/// variable, what nthd uses instead and the fix.
+fn settings(opts: &Options) -> Check {
+    if opts.degraded.is_empty() {
+        return check(
+            "settings",
+            true,
+            Status::Pass,
+            "every setting used as given",
+            None,
+        );
+    }
+    let names: Vec<&str> = opts.degraded.iter().map(|d| d.setting.as_str()).collect();
+    let each: Vec<&str> = opts.degraded.iter().map(|d| d.message.as_str()).collect();
+    let value = format!("fell back: {}", names.join(", "));
+    check("settings", true, Status::Fail, value, Some(each.join("\n")))
 }
 
 /// The cloud: `NTHD_PROVIDER`, else detection (DMI, then a probe).

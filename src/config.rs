@@ -17,7 +17,7 @@ use crate::timings::{self, Timings};
 mod asg;
 mod fallback;
 pub(crate) use asg::{AsgComplete, AsgSettings};
-pub use fallback::{is_fatal, parse_lenient, unknown_variables, Fallback, FATAL};
+pub use fallback::{degraded, parse_lenient, unknown_variables, Fallback};
 
 /// `nthd --version`: the version, the target it was built for, and the git commit (build.rs).
 pub(crate) const LONG_VERSION: &str = concat!(
@@ -312,6 +312,16 @@ fn default_deadline_kinds() -> KindList {
     )
 }
 
+/// A setting that could not be used as given, and what nthd does instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Degraded {
+    /// The variable (`NTHD_DRY_RUN`), or the file and line (`/etc/default/nthd line 4`).
+    pub setting: String,
+    /// The whole warning: why, what nthd uses instead, the fix. Never the value of a setting
+    /// that can hold a secret.
+    pub message: String,
+}
+
 /// The options every command takes. Each has an `NTHD_*` environment variable.
 #[derive(Args, Debug, Clone)]
 pub struct Options {
@@ -478,6 +488,12 @@ pub struct Options {
     /// under systemd, else /run/nthd/status.json].
     #[arg(long, env = "NTHD_STATUS_FILE", global = true, value_name = "PATH")]
     pub status_file: Option<PathBuf>,
+
+    /// The settings that could not be used as given and fell back, found before the command
+    /// ran (bad values, skipped lines of a settings file, a named file that cannot be read):
+    /// reported for as long as nthd runs. Not a flag.
+    #[arg(skip)]
+    pub degraded: Vec<Degraded>,
 
     /// AWS: complete the Auto Scaling termination lifecycle action after the drain, with this
     /// result: `off` (no request to Auto Scaling at all), `CONTINUE` or `ABANDON`. Needs

@@ -544,7 +544,9 @@ impl Daemon {
         let st = executor::load_state(&opts.state_dir(), SystemTime::now());
         let mut planner = Planner::new(policy.clone());
         planner.mark_done(st.acted_ids());
-        let status = crate::status::Tracker::new(opts.daemon_status_path(), st.records());
+        let mut status = crate::status::Tracker::new(opts.daemon_status_path(), st.records());
+        let degraded = opts.degraded.iter();
+        status.set_degraded(degraded.map(|d| (d.setting.clone(), d.message.clone())));
         let retry = Some(policy.retry_delay);
         if opts.dry_run {
             tracing::warn!("dry run: nthd will not call logind; it only logs what it would do");
@@ -556,9 +558,11 @@ impl Daemon {
                  /usr/share/doc/nthd/examples/50-nthd-reboot.rules)"
             );
         }
+        let mut metrics = Metrics::new(opts.metrics_options());
+        metrics.set_degraded(opts.degraded.len());
         Daemon {
             out: Outputs {
-                metrics: Metrics::new(opts.metrics_options()),
+                metrics,
                 status,
                 webhooks,
             },

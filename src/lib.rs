@@ -43,11 +43,11 @@ pub mod testing;
 
 /// What `src/main.rs` needs: the command line, the settings file and the logger.
 pub use config::{
-    command_name, is_fatal, parse_lenient, status_only, unknown_variables, Cli, Command, Fallback,
-    BAD_SETTING_EXIT, FATAL,
+    command_name, degraded, parse_lenient, status_only, unknown_variables, Cli, Command, Degraded,
+    Fallback, BAD_SETTING_EXIT,
 };
 pub use logging::{init as init_logging, to_journald};
-pub use settings::{load_into_env, Loaded, Unreadable};
+pub use settings::{load_into_env, Loaded, Unreadable, SAFE_CHOICE};
 
 use std::process::ExitCode;
 

@@ -37,6 +37,7 @@ fn report_settings(settings: &nthd::Loaded, fallbacks: &[nthd::Fallback], daemon
     }
     settings.skipped.iter().for_each(|s| warn(&s.to_string()));
     settings.unread.iter().for_each(|s| warn(s));
+    settings.lost.iter().for_each(|(_, s)| warn(s));
     fallbacks.iter().for_each(|f| warn(&f.to_string()));
     for name in nthd::unknown_variables() {
         warn(&format!(
@@ -75,14 +76,18 @@ fn main() -> ExitCode {
         },
     };
     fallbacks.extend(cli.opts.validate());
+    cli.opts.degraded = nthd::degraded(&settings, &fallbacks);
     if let Some(note) = nthd::init_logging(cli.opts.log_level, cli.opts.log_target) {
         tracing::warn!("{note}");
     }
-    report_settings(
-        &settings,
-        &fallbacks,
-        matches!(cli.command, None | Some(nthd::Command::Run)),
-    );
+    // `nthd status` reads only the status file: the settings are not its business.
+    if !matches!(cli.command, Some(nthd::Command::Status { .. })) {
+        report_settings(
+            &settings,
+            &fallbacks,
+            matches!(cli.command, None | Some(nthd::Command::Run)),
+        );
+    }
     match nthd::run(cli) {
         Ok(code) => code,
         Err(e) => {

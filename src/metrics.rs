@@ -101,6 +101,7 @@ struct Health {
     read_age: GaugeVec,
     blind: GaugeVec,
     extra_disabled: GaugeVec,
+    degraded: GaugeVec,
 }
 
 impl Health {
@@ -123,6 +124,12 @@ impl Health {
                 "nthd_extra_disabled",
                 "1 while an optional feature (webhooks, metrics_listen, metrics_textfile) is disabled by a setup error.",
                 &["extra"],
+            ),
+            degraded: gauge(
+                r,
+                "nthd_settings_degraded",
+                "Settings that could not be used as given and fell back at start (bad values, skipped lines, an unreadable named file).",
+                &[],
             ),
         }
     }
@@ -379,6 +386,20 @@ impl Metrics {
                 .with_label_values(&[extra.name()])
                 .set(if *off { 1.0 } else { 0.0 });
         }
+    }
+
+    /// How many settings fell back at start (`nthd_settings_degraded`).
+    pub(crate) fn set_degraded(&mut self, n: usize) {
+        if !self.has_reader() {
+            return;
+        }
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.series
+            .health
+            .degraded
+            .with_label_values(&[] as &[&str])
+            .set(f64::from(n));
+        self.flush();
     }
 
     /// The cloud is known (detected or configured): the series carry its name from now on.

@@ -9,7 +9,8 @@
 //!
 //! The files are read exactly as systemd reads them ([`env_file`] has the rules): a file the
 //! unit starts with is a file every command accepts, with the same values. An assignment
-//! systemd ignores is skipped with a warning; a file systemd refuses stops the command.
+//! systemd ignores is skipped with a warning; an assignment for which systemd refuses the whole
+//! file is skipped alone, with a warning, and the file's other lines apply.
 
 pub(crate) mod env_file;
 
@@ -20,12 +21,42 @@ pub(crate) use env_file::Skipped;
 /// The files the packaged unit reads, in its order (a later file wins).
 pub(crate) const PACKAGED: [&str; 2] = ["/etc/default/nthd", "/etc/sysconfig/nthd"];
 
+/// The settings whose bad value takes the choice that cannot power off where the admin chose
+/// otherwise, not the default, each with that choice and why: a bad value in the environment
+/// (`config::parse_lenient`) or an assignment of a settings file skipped for its bytes.
+/// docs/configuration.md lists the same (tests/docs.rs holds it to this list). A name ending
+/// in `*` stands for every variable with that prefix.
+pub const SAFE_CHOICE: &[(&str, &str, &str)] = &[
+    (
+        "NTHD_ACTION_*",
+        "log",
+        "the kind's default action may be poweroff or reboot where you chose log or ignore",
+    ),
+    (
+        "NTHD_DRY_RUN",
+        "true",
+        "going on without the dry run would power off a node where you only try nthd out; a \
+         dry run still watches, reports and runs the drain report",
+    ),
+];
+
+/// The safe choice for a bad value of `var`, if it has one ([`SAFE_CHOICE`]).
+pub(crate) fn safe_choice(var: &str) -> Option<(&'static str, &'static str)> {
+    SAFE_CHOICE.iter().find_map(|(name, value, why)| {
+        let hit = match name.strip_suffix('*') {
+            Some(prefix) => var.starts_with(prefix),
+            None => var == *name,
+        };
+        hit.then_some((*value, *why))
+    })
+}
+
 /// The flag and variable that choose the files.
 pub(crate) const FLAG: &str = "--settings-file";
 pub(crate) const ENV: &str = "NTHD_SETTINGS_FILE";
 
-/// A settings file that cannot be used. Fatal where guessing defaults could do harm (see
-/// [`Unreadable`]).
+/// A settings file that cannot be read. Fatal only for a command run by hand where guessing
+/// defaults could do harm (see [`Unreadable`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     /// A settings file cannot be read (or a named one does not exist).
@@ -40,32 +71,6 @@ pub enum SettingsError {
         /// The I/O error.
         reason: String,
     },
-    /// A settings file holds a NUL byte: systemd refuses the whole file.
-    #[error(
-        "{path} line {line}: a NUL byte; systemd refuses a settings file that holds one and \
-         would pass none of its settings to the daemon: remove the byte, or pass {FLAG} none"
-    )]
-    Nul {
-        /// The file.
-        path: String,
-        /// The line of the first NUL byte, from 1.
-        line: usize,
-    },
-    /// An assignment's name or value is not UTF-8: systemd refuses the whole file. Nothing of
-    /// the assignment is quoted: a value can be a secret (a webhook URL with its token).
-    #[error(
-        "{path} line {line}: the {part} is not valid UTF-8; systemd refuses the whole file then \
-         and would pass none of its settings to the daemon: save the file as UTF-8, or pass \
-         {FLAG} none"
-    )]
-    Encoding {
-        /// The file.
-        path: String,
-        /// The line the assignment starts on, from 1.
-        line: usize,
-        /// `name` or `value`.
-        part: &'static str,
-    },
 }
 
 /// What was read, for the log.
@@ -77,6 +82,9 @@ pub struct Loaded {
     pub skipped: Vec<Skipped>,
     /// Files that could not be read, where the command goes on without them: one warning each.
     pub unread: Vec<String>,
+    /// Files named for the daemon under systemd that could not be read: it goes on with the
+    /// defaults, reported for as long as it runs.
+    pub lost: Vec<(String, String)>,
 }
 
 impl Loaded {
@@ -130,7 +138,8 @@ pub enum Unreadable {
     Stop,
     /// The daemon under systemd: systemd read the packaged files itself, as root, and passed
     /// their values in; a packaged file nthd cannot read again is no loss. A file named with
-    /// `--settings-file` still stops it: the unit does not pass that one.
+    /// `--settings-file` that cannot be read leaves the defaults, loudly: under systemd nthd
+    /// never stops for a setting.
     PassedBySystemd,
     /// A command that only looks (`check`, `once`, `status`): go on, warning.
     Warn,
@@ -167,10 +176,17 @@ pub(crate) fn read(
         let Some(bytes) = read_one(&path, named, unreadable, &mut loaded)? else {
             continue;
         };
-        let parsed = env_file::parse(&path, &bytes)?;
+        let parsed = env_file::parse(&path, &bytes);
+        // A setting skipped for its bytes that has a safe choice takes it (a later good line
+        // of the same setting still wins).
+        let safe = parsed.skipped.iter().filter_map(|s| {
+            let name = s.setting()?;
+            Some((name.to_string(), safe_choice(name)?.0.to_string()))
+        });
+        let pairs: Vec<(String, String)> = safe.collect();
         loaded.skipped.extend(parsed.skipped);
         let mut n = 0;
-        for (k, v) in parsed.pairs {
+        for (k, v) in pairs.into_iter().chain(parsed.pairs) {
             if !k.starts_with("NTHD_") || env(&k).is_some() {
                 continue;
             }
@@ -204,11 +220,20 @@ fn read_one(
         e.to_string()
     };
     let passed = unreadable == Unreadable::PassedBySystemd && !named;
-    if unreadable == Unreadable::Stop || (unreadable == Unreadable::PassedBySystemd && named) {
+    if unreadable == Unreadable::Stop {
         return Err(SettingsError::Read {
             path: shown,
             reason,
         });
+    }
+    if unreadable == Unreadable::PassedBySystemd && named {
+        let message = format!(
+            "cannot read the settings file {shown} ({reason}); nthd goes on with the \
+             environment's settings and the defaults, and keeps protecting the node: fix the \
+             file or {ENV}, then systemctl restart nthd"
+        );
+        loaded.lost.push((ENV.to_string(), message));
+        return Ok(None);
     }
     loaded.unread.push(if passed {
         format!(
@@ -293,11 +318,36 @@ mod tests {
         let want = format!("{} line 3: `export`", f.display());
         assert!(warnings[0].starts_with(&want), "{warnings:?}");
 
-        std::fs::write(&f, b"NTHD_A=1\nNTHD_WEBHOOK=caf\xe9\n").unwrap();
-        let e = read(&file, |_| None, Unreadable::Stop)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("line 2: the value is not valid UTF-8"), "{e}");
+        // A line systemd would refuse the file for costs that line: the others apply, and a
+        // skipped action or dry run takes its safe choice.
+        let text = b"NTHD_A=1\nNTHD_WEBHOOK=caf\xe9\nNTHD_ACTION_SCHEDULED_REBOOT=r\xe9boot\n\
+                     NTHD_DRY_RUN=n\0\n";
+        std::fs::write(&f, text).unwrap();
+        let (vars, loaded) = read(&file, |_| None, Unreadable::Stop).unwrap();
+        let want = [
+            ("NTHD_ACTION_SCHEDULED_REBOOT", "log"),
+            ("NTHD_DRY_RUN", "true"),
+            ("NTHD_A", "1"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(vars, want);
+        let e: Vec<String> = loaded.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(
+            e[0].contains("line 2: the value of NTHD_WEBHOOK is not valid UTF-8"),
+            "{e:?}"
+        );
+        assert!(
+            e[2].contains("line 4: the value of NTHD_DRY_RUN holds a NUL byte"),
+            "{e:?}"
+        );
+        // A good line of the same setting later in the file still wins.
+        std::fs::write(&f, b"NTHD_DRY_RUN=n\xe9\nNTHD_DRY_RUN=false\n").unwrap();
+        let (vars, _) = read(&file, |_| None, Unreadable::Stop).unwrap();
+        assert_eq!(vars, [("NTHD_DRY_RUN".to_string(), "false".to_string())]);
     }
 
     #[test]
@@ -355,12 +405,20 @@ mod tests {
     }
 
     /// A packaged file the daemon cannot read under systemd is a warning (systemd passed its
-    /// values); a named one still stops it, since the unit does not pass that one.
+    /// values); a named one is lost, and reported as long as nthd runs (`Loaded::lost`), but
+    /// never stops it.
     #[test]
     fn under_systemd_only_the_packaged_files_are_passed() {
         let dir = tempfile::tempdir().unwrap();
         let named = args(&["nthd", "--settings-file", dir.path().to_str().unwrap()]);
-        assert!(read(&named, |_| None, Unreadable::PassedBySystemd).is_err());
+        let (vars, lost) = read(&named, |_| None, Unreadable::PassedBySystemd).unwrap();
+        assert!(vars.is_empty());
+        assert_eq!(lost.lost.len(), 1, "{lost:?}");
+        assert_eq!(lost.lost[0].0, ENV);
+        assert!(
+            lost.lost[0].1.contains("keeps protecting the node"),
+            "{lost:?}"
+        );
         let mut loaded = Loaded::default();
         let got = read_one(dir.path(), false, Unreadable::PassedBySystemd, &mut loaded).unwrap();
         assert!(got.is_none());

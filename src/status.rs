@@ -148,6 +148,20 @@ pub(crate) struct Status {
     /// The drain report of the shutdown under way, once its drain ended.
     #[serde(default)]
     pub drain: Option<crate::drain::Report>,
+    /// Settings that could not be used as given and fell back (a bad value, a skipped line of
+    /// a settings file, a named file that cannot be read), since nthd started. nthd still
+    /// watches and acts; `nthd status` and the NPD plugin say "degraded" while any is listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<DegradedView>,
+}
+
+/// A setting that fell back.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub(crate) struct DegradedView {
+    /// The variable, or the settings file and line.
+    pub setting: String,
+    /// Why, what nthd uses instead, and the fix.
+    pub message: String,
 }
 
 /// nthd cannot see notices.
@@ -445,6 +459,15 @@ impl Tracker {
 
     /// How long without a successful read counts as blind: `all` for the metadata service as a
     /// whole, `source` for one failing source (slow sources are read less often).
+    /// The settings that fell back at start ([`Status::degraded`]).
+    pub(crate) fn set_degraded(&mut self, degraded: impl IntoIterator<Item = (String, String)>) {
+        self.base.degraded = degraded
+            .into_iter()
+            .map(|(setting, message)| DegradedView { setting, message })
+            .collect();
+        self.dirty = true;
+    }
+
     pub(crate) fn set_blind_after(&mut self, all: Duration, source: Duration) {
         self.blind_after = (all.max(BLIND_AFTER_MIN), source.max(all));
         self.dirty = true;

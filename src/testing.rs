@@ -197,11 +197,11 @@ pub mod timer {
 
 pub mod settings {
     /// `settings/env_file.rs`'s reading of a settings file's bytes: the assignments in order,
-    /// and how many were skipped; an error as its message.
-    pub fn parse_env_file(bytes: &[u8]) -> Result<(Vec<(String, String)>, usize), String> {
-        crate::settings::env_file::parse(std::path::Path::new("/etc/default/nthd"), bytes)
-            .map(|p| (p.pairs, p.skipped.len()))
-            .map_err(|e| e.to_string())
+    /// and the warning of each assignment skipped.
+    pub fn parse_env_file(bytes: &[u8]) -> (Vec<(String, String)>, Vec<String>) {
+        let p = crate::settings::env_file::parse(std::path::Path::new("/etc/default/nthd"), bytes);
+        let skipped = p.skipped.iter().map(ToString::to_string).collect();
+        (p.pairs, skipped)
     }
 }
 

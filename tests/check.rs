@@ -110,6 +110,48 @@ async fn take_kubelet_lock(e: &Env) -> zbus::OwnedFd {
     fd
 }
 
+/// A bad value of a setting with a safe choice, and a settings file line that is not UTF-8:
+/// `nthd check` fails its `settings` row, naming each, what nthd uses instead and never the
+/// bad bytes; every other row is checked as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_that_fell_back_fails_the_check_naming_it() {
+    let e = env().await;
+    let _lock = take_kubelet_lock(&e).await;
+    let file = e.root.path().join("settings");
+    std::fs::write(
+        &file,
+        b"# caf\xe9\nNTHD_ACTION_SPOT_TERMINATE=poweroff\nNTHD_WEBHOOK_FORMAT=sl\xfcck\n",
+    )
+    .unwrap();
+    let (ok, v) = run(
+        &e,
+        &[
+            ("NTHD_ACTION_SCHEDULED_REBOOT", "lgo"),
+            ("NTHD_SETTINGS_FILE", file.to_str().unwrap()),
+        ],
+    )
+    .await;
+    assert!(!ok, "{v:#}");
+    let row = get(&v, "settings");
+    assert_eq!(row["status"], "fail", "{row:#}");
+    let value = row["value"].as_str().unwrap();
+    assert!(
+        value.contains("NTHD_ACTION_SCHEDULED_REBOOT") && value.contains("NTHD_WEBHOOK_FORMAT"),
+        "{value}"
+    );
+    let fix = row["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("log, the choice that cannot power off"),
+        "{fix}"
+    );
+    assert!(
+        fix.contains("line 3: the value of NTHD_WEBHOOK_FORMAT is not valid UTF-8"),
+        "{fix}"
+    );
+    assert!(!fix.contains("sl") || !fix.contains("ck"), "{fix}");
+    assert_eq!(status(&v, "metadata service"), "pass", "{v:#}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_in_place_passes() {
     let e = env().await;
@@ -117,6 +159,7 @@ async fn everything_in_place_passes() {
     let (ok, v) = run(&e, &[]).await;
     assert!(ok, "{v:#}");
     for name in [
+        "settings",
         "cloud",
         "metadata service",
         "system bus and logind",

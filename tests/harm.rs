@@ -240,20 +240,32 @@ async fn no_reboot_without_first_writing_its_record() {
     assert!(saved.contains("instance-event-7"), "{saved}");
 }
 
-/// `reboot` for a kind without an event id is a bad setting: exit 2 at once, naming it.
+/// `reboot` for a kind without an event id is a bad setting: that kind falls back to `log`,
+/// named at once, and `nthd check` fails its `settings` row.
 #[test]
 fn reboot_for_a_kind_without_an_event_id_is_refused_at_start() {
+    // `check`, which ends by itself, parses the settings as the daemon does.
     let out = common::nthd_command("unix:path=/nonexistent/bus")
-        .arg("run")
+        .args(["check", "--root", "/nonexistent"])
         .env("NTHD_ACTION_REBALANCE", "reboot")
         .env("NTHD_SETTINGS_FILE", "none")
+        .env("NTHD_PROVIDER", "aws")
+        .env("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         err.contains("NTHD_ACTION_REBALANCE") && err.contains("reboot on every boot"),
         "{err}"
+    );
+    assert!(
+        err.contains("goes on with log, the choice that cannot power off"),
+        "{err}"
+    );
+    assert!(
+        stdout.contains("fell back: NTHD_ACTION_REBALANCE"),
+        "{stdout}"
     );
 }
 
@@ -315,28 +327,39 @@ async fn commands_read_the_settings_file_and_the_environment_wins() {
     assert_eq!(e.logind.power_off_count(), 1, "{text}");
 }
 
-/// A settings file systemd refuses (here a value that is not UTF-8) stops the command (exit 2)
-/// instead of silently falling back to defaults, and the message does not quote the value.
+/// A settings file systemd refuses (here a value that is not UTF-8): that line alone is
+/// skipped, the others apply (the provider here), the warning names the line and the setting,
+/// never the value, and `nthd check` fails its `settings` row.
 #[test]
-fn an_unusable_settings_file_is_a_bad_setting() {
+fn an_unusable_line_of_a_settings_file_costs_that_line() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nthd");
     std::fs::write(
         &file,
-        b"NTHD_DRY_RUN=true\nNTHD_WEBHOOK=https://hooks.example/T0KEN-caf\xe9\n",
+        b"NTHD_PROVIDER=tencent\nNTHD_WEBHOOK=https://hooks.example/T0KEN-caf\xe9\n",
     )
     .unwrap();
     let out = nthd_cmd("unix:path=/nonexistent", &file)
-        .arg("check")
+        .args(["check", "--json", "--root", "/nonexistent"])
+        .env("NTHD_IMDS_ENDPOINT", "http://127.0.0.1:9")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{err}{stdout}");
     assert!(
-        err.contains("line 2: the value is not valid UTF-8"),
+        err.contains("line 2: the value of NTHD_WEBHOOK is not valid UTF-8"),
         "{err}"
     );
-    assert!(!err.contains("T0KEN"), "{err}");
+    assert!(
+        stdout.contains("tencent (set by NTHD_PROVIDER)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("fell back: NTHD_WEBHOOK"), "{stdout}");
+    assert!(
+        !err.contains("T0KEN") && !stdout.contains("T0KEN"),
+        "{err}{stdout}"
+    );
 }
 
 /// A settings file systemd accepts is one every command accepts: a continuation line and a

@@ -1,8 +1,8 @@
 //! Every `NTHD_*` variable with a bad value, one at a time, against the real binary, a spot
-//! notice on the mock IMDS and the fake logind: nthd either keeps protecting the node (the
-//! notice is powered off for) or stops with status 2, and then the variable is on
-//! docs/configuration.md's list of settings whose bad value stops it ("When a setting is
-//! wrong"), which is the list the code keeps (`nthd::FATAL`).
+//! notice on the mock IMDS and the fake logind: nthd never stops. It keeps protecting the node
+//! (the notice is powered off for), or, for a setting on docs/configuration.md's list of safe
+//! choices ("When a setting is wrong", the list the code keeps: `nthd::SAFE_CHOICE`), takes the
+//! choice that cannot power off and says so.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
@@ -30,22 +30,34 @@ fn bad_value(arg: &clap::Arg) -> &'static str {
     }
 }
 
-/// The variables docs/configuration.md lists as stopping nthd, from its table.
-fn documented_fatal() -> Vec<String> {
+/// The variables docs/configuration.md lists with a safe choice, and the choice, from its
+/// table.
+fn documented_safe() -> Vec<(String, String)> {
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/docs/configuration.md"
     ))
     .unwrap();
     let table = doc
-        .split("| setting | why a bad value stops nthd |")
+        .split("| setting | a bad value acts as | why not the default |")
         .nth(1)
-        .expect("docs/configuration.md has the table of settings that stop nthd");
+        .expect("docs/configuration.md has the table of safe choices");
     table
         .lines()
         .skip(2)
         .take_while(|l| l.starts_with('|'))
-        .map(|l| l.split('`').nth(1).unwrap().to_string())
+        .map(|l| {
+            let cells: Vec<&str> = l.split('`').collect();
+            (cells[1].to_string(), cells[5].to_string())
+        })
+        .collect()
+}
+
+/// The names on the code's list of safe choices.
+fn safe_list() -> Vec<String> {
+    nthd::SAFE_CHOICE
+        .iter()
+        .map(|(n, _, _)| n.to_string())
         .collect()
 }
 
@@ -58,8 +70,11 @@ fn on_list(list: &[String], var: &str) -> bool {
 
 #[test]
 fn the_documented_list_is_the_code_s() {
-    let code: Vec<String> = nthd::FATAL.iter().map(|(n, _)| n.to_string()).collect();
-    assert_eq!(documented_fatal(), code);
+    let code: Vec<(String, String)> = nthd::SAFE_CHOICE
+        .iter()
+        .map(|(n, v, _)| (n.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(documented_safe(), code);
 }
 
 /// What became of nthd with one bad variable.
@@ -82,7 +97,12 @@ async fn run_with(
     let (bus, logind, dir) = world;
     let state = tempfile::tempdir_in(dir.path()).unwrap();
     let before = common::successes(logind, "PowerOff");
-    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &[(var, value)]);
+    // As the unit starts it: systemd sets INVOCATION_ID.
+    let env = [
+        (var, value),
+        ("INVOCATION_ID", "0123456789abcdef0123456789abcdef"),
+    ];
+    let mut n = Nthd::start(bus.address(), &imds.url(), state.path(), &env);
     let end = Instant::now() + Duration::from_secs(10);
     let outcome = loop {
         if common::successes(logind, "PowerOff") > before {
@@ -126,9 +146,8 @@ async fn spot_world() -> (
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
+async fn every_variable_with_a_bad_value_keeps_protecting_or_takes_its_safe_choice() {
     let (world, imds) = spot_world().await;
-    let listed = documented_fatal();
     let cmd = nthd::testing::config::Cli::command();
     let mut checked = 0;
     for arg in cmd.get_arguments() {
@@ -137,21 +156,22 @@ async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
         };
         let value = bad_value(arg);
         let (outcome, log) = run_with(&world, &imds, var, value).await;
+        let safe = on_list(&safe_list(), var);
+        if safe {
+            let said = format!("{var}=\"{value}\" cannot be used");
+            assert!(log.contains(&said), "{var}: not named:\n{log}");
+            assert!(log.contains("the choice that cannot power off"), "{log}");
+        }
         match outcome {
-            Outcome::PoweredOff => assert!(
-                !on_list(&listed, var),
-                "{var}={value}: nthd went on, but the docs say it stops:\n{log}"
-            ),
-            Outcome::Exited(Some(2)) => {
-                assert!(
-                    on_list(&listed, var),
-                    "{var}={value}: nthd stopped, and {var} is not on the list:\n{log}"
-                );
-                assert!(
-                    log.contains(var),
-                    "{var}: the error does not name it:\n{log}"
-                );
+            // The spot notice's own action, or the dry run, taken as their safe choice: nthd
+            // watches on and says what it would do.
+            Outcome::StillWatching
+                if var == "NTHD_ACTION_SPOT_TERMINATE" || var == "NTHD_DRY_RUN" =>
+            {
+                assert!(safe, "{var}");
+                assert!(log.contains("spot-terminate"), "{var}:\n{log}");
             }
+            Outcome::PoweredOff => {}
             Outcome::Exited(code) => panic!("{var}={value}: exited {code:?}:\n{log}"),
             // The one setting that points nthd at another service: falling back reads the
             // cloud's own endpoint, which this test does not serve.
@@ -162,7 +182,7 @@ async fn every_variable_with_a_bad_value_keeps_protecting_or_is_on_the_list() {
             Outcome::StillWatching => panic!("{var}={value}: no power-off within 10 s:\n{log}"),
         }
         // A dropped value is named, with what nthd uses instead.
-        if !on_list(&listed, var) && log.contains(&format!("{var}=\"{value}\" cannot be used")) {
+        if log.contains(&format!("{var}=\"{value}\" cannot be used")) {
             assert!(log.contains("keeps protecting the node"), "{var}:\n{log}");
         }
         checked += 1;

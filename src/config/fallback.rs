@@ -1,12 +1,13 @@
-//! Bad values in the environment: the few that stop nthd, and the rest, which fall back.
+//! Bad values in the environment: each costs its own setting, never nthd.
 //!
-//! The rule (docs/configuration.md, "When a setting is wrong"): a bad value stops nthd (exit 2,
-//! which the unit does not restart on) only where going on with the default could power off a
-//! node that should not be, or earlier than its admin chose. Those settings are [`FATAL`].
-//! Every other bad `NTHD_*` value is dropped, with a warning naming it and what nthd uses
-//! instead, and nthd goes on protecting the node: a typo in the log level must never make it
-//! miss a spot notice. A flag typed on the command line is a usage error as ever: whoever typed
-//! it is there to read the error.
+//! The rule (docs/configuration.md, "When a setting is wrong"): a bad `NTHD_*` value is dropped,
+//! with a warning naming it and what nthd uses instead, and nthd goes on protecting the node. It
+//! never stops for one: a typo must never make it miss a spot notice. Where the default could
+//! power off a node whose admin chose otherwise, the setting takes the choice that cannot
+//! ([`crate::settings::SAFE_CHOICE`]: `log` for an action, `true` for the dry run) instead of
+//! the default. Every fallback is reported for as long as nthd runs: the log, the status file
+//! (`degraded`), `nthd status --npd`, `nthd check` and a metric. A flag typed on the command
+//! line is a usage error as ever: whoever typed it is there to read the error.
 
 use std::ffi::OsString;
 
@@ -14,42 +15,27 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, CommandFactory};
 
 use super::Cli;
+use crate::settings::safe_choice;
 
-/// The settings whose bad value stops nthd, each with why going on with the default could do
-/// harm. docs/configuration.md lists the same (tests/docs.rs holds it to this list). A name
-/// ending in `*` stands for every variable with that prefix.
-pub const FATAL: &[(&str, &str)] = &[
-    (
-        "NTHD_ACTION_*",
-        "the kind's default action may be poweroff or reboot where you chose log or ignore",
-    ),
-    (
-        "NTHD_DRY_RUN",
-        "going on without the dry run would power off a node where you only try nthd out",
-    ),
-    (
-        "NTHD_DEADLINE_KINDS",
-        "the default list would power off at once for a kind you deferred to its last safe \
-         moment (a scheduled event can be days away)",
-    ),
-    (
-        "NTHD_SETTINGS_FILE",
-        "without the file's settings nthd could power off for a notice the file sets to log \
-         (an unreadable or missing file you named; the packaged files under systemd are read \
-         by systemd itself, see below)",
-    ),
-];
-
-/// Whether a bad value of `var` stops nthd.
-pub fn is_fatal(var: &str) -> bool {
-    FATAL.iter().any(|(name, _)| is_fatal_name(name, var))
-}
-
-fn is_fatal_name(name: &str, var: &str) -> bool {
-    match name.strip_suffix('*') {
-        Some(prefix) => var.starts_with(prefix),
-        None => var == name,
-    }
+/// Every setting that could not be used as given: the bad values, the skipped lines of the
+/// settings files and a named file that cannot be read. One entry each, in that order.
+pub fn degraded(
+    settings: &crate::settings::Loaded,
+    fallbacks: &[Fallback],
+) -> Vec<super::Degraded> {
+    let entry = |setting: String, message: String| super::Degraded { setting, message };
+    let bad = fallbacks
+        .iter()
+        .map(|f| entry(f.setting.clone(), f.to_string()));
+    let skipped = settings.skipped.iter().map(|s| {
+        let at = format!("{} line {}", s.path, s.line);
+        entry(s.setting().map_or(at, str::to_string), s.to_string())
+    });
+    let lost = settings
+        .lost
+        .iter()
+        .map(|(s, m)| entry(s.clone(), m.clone()));
+    bad.chain(skipped).chain(lost).collect()
 }
 
 /// A bad value nthd does not use, and what it uses instead.
@@ -79,36 +65,30 @@ impl std::fmt::Display for Fallback {
 }
 
 /// Parses the command line like [`clap::Parser::try_parse_from`], but a bad value that came
-/// from an `NTHD_*` variable not in [`FATAL`] is taken out of the environment and reported as
-/// a [`Fallback`] instead of failing the parse. Call before any thread starts (it changes the
-/// environment).
+/// from an `NTHD_*` variable is replaced in the environment (by its safe choice, or its
+/// default) and reported as a [`Fallback`] instead of failing the parse. Call before any
+/// thread starts (it changes the environment).
 pub fn parse_lenient(args: &[String]) -> Result<(Cli, Vec<Fallback>), clap::Error> {
     let mut fallbacks = Vec::new();
     loop {
         match <Cli as clap::Parser>::try_parse_from(args) {
             Ok(cli) => return Ok((cli, fallbacks)),
             Err(e) => match from_env(&e, args) {
-                Some(Bad::Fallback(fb))
-                    if !fallbacks.iter().any(|f: &Fallback| f.setting == fb.setting) =>
-                {
-                    std::env::remove_var(&fb.setting);
+                Some(fb) if !fallbacks.iter().any(|f: &Fallback| f.setting == fb.setting) => {
+                    match safe_choice(&fb.setting) {
+                        Some((value, _)) => std::env::set_var(&fb.setting, value),
+                        None => std::env::remove_var(&fb.setting),
+                    }
                     fallbacks.push(fb);
                 }
-                Some(Bad::Fatal(fb)) => return Err(fatal_error(&fb)),
                 _ => return Err(e),
             },
         }
     }
 }
 
-/// A bad value from the environment: one that falls back, or one of [`FATAL`].
-enum Bad {
-    Fallback(Fallback),
-    Fatal(Fallback),
-}
-
-/// What a parse error is, when the bad value came from an `NTHD_*` variable.
-fn from_env(e: &clap::Error, args: &[String]) -> Option<Bad> {
+/// The fallback for a parse error, when the bad value came from an `NTHD_*` variable.
+fn from_env(e: &clap::Error, args: &[String]) -> Option<Fallback> {
     if !matches!(
         e.kind(),
         ErrorKind::InvalidValue | ErrorKind::ValueValidation
@@ -126,34 +106,18 @@ fn from_env(e: &clap::Error, args: &[String]) -> Option<Bad> {
         return None;
     }
     let value: OsString = std::env::var_os(&var)?;
-    let fb = Fallback {
+    let instead = match safe_choice(&var) {
+        Some((safe, why)) => {
+            format!("{safe}, the choice that cannot power off (the default: {why})")
+        }
+        None => instead(arg, &var),
+    };
+    Some(Fallback {
         reason: reason(e),
-        instead: instead(arg, &var),
+        instead,
         value: shown(&value.to_string_lossy()),
         setting: var,
-    };
-    Some(match is_fatal(&fb.setting) {
-        true => Bad::Fatal(fb),
-        false => Bad::Fallback(fb),
     })
-}
-
-/// The error for a bad value of a setting in [`FATAL`]: the variable, why it stops nthd, the
-/// fix. clap's exit status for it is 2, which the unit does not restart on.
-fn fatal_error(fb: &Fallback) -> clap::Error {
-    let why = FATAL
-        .iter()
-        .find(|(name, _)| is_fatal_name(name, &fb.setting))
-        .map_or("", |(_, why)| why);
-    clap::Error::raw(
-        ErrorKind::ValueValidation,
-        format!(
-            "{}={:?} cannot be used ({}). nthd stops rather than go on with the default: {why}. \
-             Fix the value where it is set (/etc/default/nthd, /etc/sysconfig/nthd or a unit \
-             drop-in) and start nthd again\n",
-            fb.setting, fb.value, fb.reason
-        ),
-    )
 }
 
 /// A bad value as a log line may show it: a URL (which may carry a user name and password) as

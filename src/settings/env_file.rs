@@ -35,13 +35,14 @@
 //!   the service without it. nthd skips it too and returns a [`Skipped`] warning naming the file
 //!   and the line, so the command still runs with the same settings as the daemon.
 //! - **A name or value that is not UTF-8** (systemd's check, which also refuses the noncharacters
-//!   U+FDD0–U+FDEF and U+xFFFE/U+xFFFF), or **a NUL byte anywhere**: systemd refuses the whole
-//!   file (`load_env_file()` fails), and with the unit's `-` prefix passes none of it. nthd
-//!   stops with an error instead, status 2 ([`SettingsError::Encoding`],
-//!   [`SettingsError::Nul`]), the daemon too (`RestartPreventExitStatus=2` then keeps the unit
-//!   failed, visibly): the file's author meant those settings to apply, and quietly running
-//!   without them could power off a node whose file says `log`. Invalid UTF-8 in a comment or
-//!   in a line without `=` is never checked by systemd, and is accepted here too.
+//!   U+FDD0–U+FDEF and U+xFFFE/U+xFFFF), or **a NUL byte** in an assignment: systemd refuses
+//!   the whole file (`load_env_file()` fails), and with the unit's `-` prefix passes none of
+//!   it. nthd is then the only one that can still apply the good lines, so it does: it skips
+//!   that assignment alone, with a [`Skipped`] warning naming the line and the setting (never
+//!   the value), and applies the others. A skipped setting whose default could power off where
+//!   the file chose otherwise takes its safe choice instead ([`super::SAFE_CHOICE`]:
+//!   `log` for an action, `true` for the dry run). Invalid UTF-8 or a NUL in a comment or in a
+//!   line without `=` is never checked by systemd, and is accepted here too.
 //!
 //! Not mirrored: systemd also drops an assignment longer than the system's `ARG_MAX` (typically
 //! 2 MiB); nthd takes it.
@@ -51,37 +52,81 @@
 
 use std::path::Path;
 
-use super::SettingsError;
-
-/// An assignment systemd ignores, and so nthd too: printed as a warning.
+/// An assignment nthd skips: printed as a warning, and reported as long as nthd runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
     /// The file.
     pub path: String,
     /// The line the assignment starts on, from 1.
     pub line: usize,
-    /// Whether the name was a valid one behind a shell `export`.
-    pub export: bool,
+    /// What is wrong with it.
+    pub why: Why,
+}
+
+/// Why an assignment is skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    /// The name is not a variable name (`export` before a valid one when `true`): systemd
+    /// ignores this assignment alone.
+    Name {
+        /// A valid name behind a shell `export`.
+        export: bool,
+    },
+    /// The name or value is not UTF-8, or holds a NUL byte: systemd refuses the whole file.
+    Bytes {
+        /// The setting, when its name can be read.
+        setting: Option<String>,
+        /// `name` or `value`.
+        part: &'static str,
+        /// `is not valid UTF-8` or `holds a NUL byte`.
+        problem: &'static str,
+    },
+}
+
+impl Why {
+    fn is_nul(&self) -> bool {
+        matches!(self, Why::Bytes { problem, .. } if *problem == NUL)
+    }
+}
+
+impl Skipped {
+    /// The setting it names, when it can be read.
+    pub fn setting(&self) -> Option<&str> {
+        match &self.why {
+            Why::Bytes { setting, .. } => setting.as_deref(),
+            Why::Name { .. } => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (problem, fix) = if self.export {
-            (
-                "`export` before the name is shell syntax",
-                "remove `export `",
-            )
-        } else {
-            (
-                "the name before `=` is not letters, digits and `_` (not starting with a digit)",
-                "fix the name",
-            )
-        };
-        write!(
-            f,
-            "{} line {}: {problem}; systemd ignores this assignment, and so does nthd: {fix}",
-            self.path, self.line
-        )
+        let (path, line) = (&self.path, self.line);
+        match &self.why {
+            Why::Name { export: true } => write!(
+                f,
+                "{path} line {line}: `export` before the name is shell syntax; systemd ignores                  this assignment, and so does nthd: remove `export `"
+            ),
+            Why::Name { export: false } => write!(
+                f,
+                "{path} line {line}: the name before `=` is not letters, digits and `_` (not                  starting with a digit); systemd ignores this assignment, and so does nthd: fix                  the name"
+            ),
+            Why::Bytes { part: "line", .. } => write!(
+                f,
+                "{path} line {line}: a NUL byte outside any assignment; systemd refuses the \
+                 whole file then, so nthd reads it on its own and applies its assignments: \
+                 remove the byte"
+            ),
+            Why::Bytes {
+                setting,
+                part,
+                problem,
+            } => write!(
+                f,
+                "{path} line {line}: the {part} of {} {problem}; systemd refuses the whole file                  then, so nthd skips this assignment alone and applies the file's other lines:                  save the file as UTF-8 without NUL bytes",
+                setting.as_deref().unwrap_or("an assignment")
+            ),
+        }
     }
 }
 
@@ -96,29 +141,33 @@ pub(crate) struct Parsed {
 
 /// Reads `bytes`, the contents of the settings file `path`, as systemd's `EnvironmentFile=`
 /// does. See the module documentation for the rules and for what is skipped or refused.
-pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, SettingsError> {
-    let file = || path.display().to_string();
-    if let Some(at) = bytes.iter().position(|&b| b == 0) {
-        return Err(SettingsError::Nul {
-            path: file(),
-            line: line_of(bytes, at),
-        });
-    }
-    // systemd checks each assignment's UTF-8 as it reads it, and one bad one refuses the whole
-    // file, whatever its name: so every assignment is decoded before any is judged.
-    let mut decoded = Vec::new();
-    for raw in lex(bytes) {
-        let refuse = |part| SettingsError::Encoding {
-            path: file(),
-            line: raw.line,
-            part,
-        };
-        let name = systemd_utf8(&raw.name).ok_or_else(|| refuse("name"))?;
-        let value = systemd_utf8(&raw.value).ok_or_else(|| refuse("value"))?;
-        decoded.push((raw.line, name, value));
-    }
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Parsed {
     let mut out = Parsed::default();
-    for (line, name, value) in decoded {
+    for raw in lex(bytes) {
+        let skip = |why| Skipped {
+            path: path.display().to_string(),
+            line: raw.line,
+            why,
+        };
+        let name = text(&raw.name);
+        let value = text(&raw.value);
+        let (name, value) = match (name, value) {
+            (Ok(name), Ok(value)) => (name, value),
+            (name, value) => {
+                let setting = name.as_ref().ok().filter(|n| is_variable_name(n)).cloned();
+                let (part, problem) = match (name, value) {
+                    (Err(p), _) => ("name", p),
+                    (_, Err(p)) => ("value", p),
+                    _ => unreachable!("one of the two failed"),
+                };
+                out.skipped.push(skip(Why::Bytes {
+                    setting,
+                    part,
+                    problem,
+                }));
+                continue;
+            }
+        };
         if is_variable_name(&name) {
             out.pairs.push((name, value));
         } else {
@@ -126,19 +175,33 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, SettingsError> 
                 .strip_prefix("export")
                 .filter(|rest| rest.starts_with([' ', '\t']))
                 .is_some_and(|rest| is_variable_name(rest.trim_start_matches([' ', '\t'])));
-            out.skipped.push(Skipped {
-                path: file(),
-                line,
-                export,
-            });
+            out.skipped.push(skip(Why::Name { export }));
         }
     }
-    Ok(out)
+    // A NUL outside any assignment (in a comment) still makes systemd refuse the file.
+    let nul_told = out.skipped.iter().any(|s| s.why.is_nul());
+    if let Some(at) = bytes.iter().position(|&b| b == 0).filter(|_| !nul_told) {
+        out.skipped.push(Skipped {
+            path: path.display().to_string(),
+            line: 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count(),
+            why: Why::Bytes {
+                setting: None,
+                part: "line",
+                problem: NUL,
+            },
+        });
+    }
+    out
 }
 
-/// The line, from 1, of the byte at `at`.
-fn line_of(bytes: &[u8], at: usize) -> usize {
-    1 + bytes[..at].iter().filter(|&&b| b == b'\n').count()
+const NUL: &str = "holds a NUL byte";
+
+/// The text of a name or value, or what is wrong with its bytes.
+fn text(bytes: &[u8]) -> Result<String, &'static str> {
+    if bytes.contains(&0) {
+        return Err(NUL);
+    }
+    systemd_utf8(bytes).ok_or("is not valid UTF-8")
 }
 
 /// systemd's `env_name_is_valid()`: letters, digits and `_`, not empty, not starting with a
@@ -365,7 +428,7 @@ mod tests {
     );
 
     fn load(text: &[u8]) -> Result<Env, String> {
-        let parsed = parse(Path::new("/etc/default/nthd"), text).map_err(|e| e.to_string())?;
+        let parsed = parse(Path::new("/etc/default/nthd"), text);
         let mut merged: Vec<(String, String)> = Vec::new();
         for (k, v) in parsed.pairs {
             match merged.iter_mut().find(|(mk, _)| *mk == k) {
@@ -373,7 +436,11 @@ mod tests {
                 None => merged.push((k, v)),
             }
         }
-        let skipped = parsed.skipped.iter().map(|s| (s.line, s.export)).collect();
+        let skipped = parsed
+            .skipped
+            .iter()
+            .map(|s| (s.line, s.why == Why::Name { export: true }))
+            .collect();
         Ok((merged, skipped))
     }
 
@@ -577,44 +644,58 @@ mod tests {
             &[("A", "x\ny"), ("G", "ok")],
             &skipped,
         );
-        let e = parse(Path::new("f"), b"A=1\nexport NTHD_B=2\n").unwrap();
+        let e = parse(Path::new("f"), b"A=1\nexport NTHD_B=2\n");
         let warning = e.skipped[0].to_string();
         assert!(warning.starts_with("f line 2: `export`"), "{warning}");
         assert!(warning.contains("remove `export `"), "{warning}");
     }
 
-    /// Files systemd refuses whole: a NUL byte anywhere; a name or value that is not UTF-8 (the
-    /// noncharacters are systemd's own test cases), whatever the name.
+    /// Assignments for which systemd refuses the whole file: a NUL byte; a name or value that
+    /// is not UTF-8 (the noncharacters are systemd's own test cases), whatever the name. nthd
+    /// skips each alone, names its line and setting, and keeps the file's other lines.
     #[test]
-    fn files_systemd_refuses() {
+    fn assignments_systemd_refuses_are_skipped_alone() {
         let cases: &[(&[u8], &str)] = &[
-            (b"A=1\n# a\0b\n", "line 2: a NUL byte"),
             (
-                "fo\u{fffe}o=bar".as_bytes(),
-                "line 1: the name is not valid UTF-8",
+                b"A=1\n# a\0b\n",
+                "line 2: a NUL byte outside any assignment",
             ),
             (
-                "foo=b\u{ffff}ar".as_bytes(),
-                "line 1: the value is not valid UTF-8",
+                b"A=1\nNTHD_X=a\0b\n",
+                "line 2: the value of NTHD_X holds a NUL byte",
             ),
-            ("baz=hello world\u{fffe}".as_bytes(), "line 1: the value"),
-            ("A=\u{fdd0}".as_bytes(), "line 1: the value"),
+            (
+                "A=1\nfo\u{fffe}o=bar".as_bytes(),
+                "line 2: the name of an assignment is not valid UTF-8",
+            ),
+            (
+                "A=1\nfoo=b\u{ffff}ar".as_bytes(),
+                "line 2: the value of foo is not valid UTF-8",
+            ),
+            (
+                "A=1\nbaz=hello world\u{fffe}".as_bytes(),
+                "line 2: the value of baz",
+            ),
+            ("A=1\nB=\u{fdd0}".as_bytes(), "line 2: the value of B"),
             (
                 b"A=1\nOTHER=caf\xe9\n",
-                "line 2: the value is not valid UTF-8",
+                "line 2: the value of OTHER is not valid UTF-8",
             ),
             (
                 b"A=1\n\nexport B\xe9=1\n",
-                "line 3: the name is not valid UTF-8",
+                "line 3: the name of an assignment is not valid UTF-8",
             ),
         ];
         for (text, want) in cases {
-            let e = load(text).unwrap_err();
+            let p = parse(Path::new("/etc/default/nthd"), text);
+            assert_eq!(p.pairs, [("A".to_string(), "1".to_string())], "{want}");
+            assert_eq!(p.skipped.len(), 1, "{want}");
+            let e = p.skipped[0].to_string();
             assert!(
                 e.starts_with("/etc/default/nthd ") && e.contains(want),
                 "{e}"
             );
-            assert!(e.contains("systemd refuses"), "{e}");
+            assert!(e.contains("systemd refuses the whole file"), "{e}");
         }
         // Other noncharacter-free text outside the BMP is fine.
         check("emoji", "A=🙂\n".as_bytes(), &[("A", "🙂")], &[]);
@@ -633,14 +714,11 @@ mod tests {
             format!("NTHD_WEBHOOK=https://hooks.example/{secret}\0\n").into_bytes(),
         ];
         for text in bad {
-            let messages = match parse(Path::new("/etc/default/nthd"), &text) {
-                Ok(p) => p
-                    .skipped
-                    .iter()
-                    .map(std::string::ToString::to_string)
-                    .collect(),
-                Err(e) => vec![e.to_string()],
-            };
+            let messages: Vec<String> = parse(Path::new("/etc/default/nthd"), &text)
+                .skipped
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect();
             assert_eq!(messages.len(), 1, "{messages:?}");
             for m in messages {
                 assert!(m.starts_with("/etc/default/nthd line "), "{m}");

@@ -111,7 +111,7 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
 }
 
 /// Why the file, though fresh, cannot vouch for "no interruption pending": nthd has read
-/// nothing yet since it started, it is blind, or an extra is disabled.
+/// nothing yet since it started, it is blind, an extra is disabled, or a setting fell back.
 fn blind_or_disabled(s: &Status) -> Option<String> {
     if let Some(b) = &s.blind {
         return Some(format!("nthd is blind: {}", b.reason));
@@ -119,9 +119,16 @@ fn blind_or_disabled(s: &Status) -> Option<String> {
     if s.last_metadata_ok.is_none() {
         return Some("nothing read yet since nthd started".to_string());
     }
-    s.extras_disabled
-        .first()
-        .map(|e| format!("{} disabled: {}", e.name, e.reason))
+    if let Some(e) = s.extras_disabled.first() {
+        return Some(format!("{} disabled: {}", e.name, e.reason));
+    }
+    s.degraded.first().map(|d| {
+        let more = match s.degraded.len() {
+            1 => String::new(),
+            n => format!(" (+{} more)", n - 1),
+        };
+        format!("degraded: {} fell back{more}; see nthd check", d.setting)
+    })
 }
 
 /// Exit 1 and its line when the action is under way or a notice nthd will act on is listed.
@@ -191,8 +198,8 @@ fn cap(s: &str) -> String {
 }
 
 /// `nthd status`: 0 when the file is fresh and nthd can see; 2 ("unknown", the reason on
-/// stderr) when it is missing, unreadable or stale, when nthd is blind, or when an extra is
-/// disabled. With `--npd`, the plugin's exit codes and line instead.
+/// stderr) when it is missing, unreadable or stale, when nthd is blind, when an extra is
+/// disabled, or when a setting fell back. With `--npd`, the plugin's exit codes and line instead.
 pub(crate) fn status_command(path: &Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {
     let now = SystemTime::now();
     let read = read(path);
@@ -317,6 +324,9 @@ fn render_health(o: &mut String, s: &Status, now: SystemTime) {
             ago(&e.since, now),
             e.reason
         );
+    }
+    for d in &s.degraded {
+        let _ = writeln!(o, "DEGRADED:   {}", d.message);
     }
 }
 

@@ -464,6 +464,48 @@ fn a_disabled_extra_is_in_the_file_and_makes_the_verdict_unknown() {
     assert!(read(&path).unwrap().extras_disabled.is_empty());
 }
 
+/// A setting that fell back at start is in the file for as long as nthd runs, and makes
+/// `nthd status` and the NPD verdict say degraded; a notice nthd acts on still wins.
+#[test]
+fn a_setting_that_fell_back_is_in_the_file_and_makes_the_verdict_degraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path) = tracker(dir.path());
+    t.set_degraded([
+        (
+            "NTHD_DRY_RUN".to_string(),
+            "NTHD_DRY_RUN=\"maybe\" cannot be used".to_string(),
+        ),
+        (
+            "/etc/default/nthd line 4".to_string(),
+            "line 4: a NUL byte".to_string(),
+        ),
+    ]);
+    let p = planner_with(&[]);
+    let now = Moment::now();
+    read_at(&mut t, vec![SRC], vec![], now);
+    t.update(&facts(&p), true, now);
+    let st = read(&path).unwrap();
+    assert_eq!(st.degraded.len(), 2);
+    let (code, line) = npd_verdict(&Ok(st.clone()), now.wall);
+    assert_eq!(code, 2);
+    assert_eq!(
+        line,
+        "unknown: degraded: NTHD_DRY_RUN fell back (+1 more); see nthd check"
+    );
+    assert!(render(&st, now.wall).contains("DEGRADED:   NTHD_DRY_RUN=\"maybe\""));
+    let p2 = planner_with(&[notice(NoticeKind::SpotTerminate, "n1", 120)]);
+    t.update(&facts(&p2), true, now);
+    assert_eq!(npd_verdict(&read(&path), now.wall).0, 1);
+    // Nothing fell back: no field at all in the file.
+    let dir2 = tempfile::tempdir().unwrap();
+    let (mut t2, path2) = tracker(dir2.path());
+    read_at(&mut t2, vec![SRC], vec![], now);
+    t2.update(&facts(&p), true, now);
+    let text = std::fs::read_to_string(&path2).unwrap();
+    assert!(!text.contains("degraded"), "{text}");
+    assert_eq!(npd_verdict(&read(&path2), now.wall).0, 0);
+}
+
 /// `nthd status --npd` runs as root (NPD's), with a 5 s timeout, and user nthd owns the status
 /// directory: whatever is planted there instead of a status file (a FIFO, a link to a valid
 /// file, a directory, a valid file over 1 MiB, a socket) makes it say "unknown" and why, at

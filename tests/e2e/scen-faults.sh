@@ -69,27 +69,43 @@ scen_sighup_and_restart() {
 _nthd_logged() { (( $(nthd_journal_count "$1") > 0 )); }
 _nthd_restarted_from() { nthd_active && [[ "$(nthd_main_pid)" != "$1" && "$(nthd_main_pid)" != 0 ]]; }
 
-# --- A bad value of a setting whose fallback could do harm (docs/configuration.md, "When a
-# setting is wrong") stops nthd with status 2, and systemd does not restart it
+# --- A bad setting costs that setting, never nthd (docs/configuration.md, "When a setting is
+# wrong"): NTHD_ACTION_SCHEDULED_REBOOT=lgo and a Latin-1 byte in a comment and in another
+# setting's value, all in /etc/default/nthd, which systemd then refuses whole. nthd stays up
+# without a restart, applies the file's good lines itself, takes `log` for the bad action,
+# names every bad line (journal, status file, nthd check, NPD), and a spot notice 20 s later
+# is drained and powered off.
 
 scen_bad_setting() {
   setup_node
-  local st n0 n1
+  ct_put "$HERE/npd-run.py" npd-run.py >/dev/null
+  local st n0 out
   n0="$(nthd_restarts)"
-  step "NTHD_ACTION_SPOT_TERMINATE=powerof in /etc/default/nthd"
-  ct_sh 'printf "NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SPOT_TERMINATE=powerof\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" || true
+  step "NTHD_ACTION_SCHEDULED_REBOOT=lgo and two Latin-1 bytes in /etc/default/nthd"
+  ct_sh 'printf "# caf\xe9\nNTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SCHEDULED_REBOOT=lgo\nNTHD_WEBHOOK_FORMAT=sl\xfcck\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" \
+    || fail "writing the settings and restarting nthd"
   sleep 8   # four RestartSec=2s periods: a restart loop would show
-  st="$(ct_exec systemctl show -p ActiveState -p Result -p ExecMainStatus -p NRestarts nthd | tr '\n' ' ')"
-  log "nthd after 8 s: $st"
-  [[ "$st" == *"ActiveState=failed"* ]] || fail "nthd is not failed with a bad setting: $st"
-  [[ "$st" == *"ExecMainStatus=2"* ]] || fail "nthd did not exit 2 with a bad setting: $st"
-  n1="$(nthd_restarts)"
-  [[ "$n1" == "$n0" ]] || fail "systemd restarted nthd $((n1 - n0)) times for a bad setting"
-  (( $(nthd_journal_count 'NTHD_ACTION_SPOT_TERMINATE="powerof" cannot be used') > 0 )) \
-    || fail "the journal does not name the bad setting: $(ct_journal -u nthd | tail -n 3)"
-  timing "failed with status 2, NRestarts $n0 -> $n1"
-  step "fixed and started again"
-  nthd_configure "NTHD_PROVIDER=aws" "NTHD_IMDS_ENDPOINT=$IMDS" || fail "nthd did not start with the setting fixed"
+  st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
+  [[ "$st" == *"ActiveState=active"* && "$st" == *"NRestarts=$n0"* ]] \
+    || fail "nthd did not stay up with the bad settings: $st"
+  _nthd_logged 'NTHD_ACTION_SCHEDULED_REBOOT="lgo" cannot be used' \
+    || fail "the journal does not name the bad action: $(ct_journal -u nthd | tail -n 5)"
+  _nthd_logged 'line 5: the value of NTHD_WEBHOOK_FORMAT is not valid UTF-8' \
+    || fail "the journal does not name the bad line: $(ct_journal -u nthd | tail -n 5)"
+  out="$(ct_exec cat "$NTHD_STATUS")"
+  hjq -e '[.degraded[].setting] == ["NTHD_ACTION_SCHEDULED_REBOOT", "NTHD_WEBHOOK_FORMAT"]' <<<"$out" >/dev/null \
+    || fail "the status file does not list both as degraded: $(hjq -c .degraded <<<"$out")"
+  expect_npd degraded 2 10
+  [[ "$NPD_OUT" == "unknown: degraded: NTHD_ACTION_SCHEDULED_REBOOT fell back (+1 more)"* ]] \
+    || fail "NPD line does not name the setting: $NPD_OUT"
+  out="$(nthd_check_as_nthd --json)" && fail "nthd check passed with bad settings"
+  hjq -e '[.checks[] | select(.name == "settings" and .status == "fail" and (.fix | test("line 5")))] | length == 1' \
+    <<<"$out" >/dev/null || fail "nthd check does not fail 'settings' naming line 5: $(hjq -c '[.checks[] | select(.name == "settings")]' <<<"$out")"
+  timing "up with the bad settings, NRestarts $n0 -> $(nthd_restarts), all four reports name them"
+  step "a spot notice 20 s after the restart: drained and powered off"
+  sleep 12
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
 }
 
 # --- Never stranded by a typo or a protected settings file: NTHD_LOG_LEVEL=warning (tracing
