@@ -245,22 +245,39 @@ impl ImdsError {
     }
 
     pub(crate) fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
-        let mut end = body.len().min(2048);
-        while !body.is_char_boundary(end) {
-            end -= 1;
+        match shown_body(url, body) {
+            Some(shown) => tracing::debug!(
+                "unexpected answer from {url} ({} bytes): {shown}",
+                body.len()
+            ),
+            None => tracing::debug!(
+                "unexpected answer from {url} ({} bytes; a secret, not shown)",
+                body.len()
+            ),
         }
-        tracing::debug!(
-            "unexpected answer from {url} ({} bytes): {:?}{}",
-            body.len(),
-            &body[..end],
-            if end < body.len() { " (cut)" } else { "" }
-        );
         ImdsError::Malformed {
             url: url.to_string(),
             reason: reason.into(),
             bytes: body.len(),
         }
     }
+}
+
+/// What of an unexpected answer's body the debug log may show: up to 2 KiB, quoted; nothing
+/// when the URL's answer is a secret (a session token, the instance role's credentials).
+fn shown_body(url: &str, body: &str) -> Option<String> {
+    const SECRET: [&str; 2] = ["/api/token", "/iam/security-credentials/"];
+    let path = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = path.find('/').map_or("", |i| &path[i..]);
+    if SECRET.iter().any(|s| path.contains(s)) {
+        return None;
+    }
+    let mut end = body.len().min(2048);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = if end < body.len() { " (cut)" } else { "" };
+    Some(format!("{:?}{cut}", &body[..end]))
 }
 
 /// A complete, size-checked answer.
@@ -1185,6 +1202,23 @@ mod tests {
         let start = Instant::now();
         assert!(c.get("/", &[]).is_err());
         assert!(start.elapsed() < Duration::from_secs(3));
+    }
+
+    /// A token or the role's credentials are never quoted, whatever is wrong with them; any
+    /// other body is, up to 2 KiB.
+    #[test]
+    fn a_secret_body_is_never_shown() {
+        for url in [
+            "http://169.254.169.254/latest/api/token",
+            "http://169.254.169.254/latest/meta-data/iam/security-credentials/role",
+            "http://100.100.100.200/latest/api/token",
+        ] {
+            assert_eq!(shown_body(url, "AKIAxyz-secret"), None, "{url}");
+        }
+        let url = "http://169.254.169.254/latest/meta-data/spot/instance-action";
+        assert_eq!(shown_body(url, "x").as_deref(), Some("\"x\""));
+        let long = shown_body(url, &"é".repeat(2000)).unwrap();
+        assert!(long.ends_with(" (cut)") && long.len() < 2100, "{long}");
     }
 
     #[test]

@@ -366,6 +366,30 @@ async fn access_denied_names_the_endpoint_the_action_and_the_permission() {
     assert_no_secret(&err);
 }
 
+/// A refusal whose message quotes a secret where the message is cut (at 300 characters): no
+/// piece of it gets out, since the answer is scrubbed whole before anything is cut.
+#[tokio::test]
+async fn a_secret_cut_in_half_by_the_message_length_is_still_scrubbed() {
+    let (url, _) = scripted(Arc::new(|_, _| {
+        (
+            400,
+            error("ValidationError", &format!("{}{SECRET}", "x".repeat(290))),
+        )
+    }))
+    .await;
+    let m = imds().await;
+    let c = cli(&m, &url, &[]);
+    let err = asg::complete(&c.opts, Duration::from_secs(3))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.contains("ValidationError"), "{err}");
+    assert!(
+        !err.contains(&SECRET[..8]),
+        "a piece of the secret leaked: {err}"
+    );
+}
+
 #[tokio::test]
 async fn hostile_answers_are_errors_not_panics() {
     let big = "<x>".repeat(40_000);

@@ -112,12 +112,14 @@ impl Api {
             return Ok(body);
         }
         let (url, action) = at();
+        // Scrubbed whole, before anything is cut: a secret cut in half would escape.
+        let body = creds.scrub(&body);
         Err(match (element(&body, "Code"), element(&body, "Message")) {
             (Some(code), message) => AsgError::Refused {
                 url,
                 action,
                 status,
-                message: creds.scrub(&first_line(message.as_deref().unwrap_or(""))),
+                message: first_line(message.as_deref().unwrap_or("")),
                 fix: fix_for(&code, action),
                 code,
             },
