@@ -82,7 +82,8 @@ scen_bad_setting() {
   local st n0 out
   n0="$(nthd_restarts)"
   step "NTHD_ACTION_SCHEDULED_REBOOT=lgo and two Latin-1 bytes in /etc/default/nthd"
-  ct_sh 'printf "# caf\xe9\nNTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SCHEDULED_REBOOT=lgo\nNTHD_WEBHOOK_FORMAT=sl\xfcck\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" \
+  # Octal escapes: POSIX printf (dash's) has no \x.
+  ct_sh 'printf "# caf\351\nNTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SCHEDULED_REBOOT=lgo\nNTHD_WEBHOOK_FORMAT=sl\374ck\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" \
     || fail "writing the settings and restarting nthd"
   sleep 8   # four RestartSec=2s periods: a restart loop would show
   st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
