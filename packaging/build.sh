@@ -66,7 +66,7 @@ CARGO_GENERATE_RPM_VERSION=0.21.1
 CARGO_AUDITABLE_VERSION=0.7.7
 # systemd-analyze security exposure, 0.0 (best) .. 10.0; see README.md.
 MAX_EXPOSURE=1.5
-# The issue's bound for the stripped static binary (#11).
+# The bound for the stripped static binary: a node agent stays small.
 MAX_BINARY_BYTES=$((6 * 1024 * 1024))
 
 cd "$(dirname "$0")/.."
