@@ -208,7 +208,7 @@ fn read_one(
     unreadable: Unreadable,
     loaded: &mut Loaded,
 ) -> Result<Option<Vec<u8>>, SettingsError> {
-    let e = match std::fs::read(path) {
+    let e = match read_regular(path) {
         Ok(b) => return Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named => return Ok(None),
         Err(e) => e,
@@ -250,6 +250,28 @@ fn read_one(
         )
     });
     Ok(None)
+}
+
+/// A settings file's bytes. Opened without waiting for a writer (a FIFO named as the file
+/// never holds up the start), and only a regular file is read; a symbolic link is followed,
+/// as systemd follows it for `EnvironmentFile=`.
+fn read_regular(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    const MAX: u64 = 1024 * 1024;
+    let mut bytes = Vec::new();
+    file.take(MAX + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX {
+        return Err(std::io::Error::other("larger than 1 MiB"));
+    }
+    Ok(bytes)
 }
 
 /// Reads the settings files into this process's environment. Call before any thread starts.
@@ -348,6 +370,25 @@ mod tests {
         std::fs::write(&f, b"NTHD_DRY_RUN=n\xe9\nNTHD_DRY_RUN=false\n").unwrap();
         let (vars, _) = read(&file, |_| None, Unreadable::Stop).unwrap();
         assert_eq!(vars, [("NTHD_DRY_RUN".to_string(), "false".to_string())]);
+    }
+
+    /// A FIFO named as the settings file never holds up the start: it is refused at once as
+    /// not a regular file, by a command that stops and by one that only warns.
+    #[test]
+    fn a_fifo_as_the_settings_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("settings");
+        crate::files::mkfifo(&fifo);
+        let named = args(&["nthd", "--settings-file", fifo.to_str().unwrap()]);
+        let start = std::time::Instant::now();
+        let e = read(&named, |_| None, Unreadable::Stop).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let (_, loaded) = read(&named, |_| None, Unreadable::Warn).unwrap();
+        assert!(
+            loaded.unread[0].contains("not a regular file"),
+            "{loaded:?}"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -70,12 +70,23 @@ pub(crate) fn read_secret_file(
         path: path.to_path_buf(),
         reason: e.to_string(),
     };
-    let file = std::fs::File::open(path).map_err(read_err)?;
+    // Not through a symbolic link, and without waiting for a writer when it is a FIFO: the
+    // type is checked on what was opened.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => read_err(std::io::Error::other(
+                "a symbolic link, which nthd does not follow for a secret file",
+            )),
+            _ => read_err(e),
+        })?;
     let meta = file.metadata().map_err(read_err)?;
-    check_permissions(path, meta.uid(), meta.mode(), owner).map_err(|e| e.for_file(what))?;
     if !meta.is_file() {
         return Err(read_err(std::io::Error::other("not a regular file")));
     }
+    check_permissions(path, meta.uid(), meta.mode(), owner).map_err(|e| e.for_file(what))?;
     let mut text = String::new();
     file.take(MAX_FILE + 1)
         .read_to_string(&mut text)
@@ -187,6 +198,30 @@ mod tests {
             assert!(e.contains(&format!("line {line}")), "{e}");
             assert!(!e.contains("s3cr3t"), "{e}");
         }
+    }
+
+    /// A FIFO named as the headers file is refused at once (never a wait for a writer), and a
+    /// symbolic link is not followed: each says what it is.
+    #[test]
+    fn a_fifo_or_a_link_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("headers");
+        crate::files::mkfifo(&fifo);
+        let me = rustix::process::geteuid().as_raw();
+        let start = std::time::Instant::now();
+        let e = read_secret_file(&fifo, me, "headers")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        let real = dir.path().join("real");
+        std::fs::write(&real, "X-Token: t\n").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = read_secret_file(&link, me, "headers")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("symbolic link"), "{e}");
     }
 
     #[test]
