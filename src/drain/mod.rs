@@ -15,6 +15,7 @@
 pub(crate) mod pods;
 pub(crate) mod watch;
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -102,8 +103,52 @@ impl Holder {
         }
     }
 
-    fn same(&self, i: &Inhibitor) -> bool {
-        self.pid == i.pid && self.uid == i.uid && self.who == crate::logging::clean(&i.who, 64)
+    fn key(&self) -> (u32, u32, &str) {
+        (self.pid, self.uid, self.who.as_str())
+    }
+}
+
+/// The most lock holders a report names; the others are counted ([`Holders::more`]). Any local
+/// user may take up to 8,192 delay locks: the report stays small, and each read costs one pass.
+pub(crate) const MAX_HOLDERS: usize = 32;
+
+/// The holders of delay locks seen during one drain: the first [`MAX_HOLDERS`] by name, and
+/// how many more were held at once at most.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Holders {
+    pub(crate) list: Vec<Holder>,
+    pub(crate) more: u32,
+}
+
+impl Holders {
+    /// Brought up to date with one `ListInhibitors` read `at` into the drain: new ones are
+    /// added (while there is room, else counted), the ones no longer listed are marked
+    /// released. Each `who` is cleaned once, and each lookup is a hash lookup.
+    pub(crate) fn track(&mut self, now_held: &[&Inhibitor], at: Duration) {
+        let cleaned: Vec<Holder> = now_held.iter().map(|i| Holder::of(i)).collect();
+        let held: HashSet<(u32, u32, &str)> = cleaned.iter().map(Holder::key).collect();
+        for h in &mut self.list {
+            if h.released_s.is_none() && !held.contains(&h.key()) {
+                h.released_s = Some(secs(at));
+            }
+        }
+        let tracked: HashSet<(u32, u32, String)> = self
+            .list
+            .iter()
+            .filter(|h| h.released_s.is_none())
+            .map(|h| (h.pid, h.uid, h.who.clone()))
+            .collect();
+        let mut untracked = 0u32;
+        for h in cleaned {
+            if tracked.contains(&(h.pid, h.uid, h.who.clone())) {
+                continue;
+            }
+            match self.list.len() < MAX_HOLDERS {
+                true => self.list.push(h),
+                false => untracked = untracked.saturating_add(1),
+            }
+        }
+        self.more = self.more.max(untracked);
     }
 }
 
@@ -154,7 +199,11 @@ pub(crate) struct Report {
     /// logind's `InhibitDelayMaxUSec`, in seconds.
     pub(crate) budget_s: f64,
     pub(crate) outcome: Outcome,
+    /// The first [`MAX_HOLDERS`] holders of delay locks seen.
     pub(crate) holders: Vec<Holder>,
+    /// How many more held a delay lock at once, at most, beyond those listed; absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) holders_more: u32,
     /// `namespace/name` of the pods still running when the drain ended; absent when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) pods_left: Option<Vec<String>>,
@@ -163,6 +212,10 @@ pub(crate) struct Report {
     pub(crate) pods_left_unknown: Option<String>,
     /// The notice the shutdown followed; `null` when it was not nthd's.
     pub(crate) notice: Option<NoticeData>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Seconds with one decimal.
@@ -177,28 +230,13 @@ pub(crate) fn others(list: &[Inhibitor]) -> Vec<&Inhibitor> {
         .collect()
 }
 
-/// The holders seen so far, brought up to date with one `ListInhibitors` read `at` into the
-/// drain: new ones are added, the ones no longer listed are marked released.
-pub(crate) fn track(holders: &mut Vec<Holder>, now_held: &[&Inhibitor], at: Duration) {
-    for h in holders.iter_mut() {
-        if h.released_s.is_none() && !now_held.iter().any(|i| h.same(i)) {
-            h.released_s = Some(secs(at));
-        }
-    }
-    for i in now_held {
-        if !holders.iter().any(|h| h.same(i) && h.released_s.is_none()) {
-            holders.push(Holder::of(i));
-        }
-    }
-}
-
 /// The parts of a report, put together once the drain ended.
 pub(crate) struct Ended {
     pub(crate) started: SystemTime,
     pub(crate) held: Duration,
     pub(crate) budget: Duration,
     pub(crate) outcome: Outcome,
-    pub(crate) holders: Vec<Holder>,
+    pub(crate) holders: Holders,
     pub(crate) pods: PodsLeft,
     pub(crate) followed: Option<Followed>,
     pub(crate) now: SystemTime,
@@ -228,7 +266,8 @@ impl Report {
             held_s: secs(e.held),
             budget_s: secs(e.budget),
             outcome: e.outcome,
-            holders: e.holders,
+            holders: e.holders.list,
+            holders_more: e.holders.more,
             pods_left,
             pods_left_unknown,
             notice,
@@ -242,9 +281,13 @@ impl Report {
             .iter()
             .map(|h| h.who.as_str())
             .collect::<Vec<_>>();
+        let more = match self.holders_more {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         let who = match who.is_empty() {
             true => "no other delay lock was held".to_string(),
-            false => format!("held by {}", who.join(", ")),
+            false => format!("held by {}{more}", who.join(", ")),
         };
         let mut s = match self.outcome {
             Outcome::Released => format!(

@@ -45,13 +45,47 @@ fn holders_are_marked_released_when_they_go_and_added_when_they_come() {
         inhibitor("kubelet", 8, "delay"),
         inhibitor("late", 10, "delay"),
     );
-    let mut h = Vec::new();
-    track(&mut h, &[&k], Duration::ZERO);
-    track(&mut h, &[&k, &x], Duration::from_millis(1200));
-    track(&mut h, &[&x], Duration::from_millis(4960));
+    let mut h = Holders::default();
+    h.track(&[&k], Duration::ZERO);
+    h.track(&[&k, &x], Duration::from_millis(1200));
+    h.track(&[&x], Duration::from_millis(4960));
+    let h = h.list;
     assert_eq!(h.len(), 2);
     assert_eq!((h[0].who.as_str(), h[0].released_s), ("kubelet", Some(5.0)));
     assert_eq!((h[1].who.as_str(), h[1].released_s), ("late", None));
+}
+
+/// A neighbour with 8,000 delay locks: the report names 32 holders and counts the rest, and a
+/// read of them all stays one pass (its time is not asserted; the cap is).
+#[test]
+fn thousands_of_holders_are_capped_and_counted() {
+    let many: Vec<Inhibitor> = (0..8000)
+        .map(|n| inhibitor(&format!("nobody-{n}"), 1000 + n, "delay"))
+        .collect();
+    let refs: Vec<&Inhibitor> = many.iter().collect();
+    let mut h = Holders::default();
+    h.track(&refs, Duration::ZERO);
+    h.track(&refs, Duration::from_secs(1));
+    assert_eq!(h.list.len(), MAX_HOLDERS);
+    assert_eq!(h.more, 8000 - 32);
+    assert!(h.list.iter().all(|x| x.released_s.is_none()));
+    // Half of them go: the listed ones among them are marked released, and the count shrinks
+    // only as far as the most held at once (it keeps the peak).
+    h.track(&refs[4000..], Duration::from_secs(2));
+    assert!(h.list.iter().all(|x| x.released_s == Some(2.0)));
+    assert_eq!(h.more, 8000 - 32);
+    let mut e = ended(
+        Outcome::BudgetExhausted,
+        PodsLeft::Known(vec![]),
+        None,
+        SystemTime::now(),
+    );
+    e.holders = h;
+    let r = Report::new(e);
+    assert!(r.sentence().contains(" and 7968 more"), "{}", r.sentence());
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["holders_more"], 7968);
+    assert_eq!(json["holders"].as_array().unwrap().len(), 32);
 }
 
 fn followed(kind: &'static str, accepted: SystemTime, deadline: SystemTime) -> Followed {
@@ -71,7 +105,10 @@ fn ended(outcome: Outcome, pods: PodsLeft, f: Option<Followed>, t0: SystemTime) 
         held: Duration::from_millis(5040),
         budget: Duration::from_secs(30),
         outcome,
-        holders: vec![Holder::of(&inhibitor("kubelet", 8, "delay"))],
+        holders: Holders {
+            list: vec![Holder::of(&inhibitor("kubelet", 8, "delay"))],
+            more: 0,
+        },
         pods,
         followed: f,
         now: t0 + Duration::from_secs(5),

@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::{Ended, Finish, Followed, Holder, Outcome, Report};
+use super::{Ended, Finish, Followed, Outcome, Report};
 use crate::logind::{Inhibitor, ManagerProxy, PrepareForShutdownStream, DRAIN_LOCK_WHO};
 use crate::timefmt::format_duration;
 
@@ -57,7 +57,7 @@ struct Drain {
     budget: Duration,
     /// When nthd stops waiting for the others: the budget less its margin.
     give_up: Instant,
-    holders: Vec<Holder>,
+    holders: super::Holders,
 }
 
 impl<F: Finish> Watcher<F> {
@@ -229,7 +229,7 @@ impl<F: Finish> Watcher<F> {
             started: SystemTime::now(),
             budget,
             give_up: t0 + budget.saturating_sub(super::margin(budget)),
-            holders: Vec::new(),
+            holders: super::Holders::default(),
         };
         tracing::info!(
             "a shutdown began: watching the drain (logind's budget {})",
@@ -267,7 +267,7 @@ impl<F: Finish> Watcher<F> {
             if let Ok(Ok(list)) = tokio::time::timeout(READ, proxy.list_inhibitors()).await {
                 let list: Vec<Inhibitor> = list.into_iter().map(Inhibitor::from).collect();
                 let others = super::others(&list);
-                super::track(&mut d.holders, &others, now - d.t0);
+                d.holders.track(&others, now - d.t0);
                 if others.is_empty() {
                     return Some(Outcome::Released);
                 }
