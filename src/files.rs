@@ -109,46 +109,68 @@ fn not_regular(t: FileType) -> Option<&'static str> {
     }
 }
 
-/// Reads `path`, which a user other than the reader may have put there: never through a
-/// symbolic link, never from anything but a regular file (a FIFO or a device could block the
-/// reader forever), never more than [`MAX_READ`] bytes. It is opened with
-/// `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC` (opening a FIFO does not wait for a writer) and
-/// the checks are made on the open descriptor (`fstat`), so a name swapped after the first look
-/// gains nothing; the first look (`lstat`) only spares opening a device at all.
-pub(crate) fn read_untrusted(path: &Path) -> Result<Vec<u8>, ReadError> {
-    let name = || path.display().to_string();
-    let io = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ENOENT) => ReadError::Missing { path: name() },
-        Some(libc::ELOOP) => ReadError::Symlink { path: name() },
-        // open(2) of a socket.
-        Some(libc::ENXIO) => ReadError::NotRegular {
-            path: name(),
-            what: "a socket",
-        },
-        _ => ReadError::Io {
-            path: name(),
-            reason: e,
-        },
-    };
-    let seen = fs::symlink_metadata(path).map_err(io)?;
-    check_type(path, seen.file_type())?;
+/// Opens `path` for reading as a regular file: without waiting for a writer (`O_NONBLOCK`, so
+/// a FIFO never holds the caller up), through a symbolic link only when `follow`, and with the
+/// type checked on the open descriptor (`fstat`), so a name swapped after a first look gains
+/// nothing. Without `follow` a first look (`lstat`) also spares opening a device at all. The
+/// one opener of every file an operator or another user may have put there.
+pub(crate) fn open_regular(path: &Path, follow: bool) -> Result<File, ReadError> {
+    let io = io_error(path);
+    if !follow {
+        let seen = fs::symlink_metadata(path).map_err(&io)?;
+        check_type(path, seen.file_type())?;
+    }
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
     let file = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(nofollow | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    check_type(path, meta.file_type())?;
-    let too_large = |size: u64| ReadError::TooLarge { path: name(), size };
-    if meta.len() > MAX_READ {
-        return Err(too_large(meta.len()));
+        .map_err(&io)?;
+    check_type(path, file.metadata().map_err(&io)?.file_type())?;
+    Ok(file)
+}
+
+/// The whole of `file` (opened from `path`), when it is at most `max` bytes.
+pub(crate) fn read_at_most(file: File, path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+    let io = io_error(path);
+    let too_large = |size: u64| ReadError::TooLarge {
+        path: path.display().to_string(),
+        size,
+    };
+    let len = file.metadata().map_err(&io)?.len();
+    if len > max {
+        return Err(too_large(len));
     }
     let mut body = Vec::new();
-    file.take(MAX_READ + 1).read_to_end(&mut body).map_err(io)?;
-    if body.len() as u64 > MAX_READ {
+    file.take(max + 1).read_to_end(&mut body).map_err(&io)?;
+    if body.len() as u64 > max {
         return Err(too_large(body.len() as u64));
     }
     Ok(body)
+}
+
+/// Reads `path`, which a user other than the reader may have put there: never through a
+/// symbolic link, never from anything but a regular file (a FIFO or a device could block the
+/// reader forever), never more than [`MAX_READ`] bytes ([`open_regular`]).
+pub(crate) fn read_untrusted(path: &Path) -> Result<Vec<u8>, ReadError> {
+    read_at_most(open_regular(path, false)?, path, MAX_READ)
+}
+
+/// An I/O error on `path` as a [`ReadError`].
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> ReadError + '_ {
+    move |e: std::io::Error| {
+        let path = path.display().to_string();
+        match e.raw_os_error() {
+            Some(libc::ENOENT) => ReadError::Missing { path },
+            Some(libc::ELOOP) => ReadError::Symlink { path },
+            // open(2) of a socket.
+            Some(libc::ENXIO) => ReadError::NotRegular {
+                path,
+                what: "a socket",
+            },
+            _ => ReadError::Io { path, reason: e },
+        }
+    }
 }
 
 /// An error unless `t` is a regular file.

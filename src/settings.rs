@@ -252,26 +252,17 @@ fn read_one(
     Ok(None)
 }
 
-/// A settings file's bytes. Opened without waiting for a writer (a FIFO named as the file
-/// never holds up the start), and only a regular file is read; a symbolic link is followed,
-/// as systemd follows it for `EnvironmentFile=`.
+/// A settings file's bytes ([`crate::files::open_regular`]): a FIFO named as the file never
+/// holds up the start, only a regular file of at most 1 MiB is read, and a symbolic link is
+/// followed, as systemd follows it for `EnvironmentFile=`.
 fn read_regular(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    const MAX: u64 = 1024 * 1024;
-    let mut bytes = Vec::new();
-    file.take(MAX + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX {
-        return Err(std::io::Error::other("larger than 1 MiB"));
-    }
-    Ok(bytes)
+    use crate::files::{open_regular, read_at_most, ReadError, MAX_READ};
+    let read = open_regular(path, true).and_then(|f| read_at_most(f, path, MAX_READ));
+    read.map_err(|e| match e {
+        ReadError::Missing { .. } => std::io::Error::from(std::io::ErrorKind::NotFound),
+        ReadError::Io { reason, .. } => reason,
+        other => std::io::Error::other(other.to_string()),
+    })
 }
 
 /// Reads the settings files into this process's environment. Call before any thread starts.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -70,22 +70,13 @@ pub(crate) fn read_secret_file(
         path: path.to_path_buf(),
         reason: e.to_string(),
     };
-    // Not through a symbolic link, and without waiting for a writer when it is a FIFO: the
-    // type is checked on what was opened.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => read_err(std::io::Error::other(
-                "a symbolic link, which nthd does not follow for a secret file",
-            )),
-            _ => read_err(e),
-        })?;
+    // Not through a symbolic link, and without waiting for a writer when it is a FIFO.
+    let file = crate::files::open_regular(path, false).map_err(|e| WebhookError::HeadersRead {
+        what,
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     let meta = file.metadata().map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(read_err(std::io::Error::other("not a regular file")));
-    }
     check_permissions(path, meta.uid(), meta.mode(), owner).map_err(|e| e.for_file(what))?;
     let mut text = String::new();
     file.take(MAX_FILE + 1)
