@@ -343,18 +343,24 @@ async fn not_active_is_retried_every_half_second_until_the_deadline() {
     assert!((3..=6).contains(&n), "{n} requests in {took:?}");
 }
 
-#[tokio::test]
-async fn access_denied_names_the_endpoint_the_action_and_the_permission() {
-    let (url, _) = scripted(Arc::new(|action, _| {
-        (403, error("AccessDenied", &format!("User: arn:aws:sts::1:assumed-role/node/i-1 is not authorized to perform: autoscaling:{action}")))
-    }))
-    .await;
+/// The error of a completion against the API `script` answers for, and the API's URL.
+async fn completion_error(script: Script) -> (String, String) {
+    let (url, _) = scripted(script).await;
     let m = imds().await;
     let c = cli(&m, &url, &[]);
     let err = asg::complete(&c.opts, Duration::from_secs(3))
         .await
         .unwrap()
         .unwrap_err();
+    (url, err)
+}
+
+#[tokio::test]
+async fn access_denied_names_the_endpoint_the_action_and_the_permission() {
+    let (url, err) = completion_error(Arc::new(|action, _| {
+        (403, error("AccessDenied", &format!("User: arn:aws:sts::1:assumed-role/node/i-1 is not authorized to perform: autoscaling:{action}")))
+    }))
+    .await;
     assert!(
         err.contains(&url) && err.contains("DescribeAutoScalingInstances"),
         "{err}"
@@ -370,19 +376,13 @@ async fn access_denied_names_the_endpoint_the_action_and_the_permission() {
 /// piece of it gets out, since the answer is scrubbed whole before anything is cut.
 #[tokio::test]
 async fn a_secret_cut_in_half_by_the_message_length_is_still_scrubbed() {
-    let (url, _) = scripted(Arc::new(|_, _| {
+    let (_, err) = completion_error(Arc::new(|_, _| {
         (
             400,
             error("ValidationError", &format!("{}{SECRET}", "x".repeat(290))),
         )
     }))
     .await;
-    let m = imds().await;
-    let c = cli(&m, &url, &[]);
-    let err = asg::complete(&c.opts, Duration::from_secs(3))
-        .await
-        .unwrap()
-        .unwrap_err();
     assert!(err.contains("ValidationError"), "{err}");
     assert!(
         !err.contains(&SECRET[..8]),
