@@ -8,9 +8,9 @@
 //!
 //! Every observation with a notice or an error goes to the daemon at once. So does every
 //! observation until the daemon says its picture has settled ([`Quiet::settle`]): the one
-//! place that notion lives. Once it has, an empty observation changes nothing the daemon would act on, and the
-//! reader keeps it here instead of waking the daemon: which sources answered, how often and
-//! when last ([`Held`]). The daemon takes them on its health tick (at least every 10 s) and
+//! place that notion lives. Once it has, an empty observation changes nothing the daemon
+//! would act on, and the reader keeps it here instead of waking the daemon: which sources
+//! answered, how often and when last ([`Held`]). The daemon takes them on its health tick (at least every 10 s) and
 //! before any message, so its metrics, status file and watchdog see every read, in order.
 //! Measured in docs/performance.md ("Idle CPU against the floor in the same run").
 
