@@ -1,7 +1,7 @@
 //! The documentation cannot drift silently from what it describes: settings and defaults,
 //! counts, licences, artifact sizes, fuzz targets, `nthd check`'s names, links, metadata
-//! paths and `nthd once`'s output are read from the source of truth and compared with
-//! README.md and docs/*.md. The grace-period table in docs/clouds.md is checked against
+//! paths, the status file's fields and `nthd once`'s output are read from the source of truth
+//! and compared with README.md and docs/*.md. The grace-period table in docs/clouds.md is checked against
 //! `nthd check`'s verdict, and every grace-period number elsewhere against the table. The
 //! `NTHD_*` names, nthd's flags and the nthd versions shown are checked in README.md, docs/,
 //! packaging/README.md, packaging/ami/, the cloud-init example, CHANGELOG.md, bench/README.md
@@ -742,6 +742,61 @@ fn every_metadata_path_is_in_docs_clouds() {
         }
     }
     assert!(n >= 20, "found only {n} *_PATH constants");
+}
+
+// ------------------------------------------------------------------------------ status file
+
+/// The fields of the status file's top-level struct (`pub(crate) struct Status` in
+/// src/status.rs), as serde writes them (none is renamed).
+fn status_fields() -> Vec<String> {
+    let src = read("src/status.rs");
+    let start = src
+        .find("pub(crate) struct Status {")
+        .expect("src/status.rs has pub(crate) struct Status");
+    let body = &src[start..];
+    let body = &body[..body.find("\n}").unwrap()];
+    assert!(
+        !body.contains("serde(rename"),
+        "a Status field is renamed: read its name from the attribute"
+    );
+    body.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub "))
+        .filter_map(|l| l.split(':').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// docs/observability.md's status-file table names every field the daemon writes.
+#[test]
+fn the_status_file_table_names_every_field() {
+    let fields = status_fields();
+    assert!(fields.len() > 20, "too few Status fields found: {fields:?}");
+    let doc = read("docs/observability.md");
+    let table = block(&doc, "status-fields", "docs/observability.md");
+    let named: BTreeSet<String> = table
+        .lines()
+        .filter_map(cells)
+        .flat_map(|c| {
+            c[0].split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|n| {
+                    n.split('.')
+                        .next()
+                        .unwrap()
+                        .trim_end_matches("[]")
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for f in &fields {
+        assert!(
+            named.contains(f),
+            "docs/observability.md's status-file table has no row naming `{f}`, which \
+             src/status.rs writes"
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------- nthd once
