@@ -23,7 +23,7 @@
 #
 # The binary is fully static (x86_64/aarch64-unknown-linux-musl), so no package depends on a
 # libc version: one .deb installs on Debian 11 to 13 and Ubuntu 20.04 on, one .rpm on the
-# RHEL 8 family on. aarch64 is cross-built on any host: nthd has no C code, and rust-lld
+# RHEL 8 family on. aarch64 builds on any host: gcc-aarch64-linux-gnu compiles ring's C, rust-lld
 # (shipped with rustup) links it (.cargo/config.toml).
 #
 # Idempotent: installs the tools it needs only when they are missing, and can be rerun at
