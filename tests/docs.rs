@@ -5,7 +5,8 @@
 //! `nthd check`'s verdict, and every grace-period number elsewhere against the table. The
 //! `NTHD_*` names, nthd's flags and the nthd versions shown are checked in README.md, docs/,
 //! packaging/README.md, packaging/ami/, the cloud-init example, CHANGELOG.md, bench/README.md
-//! and every man page. Each test's message names the file (and line) to fix.
+//! and every man page. The settings template (packaging/default/nthd) lists every setting with
+//! the code's default. Each test's message names the file (and line) to fix.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
@@ -185,6 +186,89 @@ fn readme_documents_every_env_var_and_default() {
             "docs/configuration.md row for {} does not give its default {}: {r}",
             k.env,
             nthd::testing::policy::default_action(k.kind)
+        );
+    }
+}
+
+/// The settings template's commented assignments (`#NTHD_X=value`), as (name, value, line).
+fn template_assignments(template: &str) -> Vec<(String, String, usize)> {
+    template
+        .lines()
+        .enumerate()
+        .filter_map(|(n, l)| {
+            let (name, value) = l.strip_prefix("#NTHD_")?.split_once('=')?;
+            Some((format!("NTHD_{name}"), value.to_string(), n + 1))
+        })
+        .collect()
+}
+
+/// packaging/default/nthd, installed as the settings file, lists every setting once as a
+/// commented assignment with its default, and stays a file systemd reads as an
+/// `EnvironmentFile=` that sets nothing: every line is a comment or blank.
+#[test]
+fn the_settings_template_lists_every_setting_with_its_default() {
+    let template = read("packaging/default/nthd");
+    for (n, l) in template.lines().enumerate() {
+        assert!(
+            l.is_empty() || l.starts_with('#'),
+            "packaging/default/nthd:{}: not a comment, so it would set a value: {l}",
+            n + 1
+        );
+    }
+    let lines = template_assignments(&template);
+    let mut seen = BTreeMap::new();
+    for (name, value, n) in &lines {
+        if let Some(first) = seen.insert(name.clone(), (value.clone(), *n)) {
+            panic!(
+                "packaging/default/nthd:{n}: {name} is listed twice (first on line {})",
+                first.1
+            );
+        }
+    }
+    // Every setting, with the default clap gives it (when it has a literal one).
+    let cmd = nthd::testing::config::Cli::command();
+    let mut settings = BTreeSet::new();
+    for a in cmd.get_arguments() {
+        let Some(env) = a.get_env() else { continue };
+        let env = env.to_string_lossy().into_owned();
+        settings.insert(env.clone());
+        let (value, n) = seen.get(&env).unwrap_or_else(|| {
+            panic!("packaging/default/nthd has no line #{env}=… for the setting {env}")
+        });
+        let defaults: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        if !defaults.is_empty() {
+            assert_eq!(
+                *value,
+                defaults.join(","),
+                "packaging/default/nthd:{n}: {env}'s default is {:?} in the code",
+                defaults.join(",")
+            );
+        }
+    }
+    for k in nthd::testing::notice::KINDS {
+        settings.insert(k.env.to_string());
+        let (value, n) = seen.get(k.env).unwrap_or_else(|| {
+            panic!(
+                "packaging/default/nthd has no line #{}=… for that kind",
+                k.env
+            )
+        });
+        let want = nthd::testing::policy::default_action(k.kind).name();
+        assert_eq!(
+            value, want,
+            "packaging/default/nthd:{n}: {}'s default is {want} in the code",
+            k.env
+        );
+    }
+    // No line for a setting the code does not have.
+    for (name, _, n) in &lines {
+        assert!(
+            settings.contains(name),
+            "packaging/default/nthd:{n}: {name} is no setting of nthd"
         );
     }
 }
