@@ -1,8 +1,8 @@
 //! The documentation cannot drift silently from what it describes: settings and defaults,
 //! counts, licences, artifact sizes, fuzz targets, `nthd check`'s names, links, metadata
-//! paths, the status file's fields and `nthd once`'s output are read from the source of truth
-//! and compared with README.md and docs/*.md. The grace-period table in docs/clouds.md is checked against
-//! `nthd check`'s verdict, and every grace-period number elsewhere against the table. The
+//! paths, the status file's fields, the journal's `MESSAGE_ID`s and `nthd once`'s output are
+//! read from the source of truth and compared with README.md and docs/*.md. The grace-period
+//! table in docs/clouds.md is checked against `nthd check`'s verdict, and every grace-period number elsewhere against the table. The
 //! `NTHD_*` names, nthd's flags and the nthd versions shown are checked in README.md, docs/,
 //! packaging/README.md, packaging/ami/, the cloud-init example, CHANGELOG.md, bench/README.md
 //! and every man page. The settings template (packaging/default/nthd) lists every setting with
@@ -826,6 +826,76 @@ fn every_metadata_path_is_in_docs_clouds() {
         }
     }
     assert!(n >= 20, "found only {n} *_PATH constants");
+}
+
+// ------------------------------------------------------------------------------ MESSAGE_IDs
+
+/// The journald `MESSAGE_ID`s the code logs with: every `const MSG_…: &str = "…"` in src/.
+fn message_ids() -> BTreeMap<String, String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "src"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let mut ids = BTreeMap::new();
+    for f in String::from_utf8(out.stdout).unwrap().lines() {
+        if !f.ends_with(".rs") {
+            continue;
+        }
+        let Ok(src) = std::fs::read_to_string(root().join(f)) else {
+            continue;
+        };
+        for l in src.lines() {
+            let Some(rest) = l.split("const MSG_").nth(1) else {
+                continue;
+            };
+            let name = format!("MSG_{}", &rest[..rest.find(':').unwrap()]);
+            if let Some(id) = literals_after(l, "=").into_iter().next() {
+                ids.insert(id, name);
+            }
+        }
+    }
+    ids
+}
+
+/// Every run of exactly 32 lower-case hex digits in `text`.
+fn hex32(text: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut run = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_digit() || ('a'..='f').contains(&c) {
+            run.push(c);
+            continue;
+        }
+        if run.len() == 32 && !c.is_ascii_alphanumeric() {
+            out.push(run.clone());
+        }
+        run.clear();
+    }
+    out
+}
+
+/// Every `MESSAGE_ID` the docs give is one the code logs with, and docs/operations.md's table
+/// lists them all.
+#[test]
+fn every_message_id_in_the_docs_is_the_codes() {
+    let ids = message_ids();
+    assert!(ids.len() >= 6, "too few MESSAGE_IDs found in src/: {ids:?}");
+    for (f, text) in &all_docs() {
+        for id in hex32(text) {
+            assert!(
+                ids.contains_key(&id),
+                "{f} gives the MESSAGE_ID {id}, which no const MSG_… in src/ has"
+            );
+        }
+    }
+    let ops = read("docs/operations.md");
+    for (id, name) in &ids {
+        assert!(
+            ops.contains(&format!("| `{id}` |")),
+            "docs/operations.md's MESSAGE_ID table has no row for {name} ({id})"
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------ status file
