@@ -2,11 +2,12 @@
 //! counts, licences, artifact sizes, fuzz targets, `nthd check`'s names, links, metadata
 //! paths, the status file's fields, the journal's `MESSAGE_ID`s and `nthd once`'s output are
 //! read from the source of truth and compared with README.md and docs/*.md. The grace-period
-//! table in docs/clouds.md is checked against `nthd check`'s verdict, and every grace-period number elsewhere against the table. The
-//! `NTHD_*` names, nthd's flags and the nthd versions shown are checked in README.md, docs/,
-//! packaging/README.md, packaging/ami/, the cloud-init example, CHANGELOG.md, bench/README.md
-//! and every man page. The settings template (packaging/default/nthd) lists every setting with
-//! the code's default. Each test's message names the file (and line) to fix.
+//! table in docs/clouds.md is checked against `nthd check`'s verdict, and every grace-period
+//! number elsewhere against the table. The `NTHD_*` names, nthd's flags and the nthd versions
+//! shown are checked in README.md, docs/, packaging/README.md, packaging/ami/, the cloud-init
+//! example, CHANGELOG.md, bench/README.md and every man page. The settings template
+//! (packaging/default/nthd) lists every setting with the code's default. Each test's message
+//! names the file (and line) to fix.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
