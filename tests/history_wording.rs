@@ -217,7 +217,7 @@ fn files() -> Vec<(String, Read)> {
     let mut v = vec![];
     for f in String::from_utf8(out.stdout).unwrap().lines() {
         let name = f.rsplit('/').next().unwrap();
-        let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
         let how = if ext == "md" {
             Read::Whole
         } else if f.starts_with("packaging/assets/")
