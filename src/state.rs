@@ -305,6 +305,18 @@ fn read_file(path: &Path) -> Result<Option<File>, (&'static str, String)> {
     }
 }
 
+/// The fire drills' records of boot `boot_id` in `dir/state.json`, read without touching the
+/// file (none when it cannot be read): the daemon names the drill a shutdown followed.
+pub(crate) fn drill_records(dir: &Path, boot_id: &str) -> Vec<Record> {
+    let Ok(Some(file)) = read_file(&dir.join("state.json")) else {
+        return Vec::new();
+    };
+    file.records
+        .into_iter()
+        .filter(|r| r.id.is_drill() && r.boot_id == boot_id)
+        .collect()
+}
+
 impl State {
     /// Loads `dir/state.json`. A missing file is an empty state; a corrupt one is moved aside
     /// and reported, never fatal.

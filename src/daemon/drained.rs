@@ -38,7 +38,13 @@ impl DrainSide {
             .asg_settings()
             .and_then(crate::asg::Lifecycle::new)
             .map(|l| l.with_sandbox(sandbox));
-        tokio::spawn(Watcher::new(tx, seen, lifecycle.map(Asg)).run());
+        let mut watcher = Watcher::new(tx, seen, lifecycle.map(Asg));
+        let dir = opts.state_dir();
+        let boot = crate::state::current_boot_id();
+        watcher.drills = Some(Box::new(move |started| {
+            drill_followed(&dir, &boot, started)
+        }));
+        tokio::spawn(watcher.run());
         let side = DrainSide {
             followed,
             notice: None,
@@ -65,6 +71,36 @@ impl DrainSide {
     pub(super) fn not_acting(&mut self) {
         self.followed.send_replace(None);
     }
+}
+
+/// The fire drill (`nthd simulate --yes`, its own process) that asked logind for the shutdown
+/// begun at `started`: the latest drill record of this boot in the state file, written just
+/// before its call, within moments of the start.
+fn drill_followed(dir: &std::path::Path, boot: &str, started: SystemTime) -> Option<Followed> {
+    crate::state::drill_records(dir, boot)
+        .into_iter()
+        .map(|r| {
+            let kind =
+                r.id.as_str()
+                    .split('/')
+                    .nth(1)
+                    .and_then(NoticeKind::from_name);
+            let action = match r.action.as_str() {
+                "reboot" => PowerAction::Reboot,
+                _ => PowerAction::PowerOff,
+            };
+            Followed {
+                kind: kind.map_or("unknown", NoticeKind::name),
+                id: r.id.to_string(),
+                action: action.name(),
+                deadline: None,
+                // Whole seconds: the record may read up to a second before the call.
+                accepted: SystemTime::UNIX_EPOCH + Duration::from_secs(r.at_unix + 1),
+                asg_terminate: false,
+            }
+        })
+        .filter(|f| f.started(started))
+        .max_by_key(|f| f.accepted)
 }
 
 impl Daemon {
@@ -173,5 +209,34 @@ impl crate::drain::Finish for Asg {
              attempt(s))",
             c.result, c.hook, c.group, c.attempts
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notice::NoticeId;
+    use crate::state::{Phase, State};
+
+    /// A drill recorded its call in the state file: the shutdown that began a moment later is
+    /// the drill's; one begun a minute later, or a record of another boot, is not.
+    #[test]
+    fn a_shutdown_right_after_a_drills_call_is_the_drills() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (state, _) = State::load(dir.path(), "boot-a".into(), t);
+        let mut state = state.for_drill();
+        let id = NoticeId::drill(NoticeKind::SpotTerminate, "7");
+        state
+            .record(&id, None, PowerAction::PowerOff, Phase::Started, t)
+            .unwrap();
+        let f = drill_followed(dir.path(), "boot-a", t + Duration::from_millis(300)).unwrap();
+        assert_eq!(
+            (f.kind, f.id.as_str(), f.action),
+            ("spot-terminate", id.as_str(), "poweroff")
+        );
+        assert!(drill_followed(dir.path(), "boot-a", t + Duration::from_secs(60)).is_none());
+        assert!(drill_followed(dir.path(), "boot-b", t).is_none());
+        assert!(drill_followed(&dir.path().join("nothing"), "boot-a", t).is_none());
     }
 }

@@ -186,15 +186,22 @@ pub(crate) struct NoticeData {
     pub(crate) deadline: Option<String>,
     /// Seconds from the end of the drain to the notice's deadline (negative: past it).
     pub(crate) seconds_left: Option<f64>,
+    /// A fire drill (`nthd simulate --yes`), not a notice from the platform; absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) drill: bool,
 }
+
+/// Finds the fire drill, run from another process, whose power-off began the shutdown that
+/// started at the given moment.
+pub(crate) type DrillFinder = Box<dyn Fn(SystemTime) -> Option<Followed> + Send + Sync>;
 
 /// One shutdown's drain report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Report {
     /// When the shutdown began (`PrepareForShutdown(true)`), RFC 3339.
     pub(crate) started: String,
-    /// Seconds from the start until the last other delay lock went, or until nthd stopped
-    /// waiting at the budget's end.
+    /// Seconds from the start until the last other delay lock went; at `budget_exhausted`, the
+    /// whole budget, which logind waited out.
     pub(crate) held_s: f64,
     /// logind's `InhibitDelayMaxUSec`, in seconds.
     pub(crate) budget_s: f64,
@@ -252,6 +259,7 @@ impl Report {
             .followed
             .filter(|f| f.started(e.started))
             .map(|f| NoticeData {
+                drill: crate::notice::NoticeId::from_parts(&[&f.id]).is_drill(),
                 kind: f.kind.to_string(),
                 id: f.id,
                 action: f.action.to_string(),
@@ -307,6 +315,10 @@ impl Report {
             (None, None) => String::new(),
         });
         s.push_str(&match &self.notice {
+            Some(n) if n.drill => format!(
+                "; it followed a fire drill (nthd simulate {}) {}",
+                n.kind, n.id
+            ),
             Some(n) => format!(
                 "; it followed {} {}{}",
                 n.kind,

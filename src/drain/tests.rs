@@ -253,6 +253,50 @@ async fn a_drain_that_fits_is_reported_released_and_the_lock_goes_right_after() 
     assert_eq!(s.reason, ShutdownReason::InhibitorsReleased);
 }
 
+/// `nthd simulate --yes` runs in a process of its own: the shutdown it began is reported as
+/// the drill it was, not as one nthd did not ask for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_from_another_process_is_reported_as_a_drill() {
+    let bus = PrivateBus::start().unwrap();
+    let fake = FakeLogind::serve(bus.address()).await.unwrap();
+    fake.set_inhibit_delay_max(Duration::from_secs(5));
+    let (tx, mut rx) = mpsc::channel(4);
+    let (_ftx, frx) = watch::channel(None);
+    let mut w = Watcher::<Nothing>::new(tx, frx, None);
+    w.bus = Some(bus.address().to_string());
+    let id = crate::notice::NoticeId::drill(crate::notice::NoticeKind::SpotStop, "1");
+    let drill = id.to_string();
+    w.drills = Some(Box::new(move |started| {
+        Some(Followed {
+            kind: "spot-stop",
+            id: drill.clone(),
+            action: "poweroff",
+            deadline: None,
+            accepted: started,
+            asg_terminate: false,
+        })
+    }));
+    tokio::spawn(w.run());
+    assert!(matches!(
+        next(&mut rx, Duration::from_secs(5)).await,
+        Msg::Locked(_)
+    ));
+    power_off(&bus).await;
+    let Msg::Report(r, done) = next(&mut rx, Duration::from_secs(4)).await else {
+        panic!("no report")
+    };
+    done.send(()).unwrap();
+    let n = r.notice.as_ref().expect("the drill is named");
+    assert!(n.drill && n.id == id.as_str(), "{n:?}");
+    assert!(
+        r.sentence()
+            .contains("fire drill (nthd simulate spot-stop)"),
+        "{}",
+        r.sentence()
+    );
+    assert_eq!(serde_json::to_value(&r).unwrap()["notice"]["drill"], true);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_past_the_budget_is_reported_before_logind_goes_ahead() {
     let bus = PrivateBus::start().unwrap();
@@ -270,7 +314,8 @@ async fn a_drain_past_the_budget_is_reported_before_logind_goes_ahead() {
         panic!("no report")
     };
     assert_eq!(r.outcome, Outcome::BudgetExhausted);
-    assert!((2.2..=2.7).contains(&r.held_s), "held {}", r.held_s);
+    // Reported a margin before the end, but logind waits the whole budget for kubelet's lock.
+    assert_eq!(r.held_s, 3.0);
     assert_eq!(r.holders[0].released_s, None);
     assert!(
         fake.shutdowns().is_empty(),

@@ -44,10 +44,27 @@ pub(crate) struct Watcher<F: Finish> {
     pub(crate) lifecycle: Option<F>,
     /// The lifecycle action while it is prepared in a task of its own during a drain.
     preparing: Option<tokio::task::JoinHandle<F>>,
+    /// Names a fire drill run from another process as the shutdown's cause.
+    pub(crate) drills: Option<super::DrillFinder>,
     /// A test's bus; `None` is the system bus.
     pub(crate) bus: Option<String>,
     pub(crate) lock: Option<zbus::OwnedFd>,
     pub(crate) budget: Duration,
+}
+
+/// The streams a drain listens to: logind's shutdown signal, and its name's owner on the bus.
+struct Signals {
+    prepare: PrepareForShutdownStream,
+    owner: zbus::proxy::OwnerChangedStream<'static>,
+}
+
+/// How watching a drain ended without a report.
+enum NoReport {
+    /// `PrepareForShutdown(false)`.
+    Cancelled,
+    /// logind restarted or left the bus: the shutdown it was preparing is gone with it, and it
+    /// says nothing about it; nthd's lock went with it too.
+    LogindGone,
 }
 
 /// One drain under way.
@@ -71,6 +88,7 @@ impl<F: Finish> Watcher<F> {
             followed,
             lifecycle,
             preparing: None,
+            drills: None,
             bus: None,
             lock: None,
             budget: DEFAULT_BUDGET,
@@ -120,24 +138,31 @@ impl<F: Finish> Watcher<F> {
     async fn session(&mut self) -> Result<(), String> {
         let proxy = self.connect().await?;
         // Subscribed before the lock is taken, so no shutdown can slip in between.
-        let mut prepare = proxy
+        let prepare = proxy
             .receive_prepare_for_shutdown()
             .await
             .map_err(|e| format!("cannot subscribe to PrepareForShutdown: {e}"))?;
-        let mut owner = proxy
+        let owner = proxy
             .inner()
             .receive_owner_changed()
             .await
             .map_err(|e| format!("cannot watch org.freedesktop.login1 on the bus: {e}"))?;
+        let mut s = Signals { prepare, owner };
         self.ensure_lock(&proxy).await?;
         loop {
             tokio::select! {
-                sig = prepare.next() => {
+                sig = s.prepare.next() => {
                     let Some(sig) = sig else { return Err("the D-Bus connection closed".into()) };
                     match sig.args().map(|a| a.start) {
                         // The lock is taken again only if the shutdown is cancelled: logind
                         // refuses new delay locks while one is under way.
-                        Ok(true) => self.drain(&proxy, &mut prepare).await,
+                        Ok(true) => match self.drain(&proxy, &mut s).await {
+                            Err(NoReport::LogindGone) => {
+                                self.lock = None;
+                                self.ensure_lock(&proxy).await?;
+                            }
+                            Ok(()) | Err(NoReport::Cancelled) => {}
+                        },
                         Ok(false) => {
                             tracing::info!("logind cancelled the shutdown");
                             self.ensure_lock(&proxy).await?;
@@ -145,7 +170,7 @@ impl<F: Finish> Watcher<F> {
                         Err(e) => tracing::debug!("PrepareForShutdown with odd arguments: {e}"),
                     }
                 }
-                new = owner.next() => match new {
+                new = s.owner.next() => match new {
                     Some(Some(_)) => {
                         tracing::info!("systemd-logind restarted: checking nthd's delay lock");
                         self.ensure_lock(&proxy).await?;
@@ -212,12 +237,13 @@ fn no_lock_reason(e: &zbus::Error) -> String {
 }
 
 impl<F: Finish> Watcher<F> {
-    /// Watches one shutdown's drain to its end, reports it, and releases the lock.
+    /// Watches one shutdown's drain to its end, reports it, and releases the lock; or says why
+    /// there is nothing to report.
     async fn drain(
         &mut self,
         proxy: &ManagerProxy<'static>,
-        prepare: &mut PrepareForShutdownStream,
-    ) {
+        signals: &mut Signals,
+    ) -> Result<(), NoReport> {
         let t0 = Instant::now();
         let budget = self.budget;
         let asg = self.asg_followed(SystemTime::now());
@@ -235,9 +261,7 @@ impl<F: Finish> Watcher<F> {
             "a shutdown began: watching the drain (logind's budget {})",
             format_duration(budget)
         );
-        let Some(outcome) = self.wait_for_others(proxy, prepare, &mut d).await else {
-            return;
-        };
+        let outcome = self.wait_for_others(proxy, signals, &mut d).await?;
         let ended = Instant::now();
         // Never past logind's budget, never more than AFTER_LAST after the others went.
         let release_by = (ended + super::AFTER_LAST - super::POLL)
@@ -251,16 +275,17 @@ impl<F: Finish> Watcher<F> {
         }
         self.lock = None;
         tracing::debug!("nthd's delay lock released");
+        Ok(())
     }
 
-    /// Polls until no other delay lock is held (`Released`) or the budget is nearly spent;
-    /// `None` when the shutdown was cancelled meanwhile.
+    /// Polls until no other delay lock is held (`Released`) or the budget is nearly spent; why
+    /// not when the shutdown was cancelled, or went with logind, meanwhile.
     async fn wait_for_others(
         &mut self,
         proxy: &ManagerProxy<'static>,
-        prepare: &mut PrepareForShutdownStream,
+        signals: &mut Signals,
         d: &mut Drain,
-    ) -> Option<Outcome> {
+    ) -> Result<Outcome, NoReport> {
         let mut beat = Heartbeat::new(d.budget, self.preparing.is_some());
         loop {
             let now = Instant::now();
@@ -269,11 +294,11 @@ impl<F: Finish> Watcher<F> {
                 let others = super::others(&list);
                 d.holders.track(&others, now - d.t0);
                 if others.is_empty() {
-                    return Some(Outcome::Released);
+                    return Ok(Outcome::Released);
                 }
             }
             if Instant::now() >= d.give_up {
-                return Some(Outcome::BudgetExhausted);
+                return Ok(Outcome::BudgetExhausted);
             }
             if self
                 .preparing
@@ -286,14 +311,24 @@ impl<F: Finish> Watcher<F> {
             let next = (Instant::now() + super::POLL).min(d.give_up);
             tokio::select! {
                 () = tokio::time::sleep_until(next) => {}
-                sig = prepare.next() => {
+                sig = signals.prepare.next() => {
                     if sig.is_some_and(|s| s.args().is_ok_and(|a| !a.start)) {
                         tracing::info!(
                             "the shutdown was cancelled after {}: no drain report",
                             format_duration(d.t0.elapsed())
                         );
-                        return None;
+                        return Err(NoReport::Cancelled);
                     }
+                }
+                Some(_) = signals.owner.next() => {
+                    tracing::warn!(
+                        "systemd-logind restarted {} into the drain: the shutdown it was \
+                         preparing went with it (it sends no PrepareForShutdown(false) then), so \
+                         it counts as cancelled, with no drain report; nthd takes its delay lock \
+                         again for the next one",
+                        format_duration(d.t0.elapsed())
+                    );
+                    return Err(NoReport::LogindGone);
                 }
             }
         }
@@ -302,7 +337,9 @@ impl<F: Finish> Watcher<F> {
     /// Whether a shutdown beginning `now` follows an Auto Scaling termination nthd acted on,
     /// with completion on.
     fn asg_followed(&self, now: SystemTime) -> bool {
-        self.lifecycle.is_some()
+        // Still preparing after a cancelled shutdown is as good as ready: it is reclaimed at
+        // this drain's end.
+        (self.lifecycle.is_some() || self.preparing.is_some())
             && self
                 .followed
                 .borrow()
@@ -337,14 +374,23 @@ impl<F: Finish> Watcher<F> {
 
     fn report(&self, d: &Drain, outcome: Outcome, ended: Instant) -> Report {
         let pods = super::pods::pods_left_now();
+        let followed = self.followed.borrow().clone();
+        let followed = followed
+            .filter(|f| f.started(d.started))
+            .or_else(|| self.drills.as_ref().and_then(|find| find(d.started)));
         Report::new(Ended {
             started: d.started,
-            held: ended - d.t0,
+            // nthd stops waiting a margin before the budget's end, to be heard before the
+            // halt; logind waits out the rest for a lock still held.
+            held: match outcome {
+                Outcome::Released => ended - d.t0,
+                Outcome::BudgetExhausted => d.budget,
+            },
             budget: d.budget,
             outcome,
             holders: d.holders.clone(),
             pods,
-            followed: self.followed.borrow().clone(),
+            followed,
             now: SystemTime::now(),
         })
     }
