@@ -790,12 +790,21 @@ impl Daemon {
         }
     }
 
-    /// Tells the metadata reader the picture is no longer settled when something else than an
-    /// observation moved it (a drain message, a wakeup, the health tick).
-    fn publish_settled(&self) {
+    /// Tells the metadata reader what it reads for, after every event: the picture is no longer
+    /// settled when something else than an observation moved it (a drain message, a wakeup,
+    /// the health tick); and when the next deferred action is due, so a deadline that can move
+    /// is read again just before.
+    fn publish_to_reader(&self) {
         if self.quiet.settled() && !self.nothing_to_watch(false) {
             self.quiet.settle(false);
         }
+        let next = self
+            .planner
+            .scheduled()
+            .into_iter()
+            .map(|(_, _, at)| at)
+            .min();
+        self.quiet.defer(next);
     }
 
     /// The health tick: the quiet reads so far, logind's budget when due, the webhook retry,
@@ -899,7 +908,7 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
             _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
         }
-        d.publish_settled();
+        d.publish_to_reader();
     }
 
     notify(&[sd_notify::NotifyState::Stopping]);
@@ -924,6 +933,7 @@ mod tests {
             url: "http://169.254.169.254/latest/meta-data/spot/instance-action".into(),
             status: code,
             hint: "",
+            retry_after: None,
         }
     }
 

@@ -81,6 +81,12 @@ fn roots_from(
     Ok(roots)
 }
 
+/// The wait an answer asks for with `Retry-After`, if it does (and says it legibly).
+pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?;
+    crate::timefmt::parse_retry_after(value.trim(), std::time::SystemTime::now())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,6 +123,8 @@ pub enum ImdsError {
         status: u16,
         /// What the status usually means, for the message; empty when nothing useful can be said.
         hint: &'static str,
+        /// The wait the service asked for (`Retry-After`), if it did.
+        retry_after: Option<Duration>,
     },
     /// The answer is longer than [`ClientOptions::max_body`].
     #[error(
@@ -244,6 +246,18 @@ impl ImdsError {
         matches!(self, ImdsError::Status { status: 429, .. })
     }
 
+    /// The wait the service asked for with `Retry-After` (on a 429 or a 503).
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ImdsError::Status {
+                retry_after,
+                status: 429 | 503,
+                ..
+            } => *retry_after,
+            _ => None,
+        }
+    }
+
     pub(crate) fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
         match shown_body(url, body) {
             Some(shown) => tracing::debug!(
@@ -286,11 +300,28 @@ pub(crate) struct Reply {
     pub status: u16,
     pub body: String,
     pub etag: Option<String>,
+    /// How long the service asked the client to wait (`Retry-After`), if it did.
+    pub retry_after: Option<Duration>,
 }
 
 impl Reply {
     pub(crate) fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// This answer's status as an error for `url`, with the wait the service asked for.
+    pub(crate) fn status_error(&self, url: String) -> ImdsError {
+        match status_error(url, self.status) {
+            ImdsError::Status {
+                url, status, hint, ..
+            } => ImdsError::Status {
+                url,
+                status,
+                hint,
+                retry_after: self.retry_after,
+            },
+            other => other,
+        }
     }
 }
 
@@ -301,8 +332,15 @@ const MAX_IDLE: usize = 4;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const USER_AGENT: &str = concat!("nthd/", env!("CARGO_PKG_VERSION"));
 
-/// Status, ETag and body of one answer.
-type Answer = (u16, Option<String>, Vec<u8>);
+/// One answer as the reader took it off the wire.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) etag: Option<String>,
+    /// `Retry-After`, as a delay from when the answer came.
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) body: Vec<u8>,
+}
 
 /// One HTTP client bound to one metadata base URL. Clones share the connections.
 #[derive(Clone)]
@@ -476,12 +514,17 @@ impl ImdsClient {
     }
 
     /// A whole answer as a reply: its body must be UTF-8.
-    fn reply(&self, path: &str, (status, etag, body): Answer) -> Result<Reply, ImdsError> {
-        let body = String::from_utf8(body).map_err(|e| {
+    fn reply(&self, path: &str, a: Answer) -> Result<Reply, ImdsError> {
+        let body = String::from_utf8(a.body).map_err(|e| {
             let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
             ImdsError::malformed(&self.url(path), "the body is not UTF-8", &lossy)
         })?;
-        Ok(Reply { status, body, etag })
+        Ok(Reply {
+            status: a.status,
+            body,
+            etag: a.etag,
+            retry_after: a.retry_after,
+        })
     }
 
     /// An exchange's answer as a reply, or its failure told as an [`ImdsError`]: blamed on the
@@ -641,7 +684,7 @@ pub(crate) fn read_pieces(pieces: &[&[u8]], cap: usize) -> (PiecesAnswer, usize,
     let mut buf = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let answer = blocking::read_from(&mut source, &mut buf, deadline, cap)
-        .map(|a| a.map(|((status, etag, body), keep)| (status, etag, body, keep)))
+        .map(|a| a.map(|(a, keep)| (a.status, a.etag, a.body, keep)))
         .map_err(|f| format!("{f:?}"));
     (answer, buf.len(), blocking::answer_limit(cap))
 }
@@ -729,7 +772,12 @@ pub(crate) fn status_error(url: String, status: u16) -> ImdsError {
         Some(s) if s.is_server_error() => "the metadata service is having trouble; nthd retries",
         _ => "",
     };
-    ImdsError::Status { url, status, hint }
+    ImdsError::Status {
+        url,
+        status,
+        hint,
+        retry_after: None,
+    }
 }
 
 /// What a token request got.
@@ -887,7 +935,7 @@ impl TokenCache {
                 Ok(TokenAnswer::Token(value))
             }
             s @ 400..=499 if s != 429 => Ok(TokenAnswer::Refused { url, status: s }),
-            s => Err(status_error(url, s)),
+            _ => Err(reply.status_error(url)),
         }
     }
 }

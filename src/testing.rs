@@ -137,7 +137,7 @@ pub mod provider {
         pub use crate::provider::gcp::{
             parse_maintenance_event, parse_preempted, parse_upcoming_maintenance, Gcp,
             INSTANCE_ID_PATH, MACHINE_TYPE_PATH, MAINTENANCE_PATH, PREEMPTED_PATH,
-            PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, UPCOMING_PATH, ZONE_PATH,
+            PREEMPTIBLE_PATH, PROVISIONING_MODEL_PATH, RECHECK_LEAD, UPCOMING_PATH, ZONE_PATH,
         };
     }
 

@@ -71,6 +71,17 @@ pub fn parse_http_like(input: &str) -> Option<SystemTime> {
     accept(RFC2822.parse_timestamp(s).ok()?)
 }
 
+/// `Retry-After` (RFC 9110, 10.2.3): delay-seconds, or an HTTP-date taken relative to `now`
+/// (a date already past is no wait). Anything else is ignored, as if the header were absent.
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Longer than any interval rule allows anyway: the caller caps it.
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let at = parse_http_like(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 /// `YYYY-MM-DD HH:MM:SS` (one space, no fraction, no zone) taken as local time at
 /// `utc_offset_secs` east of UTC, e.g. `8 * 3600` for Tencent Cloud's UTC+8. Surrounding
 /// whitespace is ignored. A time that would fall before the epoch once the offset is taken off
@@ -166,6 +177,29 @@ mod tests {
 
     fn unix(t: SystemTime) -> u64 {
         t.duration_since(UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480); // Wed, 21 Oct 2015 07:28:00 GMT
+        let secs = |v| parse_retry_after(v, now).map(|d| d.as_secs());
+        assert_eq!(secs("3"), Some(3));
+        assert_eq!(secs("0"), Some(0));
+        assert_eq!(secs("Wed, 21 Oct 2015 07:28:30 GMT"), Some(30));
+        // A date already past asks for no wait.
+        assert_eq!(secs("Wed, 21 Oct 2015 07:27:00 GMT"), Some(0));
+        // Too large to count is still a wait (the caller caps it).
+        assert_eq!(secs("99999999999999999999999"), Some(u64::MAX));
+        for bad in [
+            "",
+            "-1",
+            "3.5",
+            "soon",
+            "3 s",
+            "Wed, 21 Oct 2015 07:28:30 PST",
+        ] {
+            assert_eq!(secs(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

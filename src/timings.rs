@@ -223,6 +223,19 @@ impl Backoff {
         self.attempt = 0;
     }
 
+    /// The delay before the next try when the service asked for `asked` (`Retry-After`): the
+    /// backoff's own delay, or the wait asked for if longer, but never past the backoff's
+    /// ceiling, so a service asking for an hour cannot blind nthd for an hour.
+    pub(crate) fn next_delay_asked(&mut self, asked: Option<Duration>) -> Duration {
+        let own = self.next_delay();
+        asked.map_or(own, |a| own.max(a.min(self.max)))
+    }
+
+    /// The longest delay this backoff gives.
+    pub(crate) fn ceiling(&self) -> Duration {
+        self.max
+    }
+
     /// The delay before the next try, with up to 20% jitter so a fleet does not retry in step.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let factor = 1u32.checked_shl(self.attempt.min(16)).unwrap_or(u32::MAX);

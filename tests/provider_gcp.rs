@@ -825,3 +825,42 @@ mod identity {
         assert_eq!(id.instance_type.as_deref(), Some("e2-standard-4"));
     }
 }
+
+/// A power-off deferred to the last safe moment before the window: the start is read once more
+/// just before that moment, whatever the regular interval, so a window moved at the last minute
+/// moves the action; and only once for that moment.
+#[test]
+fn the_window_is_read_again_just_before_a_deferred_action() {
+    use nthd::testing::provider::gcp::{RECHECK_LEAD, UPCOMING_PATH};
+    let m = quiet_mock();
+    m.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+    );
+    m.set(UPCOMING_PATH, window("2030-06-01T10:00:00Z"));
+    let mut p = reading_upcoming_every(&m, Duration::from_secs(60), Duration::from_secs(600));
+    p.observe();
+    assert_eq!(m.count(UPCOMING_PATH), 1);
+    m.set(UPCOMING_PATH, window("2030-06-01T11:00:00Z"));
+    let action = Instant::now() + RECHECK_LEAD + Duration::from_millis(700);
+    let at = std::time::SystemTime::now() + RECHECK_LEAD + Duration::from_millis(700);
+    p.action_due(Some(at));
+    let o = p.observe();
+    let read_at = Instant::now();
+    assert!(
+        read_at + RECHECK_LEAD + Duration::from_millis(20) >= action
+            && read_at + RECHECK_LEAD < action + Duration::from_millis(500),
+        "read {:?} before the action",
+        action.saturating_duration_since(read_at)
+    );
+    assert_eq!(
+        maintenance_deadline(&o),
+        nthd::testing::timefmt::parse_any("2030-06-01T11:00:00Z")
+    );
+    // The same action again: nothing more to read until the regular re-read.
+    p.action_due(Some(at));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(p.observe()));
+    assert!(rx.recv_timeout(Duration::from_millis(800)).is_err());
+    assert_eq!(m.count(UPCOMING_PATH), 2);
+}

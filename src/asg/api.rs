@@ -97,17 +97,18 @@ impl Api {
     ) -> Result<String, AsgError> {
         let req = self.request(creds, action, params)?;
         let at = || (self.endpoint.clone(), action);
-        let (status, body) = match tokio::time::timeout(timeout, self.exchange(req)).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(reason)) => return Err(self.no_answer(action, reason).await),
-            Err(_) => {
-                let reason = format!(
-                    "no answer within {}",
-                    crate::timefmt::format_duration(timeout)
-                );
-                return Err(self.no_answer(action, reason).await);
-            }
-        };
+        let (status, retry_after, body) =
+            match tokio::time::timeout(timeout, self.exchange(req)).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(reason)) => return Err(self.no_answer(action, reason).await),
+                Err(_) => {
+                    let reason = format!(
+                        "no answer within {}",
+                        crate::timefmt::format_duration(timeout)
+                    );
+                    return Err(self.no_answer(action, reason).await);
+                }
+            };
         if status == 200 {
             return Ok(body);
         }
@@ -122,11 +123,13 @@ impl Api {
                 message: first_line(message.as_deref().unwrap_or("")),
                 fix: fix_for(&code, action),
                 code,
+                retry_after,
             },
             (None, _) => AsgError::Http {
                 url,
                 action,
                 status,
+                retry_after,
             },
         })
     }
@@ -185,10 +188,13 @@ impl Api {
             .map_err(|_| AsgError::Client("a header value cannot be sent (not ASCII?)".into()))
     }
 
-    /// Sends the request and reads the answer, up to [`MAX_BODY`].
-    async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<(u16, String), String> {
+    /// Sends the request and reads the answer, up to [`MAX_BODY`]: its status, the wait it
+    /// asked for (`Retry-After`) and its body.
+    async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<Answer, String> {
         let resp = self.http.request(req).await.map_err(|e| chain(&e))?;
         let status = resp.status().as_u16();
+        let retry_after = crate::https::retry_after(resp.headers())
+            .map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
         let mut body = resp.into_body();
         let mut buf = Vec::new();
         while let Some(frame) = body.frame().await {
@@ -202,7 +208,11 @@ impl Api {
                 buf.extend_from_slice(d);
             }
         }
-        Ok((status, String::from_utf8_lossy(&buf).into_owned()))
+        Ok((
+            status,
+            retry_after,
+            String::from_utf8_lossy(&buf).into_owned(),
+        ))
     }
 
     /// No answer: blamed on the unit's IP access lists when they drop the endpoint.
@@ -277,6 +287,9 @@ fn fix_for(code: &str, action: &str) -> String {
 fn first_line(s: &str) -> String {
     crate::logging::clean(s.lines().next().unwrap_or(""), 300)
 }
+
+/// An answer: status, `Retry-After` in seconds, and body.
+type Answer = (u16, Option<u32>, String);
 
 /// The text of the first `<tag>…</tag>` in `body`, entities decoded, at most 1024 characters
 /// and cleaned for a log line. `None` when there is none.

@@ -51,7 +51,10 @@ pub(crate) async fn probe(
         let fix = fix_for(&e);
         return fail(e.to_string(), fix);
     }
-    let summary = lc.summary().unwrap_or_default();
+    let mut summary = lc.summary().unwrap_or_default();
+    if let Some(w) = lc.endpoint().and_then(super::endpoint_warning) {
+        summary = format!("{summary}; warning: {w}");
+    }
     if let (Some(policy), Some((host, port))) = (daemon, lc.endpoint().and_then(host_port)) {
         if let Some(b) = policy.blocked_host(&host, port).await {
             let value = format!(

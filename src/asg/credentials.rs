@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::sigv4::Credentials;
 use super::AsgError;
-use crate::imds::{get_with_token, status_error, ImdsClient, ImdsError};
+use crate::imds::{get_with_token, ImdsClient, ImdsError};
 use crate::provider::aws::{Imdsv2, TOKEN_TTL};
 
 /// The instance id (`i-0123456789abcdef0`).
@@ -76,7 +76,7 @@ fn read(imds: &mut Imdsv2, path: &str) -> Result<String, AsgError> {
     let reply = get_with_token(imds, path).map_err(AsgError::Imds)?;
     match reply.status {
         200 => Ok(reply.body),
-        s => Err(AsgError::Imds(status_error(imds.client().url(path), s))),
+        _ => Err(AsgError::Imds(reply.status_error(imds.client().url(path)))),
     }
 }
 

@@ -82,6 +82,8 @@ pub(crate) enum AsgError {
         code: String,
         message: String,
         fix: String,
+        /// The wait the endpoint asked for (`Retry-After`), in seconds, if it did.
+        retry_after: Option<u32>,
     },
     #[error(
         "Auto Scaling: POST {url} {action} answered HTTP {status} without an Auto Scaling \
@@ -91,6 +93,8 @@ pub(crate) enum AsgError {
         url: String,
         action: &'static str,
         status: u16,
+        /// The wait the endpoint asked for (`Retry-After`), in seconds, if it did.
+        retry_after: Option<u32>,
     },
     #[error("Auto Scaling: the answer of {url} to {action} is not what nthd expects: {reason}")]
     Malformed {
@@ -135,11 +139,58 @@ impl AsgError {
                 | "IncompleteSignature" | "MissingAuthenticationToken"))
     }
 
+    /// Throttled (`Throttling`, `RequestLimitExceeded`, HTTP 429 or 503): the wait before
+    /// asking again, at least [`RETRY_EVERY`], longer when the endpoint asked for longer.
+    fn throttled(&self) -> Option<Duration> {
+        let asked = match self {
+            AsgError::Refused {
+                code, retry_after, ..
+            } if matches!(code.as_str(), "Throttling" | "RequestLimitExceeded") => *retry_after,
+            AsgError::Http {
+                status: 429 | 503,
+                retry_after,
+                ..
+            } => *retry_after,
+            _ => return None,
+        };
+        let asked = asked.map(|s| Duration::from_secs(u64::from(s)));
+        Some(asked.map_or(RETRY_EVERY, |a| a.max(RETRY_EVERY)))
+    }
+
     /// "No active Lifecycle Action found": too early, ask again.
     fn not_active(&self) -> bool {
         matches!(self, AsgError::Refused { code, message, .. }
             if code == "ValidationError" && message.contains(NOT_ACTIVE))
     }
+}
+
+/// The domains AWS serves Auto Scaling from: commercial and GovCloud regions, China, and the
+/// dual-stack endpoints (`autoscaling.<region>.api.aws`); VPC interface endpoints are names
+/// under `vpce.amazonaws.com`.
+const AWS_DOMAINS: [&str; 3] = ["amazonaws.com", "amazonaws.com.cn", "api.aws"];
+
+/// A warning when `NTHD_ASG_ENDPOINT` names a host outside AWS's domains (a loopback test
+/// server excepted): nthd signs its requests with the instance role's session token, and that
+/// host receives it.
+pub(crate) fn endpoint_warning(endpoint: &str) -> Option<String> {
+    let uri: http::Uri = endpoint.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let lower = host.to_ascii_lowercase();
+    let aws = AWS_DOMAINS
+        .iter()
+        .any(|d| lower == *d || lower.ends_with(&format!(".{d}")));
+    let loopback = lower == "localhost"
+        || lower
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!aws && !loopback).then(|| {
+        format!(
+            "NTHD_ASG_ENDPOINT={endpoint} is outside AWS's domains ({}): nthd signs its Auto \
+             Scaling requests with the instance role's session token, and {host} receives them. \
+             Unset it to use the region's endpoint, or check that this host is yours",
+            AWS_DOMAINS.join(", ")
+        )
+    })
 }
 
 /// A completed lifecycle action.
@@ -192,6 +243,9 @@ impl Lifecycle {
             );
             return None;
         };
+        if let Some(w) = s.endpoint.as_deref().and_then(endpoint_warning) {
+            tracing::warn!("{w}");
+        }
         let client = match crate::imds::ImdsClient::new(&s.metadata, s.client) {
             Ok(c) => c,
             Err(e) => {
@@ -329,24 +383,35 @@ impl Lifecycle {
                 &params,
                 left.min(CALL_TIMEOUT),
             );
-            match call.await {
+            let wait = match call.await {
                 Ok(_) => return Ok(self.completed(p, attempts)),
                 Err(e) if e.not_active() => {
                     tracing::info!(
                         "Auto Scaling: {NOT_ACTIVE} yet (attempt {attempts}); asking again in {}",
                         crate::timefmt::format_duration(RETRY_EVERY)
                     );
+                    if Instant::now() + RETRY_EVERY >= until {
+                        return Err(AsgError::NotActive {
+                            url: p.api.endpoint.clone(),
+                            hook: self.hook.clone(),
+                            attempts,
+                        });
+                    }
+                    RETRY_EVERY
                 }
-                Err(e) => return Err(e),
-            }
-            if Instant::now() + RETRY_EVERY >= until {
-                return Err(AsgError::NotActive {
-                    url: p.api.endpoint.clone(),
-                    hook: self.hook.clone(),
-                    attempts,
-                });
-            }
-            tokio::time::sleep(RETRY_EVERY).await;
+                Err(e) => match e.throttled() {
+                    // Asked to wait past the deadline: the throttling is the answer.
+                    Some(wait) if Instant::now() + wait < until => {
+                        tracing::info!(
+                            "{e} (attempt {attempts}); asking again in {}",
+                            crate::timefmt::format_duration(wait)
+                        );
+                        wait
+                    }
+                    _ => return Err(e),
+                },
+            };
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -477,6 +542,34 @@ async fn hook_heartbeat(p: &Prepared, hook: &str) -> Result<Option<Duration>, As
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_outside_aws_is_warned_about() {
+        for ok in [
+            "https://autoscaling.us-east-1.amazonaws.com",
+            "https://autoscaling-fips.us-gov-west-1.amazonaws.com:443",
+            "https://autoscaling.cn-north-1.amazonaws.com.cn",
+            "https://autoscaling.eu-west-1.api.aws",
+            "https://vpce-0a1b-x.autoscaling.us-east-1.vpce.amazonaws.com",
+            "http://127.0.0.1:8443",
+            "http://[::1]:8443",
+            "http://localhost:1",
+        ] {
+            assert_eq!(endpoint_warning(ok), None, "{ok}");
+        }
+        for odd in [
+            "https://autoscaling.example.com",
+            "https://amazonaws.com.evil.example",
+            "https://notamazonaws.com",
+            "https://10.0.0.5",
+        ] {
+            let w = endpoint_warning(odd).unwrap_or_default();
+            assert!(
+                w.contains("outside AWS's domains") && w.contains(odd),
+                "{odd}: {w}"
+            );
+        }
+    }
 
     fn lifecycle(heartbeat_timeout: Option<Duration>, prepared: bool) -> Lifecycle {
         let client = crate::imds::ImdsClient::new("http://127.0.0.1:9", Default::default());

@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use std::sync::mpsc::RecvTimeoutError;
 use tokio::sync::{mpsc, oneshot};
@@ -67,6 +67,9 @@ pub(super) struct Held {
 pub(super) struct Quiet {
     settled: AtomicBool,
     held: Mutex<Held>,
+    /// When the daemon's next deferred power action is due, for the provider to read its
+    /// deadline again just before (GCP's maintenance start).
+    deferred: Mutex<Option<SystemTime>>,
 }
 
 impl Quiet {
@@ -75,7 +78,20 @@ impl Quiet {
         Arc::new(Quiet {
             settled: AtomicBool::new(false),
             held: Mutex::new(Held::default()),
+            deferred: Mutex::new(None),
         })
+    }
+
+    /// The daemon's next deferred power action is due at `at` (`None`: none is deferred).
+    pub(super) fn defer(&self, at: Option<SystemTime>) {
+        if let Ok(mut d) = self.deferred.lock() {
+            *d = at;
+        }
+    }
+
+    /// When the daemon's next deferred power action is due.
+    fn deferred(&self) -> Option<SystemTime> {
+        self.deferred.lock().ok().and_then(|d| *d)
     }
 
     /// The daemon's picture has settled, or not (then every observation is sent).
@@ -208,6 +224,7 @@ impl Reader {
             if self.wait(due, Some(&mut provider)).is_none() {
                 return;
             }
+            provider.action_due(self.quiet.deferred());
             let obs = provider.observe();
             if let Some(obs) = self.quiet.pass(obs) {
                 if self.tx.blocking_send(FromProvider::Observed(obs)).is_err() {

@@ -80,6 +80,7 @@ enum Framing {
 struct Head {
     status: u16,
     etag: Option<String>,
+    retry_after: Option<Duration>,
     framing: Framing,
     keep: bool,
 }
@@ -599,7 +600,13 @@ pub(crate) fn read_from(
         Framing::Close => (to_close(&mut inc, len, cap)?, false),
     };
     let keep = head.keep && clean && head.framing != Framing::Close;
-    Ok(Some(((head.status, head.etag, body), keep)))
+    let answer = Answer {
+        status: head.status,
+        etag: head.etag,
+        retry_after: head.retry_after,
+        body,
+    };
+    Ok(Some((answer, keep)))
 }
 
 /// The head, once all of it is in `buf`, and its length.
@@ -616,6 +623,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, Failure> {
         return Err(invalid(&format!("unexpected HTTP status {status}")));
     }
     let (mut chunked, mut length, mut close, mut etag) = (false, None, false, None);
+    let mut retry_after = None;
     for h in resp.headers.iter() {
         let v = std::str::from_utf8(h.value).unwrap_or("").trim();
         let name = h.name;
@@ -631,6 +639,8 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, Failure> {
             close |= v.eq_ignore_ascii_case("close");
         } else if name.eq_ignore_ascii_case("etag") && etag.is_none() {
             etag = Some(String::from_utf8_lossy(h.value).trim().to_string());
+        } else if name.eq_ignore_ascii_case("retry-after") && retry_after.is_none() {
+            retry_after = crate::timefmt::parse_retry_after(v, std::time::SystemTime::now());
         }
     }
     let framing = match (status, chunked, length) {
@@ -642,6 +652,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, Failure> {
     let head = Head {
         status,
         etag,
+        retry_after,
         framing,
         keep: resp.version == Some(1) && !close,
     };
@@ -817,7 +828,9 @@ mod tests {
     #[test]
     fn an_answer_ended_by_close_is_read_and_its_connection_not_kept() {
         let pool = serve(vec![b"HTTP/1.0 200 OK\r\netag: e\r\n\r\nall of it".to_vec()]);
-        let (status, etag, body) = one(&pool, 256).unwrap();
+        let Answer {
+            status, etag, body, ..
+        } = one(&pool, 256).unwrap();
         assert_eq!(
             (status, etag.as_deref(), body.as_slice()),
             (200, Some("e"), &b"all of it"[..])
@@ -955,12 +968,12 @@ mod tests {
     #[test]
     fn a_kept_connection_closed_after_taking_a_request_resends_only_what_may_go_twice() {
         let (pool, seen) = scripted(vec![vec![ok("one"), Step::Close], vec![ok("two")]]);
-        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"one");
-        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"two");
+        assert_eq!(send(&pool, http::Method::GET).unwrap().body, b"one");
+        assert_eq!(send(&pool, http::Method::GET).unwrap().body, b"two");
         assert_eq!(seen.lock().unwrap().len(), 3);
 
         let (pool, seen) = scripted(vec![vec![ok("one"), Step::Close], vec![ok("never")]]);
-        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"one");
+        assert_eq!(send(&pool, http::Method::GET).unwrap().body, b"one");
         assert!(send(&pool, http::Method::POST).is_err());
         let seen = seen.lock().unwrap().clone();
         assert_eq!(
@@ -974,9 +987,9 @@ mod tests {
     fn stray_bytes_after_an_answer_are_never_read_as_the_next_one() {
         let stray = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstray";
         let (pool, seen) = scripted(vec![vec![ok("one"), Step::Stray(stray)], vec![ok("two")]]);
-        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"one");
+        assert_eq!(send(&pool, http::Method::GET).unwrap().body, b"one");
         std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(send(&pool, http::Method::GET).unwrap().2, b"two");
+        assert_eq!(send(&pool, http::Method::GET).unwrap().body, b"two");
         assert_eq!(seen.lock().unwrap().len(), 2);
     }
 
@@ -1064,11 +1077,11 @@ mod tests {
         let good = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nt: 1\r\n\r\n";
         assert!(from_pieces(bad, 7, 256, &mut vec![0; BUF]).is_err());
         for piece in [1, 3, 7, 100] {
-            let ((status, _, body), keep) = from_pieces(good, piece, 256, &mut vec![0; BUF])
+            let (a, keep) = from_pieces(good, piece, 256, &mut vec![0; BUF])
                 .unwrap()
                 .unwrap();
             assert_eq!(
-                (status, body.as_slice(), keep),
+                (a.status, a.body.as_slice(), keep),
                 (200, &b"abc"[..], true),
                 "{piece}"
             );

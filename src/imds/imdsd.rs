@@ -245,6 +245,7 @@ impl Imdsd {
                 status,
                 body: String::new(),
                 etag: None,
+                retry_after: None,
             })
         };
         match short {
@@ -292,6 +293,7 @@ impl Imdsd {
             status: 200,
             body,
             etag: None,
+            retry_after: None,
         })
     }
 

@@ -28,8 +28,8 @@ use super::{
     Pace, Provider, SourceState,
 };
 use crate::imds::{
-    get_all_with_token, get_with_token, status_error, ImdsClient, ImdsError, Reply, TokenAnswer,
-    TokenCache, TokenSource,
+    get_all_with_token, get_with_token, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
+    TokenSource,
 };
 use crate::logging::{clean, clean_id, warn_limited};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
@@ -458,7 +458,7 @@ fn parse_reply(
     let url = client.url(source.path());
     match reply.status {
         200 => source.parse(url.as_str(), &reply.body),
-        s => Err(status_error(url, s)),
+        _ => Err(reply.status_error(url)),
     }
 }
 
@@ -726,6 +726,7 @@ pub(crate) fn endpoint(explicit: Option<&str>, ipv6: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::imds::status_error;
     use std::time::UNIX_EPOCH;
 
     const U: &str = "http://imds/x";

@@ -46,7 +46,7 @@ use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Pace, Provider,
     SourceError, SourceState, Timings,
 };
-use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
+use crate::imds::{ImdsClient, ImdsError, Reply};
 use crate::logging::clean_id;
 use crate::logging::{clean, warn_limited};
 use crate::notice::{Lifecycle, NoticeId, SourceId};
@@ -504,7 +504,7 @@ impl Azure {
                 self.vm_name = Some(name);
                 Ok(())
             }
-            s => Err(status_error(url, s)),
+            _ => Err(reply.status_error(url)),
         }
     }
 
@@ -554,7 +554,7 @@ impl Azure {
                 let doc = parse_document(&url, &reply.body)?;
                 Ok(self.select(&url, &doc))
             }
-            s => Err(status_error(url, s)),
+            _ => Err(reply.status_error(url)),
         }
     }
 }
@@ -639,7 +639,7 @@ impl Provider for Azure {
             .client
             .send(Method::POST, &path, &[METADATA], Some(body), None)?;
         if !reply.is_success() {
-            return Err(status_error(self.client.url(&path), reply.status));
+            return Err(reply.status_error(self.client.url(&path)));
         }
         tracing::info!(
             "acknowledged Scheduled Event(s) {} (StartRequests)",

@@ -67,6 +67,10 @@ use crate::notice::{Lifecycle, NoticeId, SourceId};
 use crate::timefmt;
 use crate::timings::Backoff;
 
+/// How long before a deferred action the maintenance start is read once more: time for the
+/// answer to reach the planner, which then moves the action with a moved window.
+pub const RECHECK_LEAD: Duration = Duration::from_secs(3);
+
 /// Path of the preemption flag (`TRUE` or `FALSE`).
 pub const PREEMPTED_PATH: &str = "/computeMetadata/v1/instance/preempted";
 /// Path of the host maintenance event (`NONE`, `MIGRATE_ON_HOST_MAINTENANCE` or
@@ -232,7 +236,7 @@ impl Key {
                 }
                 Ok((Vec::new(), etag))
             }
-            s => Err(status_error(url.to_string(), s)),
+            _ => Err(reply.status_error(url.to_string())),
         }
     }
 }
@@ -254,6 +258,9 @@ pub struct Gcp {
     answers: Answers,
     /// Set while a TERMINATE notice is listed, from its first read on.
     upcoming: Option<Upcoming>,
+    /// The daemon's next deferred power action, and the last one the maintenance start was read
+    /// again for.
+    action: (Option<SystemTime>, Option<SystemTime>),
 }
 
 impl Gcp {
@@ -274,7 +281,22 @@ impl Gcp {
             keys,
             answers: mpsc::channel(),
             upcoming: None,
+            action: (None, None),
         }
+    }
+
+    /// When the maintenance start is read next: every slow poll interval, and once more
+    /// [`RECHECK_LEAD`] before a deferred action runs; `None` while no TERMINATE is listed.
+    fn next_upcoming_read(&self) -> Option<Instant> {
+        let u = self.upcoming?;
+        let before_action = match self.action {
+            (Some(at), done) if done != Some(at) => {
+                let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+                Some(Instant::now() + left.saturating_sub(RECHECK_LEAD))
+            }
+            _ => None,
+        };
+        Some(before_action.map_or(u.next_read, |t| t.min(u.next_read)))
     }
 
     /// Gives a TERMINATE_ON_HOST_MAINTENANCE notice the maintenance's start as its deadline,
@@ -291,7 +313,11 @@ impl Gcp {
             self.upcoming = None;
             return;
         }
-        if self.upcoming.is_none_or(|u| u.next_read <= Instant::now()) {
+        if self
+            .next_upcoming_read()
+            .is_none_or(|t| t <= Instant::now())
+        {
+            self.action.1 = self.action.0;
             let (client, interval) = (self.client.clone(), self.opts.slow_poll);
             self.upcoming = Some(read_upcoming(client, self.upcoming, interval));
         }
@@ -314,7 +340,7 @@ impl Gcp {
     /// `instance/upcoming-maintenance` falling due (`None`). Both slots must be armed.
     fn first_answer(&mut self) -> Option<(usize, Attempt)> {
         let answers = &self.answers.1;
-        match self.upcoming.map(|u| u.next_read) {
+        match self.next_upcoming_read() {
             Some(t) => answers.recv_timeout(t.saturating_duration_since(Instant::now())),
             None => answers.recv().map_err(|_| RecvTimeoutError::Disconnected),
         }
@@ -399,7 +425,8 @@ impl Gcp {
 
 impl Key {
     /// A failed read is re-armed (as a long-poll when an ETag is known) `retry` after it; a
-    /// throttled one (429) after the backoff.
+    /// throttled one (429) after the backoff. A `Retry-After` the service sent lengthens either,
+    /// up to the backoff's ceiling.
     fn failed(
         &mut self,
         url: &str,
@@ -408,9 +435,10 @@ impl Key {
         retry: Duration,
         obs: &mut Observation,
     ) {
-        let delay = match error.is_throttled() {
-            true => self.backoff.next_delay(),
-            false => retry,
+        let delay = match (error.is_throttled(), error.retry_after()) {
+            (true, asked) => self.backoff.next_delay_asked(asked),
+            (false, Some(asked)) => retry.max(asked.min(self.backoff.ceiling())),
+            (false, None) => retry,
         };
         tracing::debug!(
             "{url}: {error}; retrying in {}",
@@ -747,9 +775,13 @@ impl Provider for Gcp {
         self.keys
             .iter()
             .map(|k| k.not_before)
-            .chain(self.upcoming.map(|u| u.next_read))
+            .chain(self.next_upcoming_read())
             .min()
             .unwrap_or_else(Instant::now)
+    }
+
+    fn action_due(&mut self, at: Option<SystemTime>) {
+        self.action.0 = at;
     }
 
     /// Reads `instance/id`, `instance/machine-type` and `instance/zone` (their last path

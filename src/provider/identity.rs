@@ -8,7 +8,7 @@
 //! a proxy, a huge body, control characters, an empty answer) is dropped rather than cut down:
 //! a truncated or escaped instance id is garbage that looks real.
 
-use crate::imds::{status_error, ImdsClient, ImdsError, Reply};
+use crate::imds::{ImdsClient, ImdsError, Reply};
 use crate::notice::{Identity, MAX_IDENTITY};
 
 /// The value as nthd keeps it, or `None`: trimmed, 1 to [`MAX_IDENTITY`] characters of
@@ -49,7 +49,7 @@ impl Reads {
         match r {
             Ok(reply) if reply.status == 200 => Some(reply.body),
             Ok(reply) => {
-                self.note(status_error(url.to_string(), reply.status));
+                self.note(reply.status_error(url.to_string()));
                 None
             }
             Err(e) => {

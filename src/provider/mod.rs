@@ -13,7 +13,7 @@ pub(crate) mod gcp;
 mod identity;
 pub(crate) mod tencent;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub(crate) use crate::timings::{self, Timings};
 use detect::Detection;
@@ -176,6 +176,11 @@ pub trait Provider: Send {
     fn acknowledge(&mut self, _event_ids: &[String]) -> Result<usize, ImdsError> {
         Ok(0)
     }
+
+    /// The daemon's next deferred power action is due at `at`: a provider whose notice's
+    /// deadline can move without the notice changing (GCP's maintenance window) reads it again
+    /// just before, so the action moves with it. A no-op elsewhere.
+    fn action_due(&mut self, _at: Option<SystemTime>) {}
 }
 
 /// Static dispatch over the five providers.
@@ -226,6 +231,9 @@ impl Provider for AnyProvider {
     }
     fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
         each!(self, p => p.acknowledge(ids))
+    }
+    fn action_due(&mut self, at: Option<SystemTime>) {
+        each!(self, p => p.action_due(at));
     }
 }
 
@@ -339,11 +347,16 @@ impl SourceState {
 
     /// Schedules the read after one that failed with `error` at `now`, as the source's
     /// [`Pace`] says: an urgent source at the next grid point unless throttled, anything else
-    /// after the backoff.
+    /// after the backoff; never sooner than a `Retry-After` asked for, within the backoff's
+    /// ceiling.
     pub(crate) fn retry_after(&mut self, now: Instant, error: &ImdsError) {
-        self.next = match self.pace {
-            Pace::Urgent if !error.is_throttled() => self.next_on_grid(now),
-            _ => now + self.backoff.next_delay(),
+        self.next = match (self.pace, error.retry_after()) {
+            (Pace::Urgent, None) if !error.is_throttled() => self.next_on_grid(now),
+            // The wait the service asked for, within the ceiling of this source's backoff.
+            (Pace::Urgent, Some(asked)) if !error.is_throttled() => self
+                .next_on_grid(now)
+                .max(now + asked.min(self.backoff.ceiling())),
+            (_, asked) => now + self.backoff.next_delay_asked(asked),
         };
     }
 }
@@ -407,7 +420,7 @@ impl TerminationTime {
             match reply.status {
                 404 => Ok(Vec::new()),
                 200 => (self.parse)(&url, &reply.body).map(|n| vec![n]),
-                s => Err(crate::imds::status_error(url, s)),
+                _ => Err(reply.status_error(url)),
             }
         };
         let result = self.source.due(Instant::now()).then(read);
@@ -545,6 +558,43 @@ mod tests {
         let now = s.next;
         s.record(now, Ok(Vec::new()), &mut obs);
         assert!(delays(&mut s, &status(429), 1, Duration::ZERO)[0] <= i);
+    }
+
+    /// `Retry-After` on a 429 or a 503: the next read comes no sooner than asked, and never
+    /// later than the source's backoff ceiling (5 s for a 1 s source, 60 s for a 20 s one).
+    #[test]
+    fn a_retry_after_is_honoured_up_to_the_sources_ceiling() {
+        let asked = |status: u16, secs: u64| match crate::imds::status_error(URL.into(), status) {
+            ImdsError::Status {
+                url, status, hint, ..
+            } => ImdsError::Status {
+                url,
+                status,
+                hint,
+                retry_after: Some(Duration::from_secs(secs)),
+            },
+            _ => unreachable!(),
+        };
+        for (pace, i, ceiling) in [(Pace::Urgent, 1, 5), (Pace::Slow, 20, 60)] {
+            let i = Duration::from_secs(i);
+            for status in [429, 503] {
+                let mut s = SourceState::new(SRC, i, pace, Instant::now());
+                let d = delays(&mut s, &asked(status, 3), 1, Duration::ZERO)[0];
+                assert!(
+                    d >= Duration::from_secs(3) && d <= i.max(Duration::from_secs(3)),
+                    "{pace:?} {status}: {d:?}"
+                );
+                let d = delays(&mut s, &asked(status, 3600), 3, Duration::ZERO);
+                assert!(
+                    d.iter().all(|d| *d == Duration::from_secs(ceiling)),
+                    "{pace:?} {status}: {d:?}"
+                );
+            }
+        }
+        // Elsewhere (a 500), the header is not a throttle: an urgent source stays on its grid.
+        let mut s = SourceState::new(SRC, Duration::from_secs(1), Pace::Urgent, Instant::now());
+        let d = delays(&mut s, &asked(500, 30), 1, Duration::ZERO)[0];
+        assert!(d <= Duration::from_secs(1), "{d:?}");
     }
 
     #[test]

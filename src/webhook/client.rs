@@ -27,6 +27,8 @@ pub(crate) struct Client {
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) allowed_origin: bool,
+    /// The wait the receiver asked for (`Retry-After`), if it did.
+    pub(crate) retry_after: Option<Duration>,
 }
 
 /// Why a request got no HTTP answer.
@@ -165,11 +167,13 @@ impl Client {
         };
         let status = resp.status().as_u16();
         let allowed_origin = resp.headers().contains_key("webhook-allowed-origin");
+        let retry_after = crate::https::retry_after(resp.headers());
         let _ =
             tokio::time::timeout(BODY_WAIT.min(self.timeout), drain_body(resp.into_body())).await;
         Ok(Answer {
             status,
             allowed_origin,
+            retry_after,
         })
     }
 }

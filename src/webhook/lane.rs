@@ -90,7 +90,8 @@ enum Outcome {
     Delivered(u16),
     /// A 4xx other than 408 and 429: retrying will not help.
     Refused(u16),
-    Retry(String, String),
+    /// Worth another try: the cause, what nthd does, and the wait the receiver asked for.
+    Retry(String, String, Option<Duration>),
 }
 
 impl Outcome {
@@ -100,8 +101,12 @@ impl Outcome {
             Ok(a) if (400..500).contains(&a.status) && a.status != 408 && a.status != 429 => {
                 Outcome::Refused(a.status)
             }
-            Ok(a) => Outcome::Retry(format!("HTTP {}", a.status), "nthd retries".into()),
-            Err(f) => Outcome::Retry(f.to_string(), f.hint()),
+            Ok(a) => Outcome::Retry(
+                format!("HTTP {}", a.status),
+                "nthd retries".into(),
+                a.retry_after,
+            ),
+            Err(f) => Outcome::Retry(f.to_string(), f.hint(), None),
         }
     }
 }
@@ -240,9 +245,9 @@ impl Lane {
                 );
                 st.streak.given_up += 1;
             }
-            Outcome::Retry(cause, hint) => {
+            Outcome::Retry(cause, hint, asked) => {
                 self.failed(&mut st, &cause, &hint, true);
-                self.retry(&mut st, p);
+                self.retry(&mut st, p, asked);
             }
         }
         self.trim(&mut st);
@@ -251,10 +256,11 @@ impl Lane {
         }
     }
 
-    /// Puts `p` back in its place in the backlog for its next attempt, unless that would come
-    /// after its retry deadline.
-    fn retry(&self, st: &mut State, mut p: Pending) {
-        let delay = p.backoff.next_delay();
+    /// Puts `p` back in its place in the backlog for its next attempt (no sooner than the
+    /// receiver `asked`, within the backoff's ceiling), unless that would come after its retry
+    /// deadline.
+    fn retry(&self, st: &mut State, mut p: Pending, asked: Option<Duration>) {
+        let delay = p.backoff.next_delay_asked(asked);
         if SystemTime::now() + delay > p.job.until {
             tracing::debug!(
                 "webhook {}: giving up on {} {} after {} attempts (deadline)",
