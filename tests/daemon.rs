@@ -304,6 +304,30 @@ async fn reboot_policy_calls_reboot_not_poweroff() {
     assert_eq!(logind.power_off_count(), 0);
 }
 
+/// The messages on the notify socket, each with its arrival time, until `after` past READY=1
+/// (at most 30 s for READY=1 itself: start-up takes what it takes, seconds for a debug build
+/// under qemu-user), and when READY=1 came.
+fn notifications_until_ready_and(
+    sock: &UnixDatagram,
+    after: Duration,
+) -> (Vec<(Instant, String)>, Option<Instant>) {
+    let mut msgs = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut end = Instant::now() + Duration::from_secs(30);
+    let mut ready_at = None;
+    while Instant::now() < end {
+        if let Ok(len) = sock.recv(&mut buf) {
+            let m = String::from_utf8_lossy(&buf[..len]).into_owned();
+            if ready_at.is_none() && m.contains("READY=1") {
+                ready_at = Some(Instant::now());
+                end = Instant::now() + after;
+            }
+            msgs.push((Instant::now(), m));
+        }
+    }
+    (msgs, ready_at)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tells_systemd_ready_status_watchdog_and_stopping() {
     let (bus, logind, imds, state) = setup().await;
@@ -318,25 +342,27 @@ async fn tells_systemd_ready_status_watchdog_and_stopping() {
         state.path(),
         &[
             ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
-            ("WATCHDOG_USEC", "600000"),
+            ("WATCHDOG_USEC", "1200000"),
         ],
     );
-    let mut msgs = Vec::new();
-    let mut buf = [0u8; 4096];
-    let end = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < end {
-        if let Ok(len) = sock.recv(&mut buf) {
-            msgs.push(String::from_utf8_lossy(&buf[..len]).into_owned());
-        }
-    }
-    let joined = msgs.join("\n");
-    assert!(joined.contains("READY=1"), "{joined}");
+    let (msgs, ready_at) = notifications_until_ready_and(&sock, Duration::from_secs(3));
+    let joined: Vec<&str> = msgs.iter().map(|(_, m)| m.as_str()).collect();
+    let joined = joined.join("\n");
+    let ready_at = ready_at.unwrap_or_else(|| panic!("no READY=1 in 30 s: {joined}\n{}", n.log()));
     assert!(joined.contains("STATUS=AWS IMDSv2 at"), "{joined}");
     assert!(joined.contains("no notices"), "{joined}");
-    let pings = msgs.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+    let pings: Vec<Instant> = msgs
+        .iter()
+        .filter(|(at, m)| *at >= ready_at && m.contains("WATCHDOG=1"))
+        .map(|(at, _)| *at)
+        .collect();
+    // Every 400 ms (WATCHDOG_USEC / 3): 7 in 3 s; no gap reaches WATCHDOG_USEC, when systemd
+    // would kill the daemon.
+    let gaps: Vec<Duration> = pings.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
-        pings >= 5,
-        "watchdog every 200 ms for 3 s, got {pings}: {joined}"
+        pings.len() >= 5 && gaps.iter().all(|g| *g < Duration::from_millis(1200)),
+        "watchdog every 400 ms for 3 s after READY=1, got {} with gaps {gaps:?}: {joined}",
+        pings.len()
     );
     imds.set(aws::SPOT_PATH, spot("terminate"));
     assert!(
@@ -347,6 +373,7 @@ async fn tells_systemd_ready_status_watchdog_and_stopping() {
     let status = n.stop().await;
     assert!(status.success());
     let mut rest = String::new();
+    let mut buf = [0u8; 4096];
     while let Ok(len) = sock.recv(&mut buf) {
         rest.push_str(&String::from_utf8_lossy(&buf[..len]));
         rest.push('\n');
@@ -504,4 +531,55 @@ async fn a_drifting_spot_time_is_announced_once() {
     let log = n.log();
     assert!(imds.count(aws::SPOT_PATH) >= 20, "{log}");
     assert_eq!(log.matches("notice spot-hibernate").count(), 1, "{log}");
+}
+
+fn gcp_window(start: SystemTime) -> Response {
+    let start = nthd::testing::timefmt::format_rfc3339(start);
+    Response::json(
+        200,
+        format!(
+            r#"{{"maintenance_status": "PENDING", "type": "SCHEDULED", "window_start_time": "{start}"}}"#
+        ),
+    )
+}
+
+/// Google moves a maintenance window 6 s before the power-off planned for it, long before the
+/// window's regular re-read (every minute here): nthd reads it once more right before the
+/// action, and the action moves with the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintenance_window_moved_just_before_the_action_moves_it() {
+    use nthd::testing::provider::gcp::{MAINTENANCE_PATH, PREEMPTED_PATH, UPCOMING_PATH};
+    let (bus, logind, imds, state) = setup().await;
+    imds.set(PREEMPTED_PATH, Response::text(200, "FALSE"));
+    imds.set(
+        MAINTENANCE_PATH,
+        Response::text(200, "TERMINATE_ON_HOST_MAINTENANCE"),
+    );
+    // logind's budget is 5 s and the margin 1 s: the power-off is planned 20 s from now.
+    let t0 = Instant::now();
+    let start = SystemTime::now() + Duration::from_secs(26);
+    imds.set(UPCOMING_PATH, gcp_window(start));
+    let env = [
+        ("NTHD_PROVIDER", "gcp"),
+        ("NTHD_SAFETY_MARGIN", "1s"),
+        ("NTHD_SLOW_POLL_INTERVAL", "1m"),
+    ];
+    let n = Nthd::start(bus.address(), &imds.url(), state.path(), &env);
+    assert!(
+        n.wait_log("at the last safe moment", Duration::from_secs(10))
+            .await,
+        "{}",
+        n.log()
+    );
+    tokio::time::sleep_until((t0 + Duration::from_secs(14)).into()).await;
+    imds.set(UPCOMING_PATH, gcp_window(start + Duration::from_secs(60)));
+    // Past the time first planned, with room to spare.
+    tokio::time::sleep_until((t0 + Duration::from_secs(23)).into()).await;
+    assert_eq!(logind.power_off_count(), 0, "{}", n.log());
+    assert!(
+        n.log().contains("the maintenance now starts"),
+        "{}",
+        n.log()
+    );
+    assert_eq!(imds.count(UPCOMING_PATH), 2, "{}", n.log());
 }

@@ -203,6 +203,20 @@ fn template_assignments(template: &str) -> Vec<(String, String, usize)> {
         .collect()
 }
 
+/// Each assignment of the template by name, with its value and line; a name listed twice fails.
+fn template_once(lines: &[(String, String, usize)]) -> BTreeMap<String, (String, usize)> {
+    let mut seen = BTreeMap::new();
+    for (name, value, n) in lines {
+        if let Some(first) = seen.insert(name.clone(), (value.clone(), *n)) {
+            panic!(
+                "packaging/default/nthd:{n}: {name} is listed twice (first on line {})",
+                first.1
+            );
+        }
+    }
+    seen
+}
+
 /// packaging/default/nthd, installed as the settings file, lists every setting once as a
 /// commented assignment with its default, and stays a file systemd reads as an
 /// `EnvironmentFile=` that sets nothing: every line is a comment or blank.
@@ -217,15 +231,7 @@ fn the_settings_template_lists_every_setting_with_its_default() {
         );
     }
     let lines = template_assignments(&template);
-    let mut seen = BTreeMap::new();
-    for (name, value, n) in &lines {
-        if let Some(first) = seen.insert(name.clone(), (value.clone(), *n)) {
-            panic!(
-                "packaging/default/nthd:{n}: {name} is listed twice (first on line {})",
-                first.1
-            );
-        }
-    }
+    let seen = template_once(&lines);
     // Every setting, with the default clap gives it (when it has a literal one).
     let cmd = nthd::testing::config::Cli::command();
     let mut settings = BTreeSet::new();

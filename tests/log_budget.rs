@@ -7,9 +7,11 @@
 //! 500, a body that is no time, HTTP 503): a spot path is read again every interval while it
 //! fails, and that must cost a line per kind of failure, not one per read.
 //!
-//! `hostile_metadata_for_ten_minutes` is the full run the issue asks for (10 minutes at 1 poll/s,
-//! AWS, Azure and Tencent side by side); `tests/run-all.sh` runs it (`--ignored`). The short test runs the
-//! same checks at 10 polls/s for 20 s in every `cargo test`.
+//! `hostile_metadata_for_ten_minutes` is the full run (600 reads at 1 poll/s, about 10 minutes,
+//! AWS, Azure and Tencent side by side); `tests/run-all.sh` runs it (`--ignored`). The short test
+//! runs the same checks for 200 reads at 10 polls/s (about 20 s) in every `cargo test`. Each
+//! run ends after its number of reads, not after a time: the budget is per read, and a slow
+//! machine only takes longer.
 #![allow(clippy::unwrap_used)] // a test's unwrap is its failure report
 
 mod common;
@@ -131,7 +133,10 @@ fn check_log(
     );
 }
 
-async fn run(duration: Duration, poll: &str, budget: Budget) {
+/// Runs the three daemons until each cloud's source was read `polls` times (Azure's events,
+/// Tencent's failing spot path), with a new variant of the odd answers every tenth of the way.
+/// The budget is per run of that many reads, however long a slow machine (qemu-user) takes.
+async fn run(polls: usize, poll: &str, budget: Budget) {
     let bus = PrivateBus::start().unwrap();
     let _logind = FakeLogind::serve(bus.address()).await.unwrap();
     let imds = odd_metadata().await;
@@ -160,24 +165,30 @@ async fn run(duration: Duration, poll: &str, budget: Budget) {
     );
 
     // Ten variants over the run: each is a distinct oddity, warned about once.
+    let nominal = Duration::from_secs_f64(parse_secs(poll) * polls as f64);
+    let limit = (nominal * 5).max(Duration::from_secs(60));
     let start = Instant::now();
     let mut variant = 0;
-    while start.elapsed() < duration {
-        tokio::time::sleep(duration / 10).await;
-        variant += 1;
-        imds.set(azure::EVENTS_PATH, azure_doc(variant));
-        imds.set(aws::SPOT_PATH, aws_spot(variant));
-    }
-    let polls = imds.count(azure::EVENTS_PATH);
-    let failed = imds.count(tencent::SPOT_PATH);
-    for (name, n) in [("aws", &a), ("azure", &z), ("tencent", &t)] {
-        check_log(name, &n.log(), &budget, duration, polls, failed);
-    }
-    for (what, n) in [("Azure polls", polls), ("failed Tencent reads", failed)] {
+    let (mut read, mut failed) = (0, 0);
+    while read < polls || failed < polls {
         assert!(
-            n as f64 >= duration.as_secs_f64() / parse_secs(poll) * 0.8,
-            "only {n} {what}"
+            start.elapsed() < limit,
+            "only {read} Azure polls and {failed} failed Tencent reads in {limit:?}"
         );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (read, failed) = (
+            imds.count(azure::EVENTS_PATH),
+            imds.count(tencent::SPOT_PATH),
+        );
+        while variant < (read * 10 / polls).min(10) {
+            variant += 1;
+            imds.set(azure::EVENTS_PATH, azure_doc(variant as u64));
+            imds.set(aws::SPOT_PATH, aws_spot(variant as u64));
+        }
+    }
+    let took = start.elapsed();
+    for (name, n) in [("aws", &a), ("azure", &z), ("tencent", &t)] {
+        check_log(name, &n.log(), &budget, took, read, failed);
     }
 }
 
@@ -190,7 +201,7 @@ fn parse_secs(poll: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_metadata_for_twenty_seconds() {
     run(
-        Duration::from_secs(20),
+        200,
         "100ms",
         Budget {
             lines: 80,
@@ -204,7 +215,7 @@ async fn hostile_metadata_for_twenty_seconds() {
 #[ignore = "10 minutes; tests/run-all.sh runs it"]
 async fn hostile_metadata_for_ten_minutes() {
     run(
-        Duration::from_secs(600),
+        600,
         "1s",
         Budget {
             lines: 100,
