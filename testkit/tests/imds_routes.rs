@@ -28,7 +28,10 @@ async fn set_and_clear_route() {
     assert!(m.clear(IA));
     assert!(!m.clear(IA));
     let r = get(m.addr(), IA, &[]).await;
-    assert_eq!((r.status, r.body.len()), (404, 0));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (404, nthd_testkit::imds::EC2_NOT_FOUND)
+    );
 
     let ev = m.events();
     let route_ev: Vec<_> = ev.iter().filter(|e| e.kind == "route").collect();

@@ -6,7 +6,9 @@ mod common;
 use std::time::Duration;
 
 use common::{aws_token, get, req};
-use nthd_testkit::imds::{MockImds, Response, TokenMode, AWS_TOKEN_HEADER};
+use nthd_testkit::imds::{
+    Config, MockImds, Response, TokenMode, AWS_TOKEN_HEADER, EC2_NOT_FOUND, EC2_UNAUTHORIZED,
+};
 
 const IA: &str = "/latest/meta-data/spot/instance-action";
 const NOTICE: &str = r#"{"action":"terminate","time":"2030-01-01T00:00:00Z"}"#;
@@ -16,9 +18,9 @@ async fn aws_token_required_by_default() {
     let m = MockImds::start("127.0.0.1:0").await.unwrap();
     m.set(IA, Response::json(200, NOTICE));
 
+    // EC2's answers carry their XHTML pages.
     let r = get(m.addr(), IA, &[]).await;
-    assert_eq!(r.status, 401);
-    assert!(r.body.is_empty());
+    assert_eq!((r.status, r.text().as_str()), (401, EC2_UNAUTHORIZED));
 
     let token = put_aws_token(m.addr()).await;
 
@@ -27,14 +29,25 @@ async fn aws_token_required_by_default() {
     assert_eq!(r.text(), NOTICE);
     assert_eq!(r.header("Content-Type"), Some("application/json"));
 
-    // Unset path with a valid token: plain 404, empty body.
-    let r = get(
-        m.addr(),
-        "/latest/meta-data/nope",
-        &[(AWS_TOKEN_HEADER, &token)],
-    )
-    .await;
+    // Unset path with a valid token: a 404 with EC2's page; with `error_bodies` off, empty.
+    let nope = |m: &MockImds, token: &str| {
+        let (addr, token) = (m.addr(), token.to_string());
+        async move {
+            get(
+                addr,
+                "/latest/meta-data/nope",
+                &[(AWS_TOKEN_HEADER, &token)],
+            )
+            .await
+        }
+    };
+    let r = nope(&m, &token).await;
+    assert_eq!((r.status, r.text().as_str()), (404, EC2_NOT_FOUND));
+    assert_eq!(r.header("Content-Type"), Some("text/html"));
+    m.config(|c| c.error_bodies = false);
+    let r = nope(&m, &token).await;
     assert_eq!((r.status, r.body.len()), (404, 0));
+    m.config(|c| *c = Config::default());
 
     // A made-up token is rejected.
     let r = get(m.addr(), IA, &[(AWS_TOKEN_HEADER, "AQAEAbogus")]).await;

@@ -16,7 +16,9 @@
 //! 5. `/metadata/...` — needs `Metadata: true` (else 400) and, by default, `api-version` (else
 //!    400); `POST /metadata/scheduledevents` (the event acknowledgement) answers 200 and is
 //!    logged with its body.
-//! 6. The route table (exact path, query ignored); unset paths answer 404 with an empty body.
+//! 6. The route table (exact path, query ignored); unset paths answer 404, under `/latest/`
+//!    with EC2's XHTML page (as do token failures, with EC2's 401 page) unless the config's
+//!    `error_bodies` is off; elsewhere with an empty body.
 //!
 //! Identity keys (instance id, type, zone, lifecycle) are ordinary routes, installed per cloud
 //! with realistic values only when asked for (see [`identity`]).
@@ -26,7 +28,10 @@ pub mod identity;
 mod model;
 
 pub use http::percent_encode;
-pub use model::{Config, Event, Fault, LoggedRequest, Response, Stats, TokenMode, DEFAULT_SLOW_MS};
+pub use model::{
+    Config, Event, Fault, LoggedRequest, Response, Stats, TokenMode, DEFAULT_SLOW_MS,
+    EC2_NOT_FOUND, EC2_UNAUTHORIZED,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -178,7 +183,7 @@ impl Inner {
     fn check_token(&self, req: &Request) -> Option<Plan> {
         let cfg = &self.config;
         if cfg.token_always_401 {
-            return Some(Plan::fixed(Response::status(401), "token_always_401"));
+            return Some(Plan::fixed(unauthorized(req, cfg), "token_always_401"));
         }
         let now = Instant::now();
         let mut authed = false;
@@ -201,15 +206,20 @@ impl Inner {
                 Some(_) => format!("{header}: token expired"),
                 None => format!("{header}: unknown token"),
             };
-            return Some(Plan::fixed(Response::status(401), why));
+            return Some(Plan::fixed(unauthorized(req, cfg), why));
         }
         if !authed
             && (cfg.aws_token == TokenMode::Required || cfg.alibaba_token == TokenMode::Required)
         {
-            return Some(Plan::fixed(Response::status(401), "token required"));
+            return Some(Plan::fixed(unauthorized(req, cfg), "token required"));
         }
         None
     }
+}
+
+/// The 401 for a token problem, with EC2's body when the config asks for error bodies.
+fn unauthorized(req: &Request, cfg: &Config) -> Response {
+    Response::error_for(401, &req.path, cfg.error_bodies)
 }
 
 /// What to do with a non-control request, decided before any waiting.
@@ -393,9 +403,10 @@ impl Shared {
 
     fn take_route(&self, path: &str) -> Response {
         let mut inner = lock(&self.inner);
+        let error_bodies = inner.config.error_bodies;
         match inner.routes.get_mut(path) {
             Some(r) => r.take(),
-            None => Response::status(404),
+            None => Response::error_for(404, path, error_bodies),
         }
     }
 

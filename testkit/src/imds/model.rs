@@ -86,7 +86,41 @@ impl Default for Response {
     }
 }
 
+/// What EC2's metadata service sends with a 404 (a path with nothing there, such as the spot
+/// `instance-action` when no notice is pending): an XHTML page, as the amazon-ec2-metadata-mock
+/// project records it (`pkg/server/httpserver.go`).
+pub const EC2_NOT_FOUND: &str = "<?xml version=\"1.0\" encoding=\"iso-8859-1\"?>\n\
+<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Transitional//EN\"\n\
+\t\"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd\">\n\
+<html xmlns=\"http://www.w3.org/1999/xhtml\" xml:lang=\"en\" lang=\"en\">\n \
+<head>\n  <title>404 - Not Found</title>\n </head>\n <body>\n  <h1>404 - Not Found</h1>\n \
+</body>\n</html>\n";
+
+/// What EC2's metadata service sends with a 401 (a missing, unknown or expired IMDSv2 token).
+pub const EC2_UNAUTHORIZED: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Transitional//EN\" \
+\"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd\">\n\
+<html xmlns=\"http://www.w3.org/1999/xhtml\" xml:lang=\"en\" lang=\"en\">\n   <head>\n      \
+<title>401 - Unauthorized</title>\n   </head>\n   <body>\n      <h1>401 - Unauthorized</h1>\n   \
+</body>\n</html>\n";
+
 impl Response {
+    /// An error as the real service sends it when `error_bodies` is on: EC2's page under
+    /// `/latest/`, an empty body elsewhere (what the other clouds send was not recorded).
+    pub fn error_for(status: u16, path: &str, error_bodies: bool) -> Self {
+        let page = match status {
+            404 => EC2_NOT_FOUND,
+            401 => EC2_UNAUTHORIZED,
+            _ => "",
+        };
+        match error_bodies && !page.is_empty() && path.starts_with("/latest/") {
+            true => Response::status(status)
+                .with_body(page)
+                .with_header("Content-Type", "text/html"),
+            false => Response::status(status),
+        }
+    }
+
     /// A response with this status and an empty body.
     pub fn status(status: u16) -> Self {
         Response {
@@ -284,6 +318,10 @@ pub struct Config {
     /// Azure: requests under `/metadata/` without an `api-version` query parameter get 400, as
     /// the real service does (default true).
     pub azure_require_api_version: bool,
+    /// Errors carry the bodies the real service sends: EC2's XHTML pages with a 404 for a path
+    /// nothing is set at, and with a 401 for a token missing, unknown or expired (default
+    /// true). Off: empty bodies.
+    pub error_bodies: bool,
 }
 
 impl Default for Config {
@@ -294,6 +332,7 @@ impl Default for Config {
             token_always_401: false,
             alibaba_token: TokenMode::Optional,
             azure_require_api_version: true,
+            error_bodies: true,
         }
     }
 }
