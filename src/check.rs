@@ -374,8 +374,14 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
     );
     let endpoint = c.opts.imds_endpoint.clone();
     let sandbox = c.sandbox.own.clone();
+    let client = c.opts.provider_settings().client;
+    let imdsd = (client.via != crate::imds::Via::Direct)
+        .then(|| crate::imds::imdsd::Imdsd::new(client.imdsd_socket.clone(), c.root.to_path_buf()));
     // The probes block: on a thread of their own.
-    let probe = move || detect::detect(&dmi, endpoint.as_deref(), Duration::from_secs(1), sandbox);
+    let probe = move || {
+        let t = Duration::from_secs(1);
+        detect::detect(&dmi, imdsd.as_ref(), endpoint.as_deref(), t, sandbox)
+    };
     let detected = tokio::task::spawn_blocking(probe)
         .await
         .map_err(|e| e.to_string());
@@ -468,6 +474,14 @@ fn metadata_access(
         client.imdsd_socket().display(),
         imdsd_limits(cloud)
     );
+    // Reads get through, but imdsd hides some answers: a warning with what and why.
+    let hidden = obs.errors.iter().find_map(|e| match &e.error {
+        err @ ImdsError::ImdsdLimit { .. } => Some(err.to_string()),
+        _ => None,
+    });
+    if let Some(err) = hidden {
+        return check(NAME, true, Status::Warn, value, Some(err));
+    }
     // Root skips polkit; the daemon runs as nthd, which polkit must allow.
     let as_root = crate::logind::effective_uid() == 0;
     let refusal = crate::imds::Refusal::of(root);

@@ -200,6 +200,19 @@ pub enum ImdsError {
         /// What to do.
         fix: String,
     },
+    /// systemd-imdsd reached the metadata service, but cannot pass its answer on (an HTTP error
+    /// with a body, on systemd 261-262): reads work, and this one is hidden.
+    #[error("IMDS is locked; reading {url} through systemd-imdsd ({socket}): {reason}. {fix}")]
+    ImdsdLimit {
+        /// The URL nthd would have read directly.
+        url: String,
+        /// imdsd's socket.
+        socket: String,
+        /// What failed.
+        reason: String,
+        /// What to do.
+        fix: String,
+    },
     /// systemd-imdsd refused user nthd: the polkit grant is missing or cannot work.
     #[error(
         "IMDS is locked, and systemd-imdsd refused to read {url} for nthd ({answer}): {diagnosis}"
@@ -235,7 +248,7 @@ impl ImdsError {
             ImdsError::TokenRefused { .. } => "token_refused",
             ImdsError::BadEndpoint { .. } | ImdsError::Client(_) => "config",
             ImdsError::Locked { .. } => "locked",
-            ImdsError::Imdsd { .. } => "imdsd",
+            ImdsError::Imdsd { .. } | ImdsError::ImdsdLimit { .. } => "imdsd",
             ImdsError::ImdsdDenied { .. } => "imdsd_denied",
         }
     }

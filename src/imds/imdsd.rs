@@ -34,9 +34,24 @@ pub(crate) const POLICY: &str = "/usr/share/polkit-1/actions/io.systemd.imds.pol
 pub(crate) const RULE: &str = "/usr/share/polkit-1/rules.d/50-nthd.rules";
 const GET: &str = "io.systemd.InstanceMetadata.Get";
 const VENDOR_INFO: &str = "io.systemd.InstanceMetadata.GetVendorInfo";
-/// How old a cached answer imdsd may give: its minimum, 1 s (a notice is seen at most this much
-/// later than directly; with the cache off imdsd would start a child per interface per read).
-const REFRESH_USEC: u64 = 1_000_000;
+/// `refreshUSec`: with imdsd's cache off it only sets the TTL of the IMDSv2 token imdsd asks EC2
+/// for (`X-aws-ec2-metadata-token-ttl-seconds`, the value in seconds), and EC2's longest is 6 h.
+/// imdsd (261-262) keeps its token for the life of the connection and never renews it before it
+/// expires, so a short value (imdsd's minimum, 1 s) leaves every read after the first second
+/// answered 401: nthd asks for 6 h and opens a new connection every [`RECONNECT_EVERY`].
+const TOKEN_TTL_USEC: u64 = 6 * 3600 * 1_000_000;
+/// A connection, and so imdsd's token, is never used longer than this: well inside the TTL.
+const RECONNECT_EVERY: Duration = Duration::from_secs(3600);
+/// The bit systemd marks its own errno values with (`SYNTHETIC_ERRNO`), which imdsd 261-262
+/// leaves in the `errno` of an `io.systemd.System` error.
+const SYNTHETIC_ERRNO: i64 = 1 << 30;
+/// `ENOTRECOVERABLE` (the same on every Linux architecture nthd builds for).
+const ENOTRECOVERABLE: i64 = 131;
+/// What imdsd 261-262 cannot pass on, and what that costs.
+const HIDDEN_404: &str = "systemd-imdsd (systemd 261-262) fails every HTTP error answer that \
+     has a body, and EC2 answers a path with nothing there (the spot instance-action while no \
+     notice is pending) with a 404 page, so through imdsd nthd cannot tell \"no notice\" from \
+     a failure. A notice itself (HTTP 200) still comes through";
 /// The shortest wait for an answer: the first read of a connection asks polkit and fetches a
 /// token.
 const MIN_TIMEOUT: Duration = Duration::from_secs(3);
@@ -55,6 +70,18 @@ pub struct Vendor {
 }
 
 impl Vendor {
+    /// The cloud imdsd names, by the vendor strings of systemd's hwdb (`hwdb.d/40-imds.hwdb`);
+    /// `None` for one nthd does not read (Hetzner, Scaleway, ...) or does not know.
+    pub fn cloud(&self) -> Option<crate::notice::Cloud> {
+        use crate::notice::Cloud;
+        match self.name.as_str() {
+            "amazon-ec2" => Some(Cloud::Aws),
+            "microsoft-azure" => Some(Cloud::Azure),
+            "google-gcp" => Some(Cloud::Gcp),
+            _ => None,
+        }
+    }
+
     /// What `GetVendorInfo` answered, when it names a data URL.
     pub fn from_reply(p: &Map<String, Value>) -> Option<Vendor> {
         let s = |k: &str| p.get(k).and_then(Value::as_str);
@@ -99,8 +126,13 @@ pub(crate) struct Imdsd {
 
 #[derive(Debug, Default)]
 struct State {
-    conn: Option<Connection>,
+    /// The connection and when it was opened.
+    conn: Option<(Connection, std::time::Instant)>,
     vendor: Option<Vendor>,
+    /// The network interface imdsd answered through, passed back so it asks there directly
+    /// instead of starting a child per interface for every read (its cache is off); `None`
+    /// until the first answer, or when imdsd refused the parameter.
+    interface: Option<i64>,
 }
 
 impl Imdsd {
@@ -171,9 +203,36 @@ impl Imdsd {
                 vendor.data_url
             );
         }
-        let params = get_params(&key);
+        let params = get_params(&key, st.interface);
         let answer = self.call(&mut st, GET, &params, url, timeout)?;
+        match &answer {
+            Answer::Reply(p) => {
+                st.interface = p
+                    .get("interface")
+                    .and_then(Value::as_i64)
+                    .filter(|i| *i > 0);
+            }
+            // An imdsd that does not know the parameter: ask without it from now on.
+            Answer::Error { name, parameters }
+                if name.ends_with("InvalidParameter")
+                    && parameters.get("parameter").and_then(Value::as_str) == Some("interface") =>
+            {
+                st.interface = None;
+            }
+            Answer::Error { .. } => {}
+        }
         self.reply(answer, url)
+    }
+
+    /// What `GetVendorInfo` says (no polkit needed): which cloud imdsd is set up for, and
+    /// where it reads. For detection, before any read.
+    pub(crate) fn vendor_info(&self, timeout: Duration) -> Result<Vendor, ImdsError> {
+        let mut st = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let url = format!("varlink:{}", self.socket.display());
+        self.vendor(&mut st, &url, timeout.max(MIN_TIMEOUT))
     }
 
     /// `GetVendorInfo`, once per route (it needs no polkit).
@@ -213,14 +272,19 @@ impl Imdsd {
     ) -> Result<Answer, ImdsError> {
         // A kept connection with anything unread on it (bytes after the last answer's NUL, or
         // its end) would hand them to this call as its answer: a new one instead.
-        if st.conn.as_ref().is_some_and(|c| !c.is_idle()) {
+        // An old one carries an old token: a new one, well before the token expires.
+        if st
+            .conn
+            .as_ref()
+            .is_some_and(|(c, at)| !c.is_idle() || at.elapsed() >= RECONNECT_EVERY)
+        {
             st.conn = None;
         }
         if st.conn.is_none() {
             let c = Connection::connect(&self.socket).map_err(|e| self.transport(url, e))?;
-            st.conn = Some(c);
+            st.conn = Some((c, std::time::Instant::now()));
         }
-        let conn = st
+        let (conn, _) = st
             .conn
             .as_mut()
             .ok_or_else(|| ImdsError::Client("no connection".into()))?;
@@ -235,9 +299,9 @@ impl Imdsd {
 
     /// An answer to `Get`, as an HTTP-like reply or an error that says what to do.
     fn reply(&self, answer: Answer, url: &str) -> Result<Reply, ImdsError> {
-        let name = match answer {
+        let (name, parameters) = match answer {
             Answer::Reply(p) => return self.data(&p, url),
-            Answer::Error { name, .. } => name,
+            Answer::Error { name, parameters } => (name, parameters),
         };
         let short = name.rsplit('.').next().unwrap_or(&name);
         let status = |status| {
@@ -266,11 +330,56 @@ impl Imdsd {
                 format!("{GET} answered {name}: systemd-imdsd could not read the metadata service"),
                 "nthd keeps retrying; `journalctl -u 'systemd-imdsd@*'` says why".into(),
             )),
+            "System" => Err(self.system_error(url, &name, &parameters)),
             _ => Err(self.error(
                 url,
                 format!("{GET} answered {name}"),
                 "nthd keeps retrying".into(),
             )),
+        }
+    }
+
+    /// `io.systemd.System`: an errno, told by name. `ENOTRECOVERABLE` is imdsd's answer to any
+    /// HTTP error that has a body, which EC2 gives a path with nothing there (the spot notice's,
+    /// while none is pending) and an expired token: imdsd cannot pass it on.
+    fn system_error(&self, url: &str, name: &str, p: &Map<String, Value>) -> ImdsError {
+        let Some(raw) = p.get("errno").and_then(Value::as_i64) else {
+            // imdsd's parent answers so when its per-interface child failed: the first read of a
+            // connection, before nthd knows which interface to name.
+            let why = format!(
+                "{GET} answered {name} without an errno: systemd-imdsd's child for the network \
+                 interface failed, most likely on what it cannot pass on: {HIDDEN_404}"
+            );
+            return self.limit(url, why);
+        };
+        let errno = raw & !SYNTHETIC_ERRNO;
+        let told = p.get("errnoName").and_then(Value::as_str);
+        let what = match i32::try_from(errno) {
+            Ok(n) => std::io::Error::from_raw_os_error(n).to_string(),
+            Err(_) => format!("errno {errno}"),
+        };
+        let shown = told.map_or(what.clone(), |n| format!("{n}, {what}"));
+        if errno != ENOTRECOVERABLE {
+            let why = format!("{GET} answered {name} (errno {raw}: {shown})");
+            let fix = "`journalctl -u 'systemd-imdsd@*'` says why";
+            return self.error(url, why, fix.into());
+        }
+        let why =
+            format!("{GET} answered {name} (errno {raw}: ENOTRECOVERABLE, {what}): {HIDDEN_404}");
+        self.limit(url, why)
+    }
+
+    /// What imdsd reached but cannot pass on.
+    fn limit(&self, url: &str, reason: String) -> ImdsError {
+        let fix = "let nthd read the metadata service directly: boot with \
+                   systemd.imds.network=unlocked (systemd's default), or use a systemd whose \
+                   imdsd passes a 404 with a body on as KeyNotFound (docs/clouds.md, \"IMDS \
+                   locked by systemd-imdsd\")";
+        ImdsError::ImdsdLimit {
+            url: url.to_string(),
+            socket: self.socket.display().to_string(),
+            reason,
+            fix: fix.into(),
         }
     }
 
@@ -319,13 +428,18 @@ impl Imdsd {
     }
 }
 
-/// `Get`'s parameters for `key`: a cached answer at most [`REFRESH_USEC`] old, no interactive
+/// `Get`'s parameters for `key`: imdsd's cache off (every read reaches the metadata service,
+/// and no token is kept in a file that outlives its validity), a token good for
+/// [`TOKEN_TTL_USEC`], the `interface` of the last answer when there was one, and no interactive
 /// authentication (nobody is there to answer it).
-pub(crate) fn get_params(key: &str) -> Map<String, Value> {
+pub(crate) fn get_params(key: &str, interface: Option<i64>) -> Map<String, Value> {
     let mut p = Map::new();
     p.insert("key".into(), key.into());
-    p.insert("cache".into(), true.into());
-    p.insert("refreshUSec".into(), REFRESH_USEC.into());
+    p.insert("cache".into(), false.into());
+    p.insert("refreshUSec".into(), TOKEN_TTL_USEC.into());
+    if let Some(i) = interface {
+        p.insert("interface".into(), i.into());
+    }
     p.insert("allowInteractiveAuthentication".into(), false.into());
     p
 }

@@ -213,11 +213,14 @@ fn probe(cloud: Cloud, base: &str, opts: &ClientOptions) -> Result<String, Probe
     }
 }
 
-/// Detects the cloud: DMI first, then the probes in parallel, each on a thread of its own. With `endpoint` set, every probe
+/// Detects the cloud: DMI first, then systemd-imdsd's `GetVendorInfo` where it serves (`imdsd`:
+/// its socket and the root its polkit files are under; `None` when nthd reads directly only),
+/// then the probes in parallel, each on a thread of its own. With `endpoint` set, every probe
 /// goes there instead of each cloud's default address. `sandbox`: the IP access lists of the
 /// unit nthd runs in, to name them when they drop the probes.
 pub(crate) fn detect(
     dmi: &Dmi,
+    imdsd: Option<&crate::imds::imdsd::Imdsd>,
     endpoint: Option<&str>,
     timeout: Duration,
     sandbox: Option<Arc<IpPolicy>>,
@@ -225,10 +228,13 @@ pub(crate) fn detect(
     if let Some(d) = dmi.cloud() {
         return Ok(d);
     }
-    let err = DetectError {
+    let mut err = DetectError {
         tried: vec![dmi.summary()],
         blocked: None,
     };
+    if let Some(d) = imdsd.and_then(|i| vendor_detection(i, timeout, &mut err)) {
+        return Ok(d);
+    }
     let opts = ClientOptions {
         connect_timeout: timeout,
         request_timeout: timeout,
@@ -262,6 +268,40 @@ pub(crate) fn detect(
         })
     });
     pick(results, err)
+}
+
+/// The cloud systemd-imdsd is set up for, where it serves (`GetVendorInfo` needs no polkit);
+/// what it said otherwise goes in `err`.
+fn vendor_detection(
+    imdsd: &crate::imds::imdsd::Imdsd,
+    timeout: Duration,
+    err: &mut DetectError,
+) -> Option<Detection> {
+    if !imdsd.present() {
+        return None;
+    }
+    match imdsd.vendor_info(timeout) {
+        Ok(v) => match v.cloud() {
+            Some(cloud) => Some(Detection {
+                cloud,
+                how: format!(
+                    "systemd-imdsd's GetVendorInfo: vendor {}, data URL {}",
+                    v.name, v.data_url
+                ),
+            }),
+            None => {
+                err.tried.push(format!(
+                    "systemd-imdsd: vendor {} (not a cloud nthd reads)",
+                    v.name
+                ));
+                None
+            }
+        },
+        Err(e) => {
+            err.tried.push(format!("systemd-imdsd: {e}"));
+            None
+        }
+    }
 }
 
 /// The first probe that answered, in the order given (most specific first); else `err` with
@@ -373,6 +413,7 @@ mod tests {
         // Nothing listens on port 9 of loopback: every probe fails fast.
         let e = detect(
             &Dmi::default(),
+            None,
             Some("http://127.0.0.1:9"),
             Duration::from_millis(300),
             None,
@@ -402,7 +443,7 @@ mod tests {
             ))
         };
         let t = Duration::from_millis(300);
-        let e = detect(&Dmi::default(), Some(&endpoint), t, deny(""))
+        let e = detect(&Dmi::default(), None, Some(&endpoint), t, deny(""))
             .unwrap_err()
             .to_string();
         assert!(
@@ -413,7 +454,7 @@ mod tests {
             "{e}"
         );
         // Allowed: the old list of what was tried.
-        let e = detect(&Dmi::default(), Some(&endpoint), t, deny("localhost"))
+        let e = detect(&Dmi::default(), None, Some(&endpoint), t, deny("localhost"))
             .unwrap_err()
             .to_string();
         assert!(
@@ -468,7 +509,48 @@ mod tests {
 
     /// Detection by the probes alone (no DMI, no sandbox), every probe to `url`.
     fn probe_only(url: &str) -> Result<Detection, DetectError> {
-        detect(&Dmi::default(), Some(url), Duration::from_secs(2), None)
+        detect(
+            &Dmi::default(),
+            None,
+            Some(url),
+            Duration::from_secs(2),
+            None,
+        )
+    }
+
+    /// Where systemd-imdsd serves, its `GetVendorInfo` names the cloud before any probe (which
+    /// a locked route would refuse anyway), and the detection says so.
+    #[test]
+    fn systemd_imdsd_names_the_cloud_before_the_probes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sock, calls) = crate::imds::imdsd::tests::fake_imdsd(dir.path(), &[]);
+        let imdsd = crate::imds::imdsd::Imdsd::new(sock, dir.path().into());
+        let t = Duration::from_millis(300);
+        let d = detect(
+            &Dmi::default(),
+            Some(&imdsd),
+            Some("http://127.0.0.1:9"),
+            t,
+            None,
+        )
+        .unwrap();
+        assert_eq!(d.cloud, Cloud::Aws);
+        assert!(
+            d.how.contains("GetVendorInfo: vendor amazon-ec2"),
+            "{}",
+            d.how
+        );
+        assert_eq!(calls.lock().unwrap().len(), 1, "one call, no Get");
+        // Without the socket: the probes, as before.
+        let gone = crate::imds::imdsd::Imdsd::new(dir.path().join("none"), dir.path().into());
+        let e = detect(
+            &Dmi::default(),
+            Some(&gone),
+            Some("http://127.0.0.1:9"),
+            t,
+            None,
+        );
+        assert!(e.is_err());
     }
 
     #[test]

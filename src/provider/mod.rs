@@ -93,8 +93,12 @@ pub(crate) fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, detect::D
             how: "set by --provider / NTHD_PROVIDER".into(),
         });
     }
+    let imdsd = (s.client.via != crate::imds::Via::Direct).then(|| {
+        crate::imds::imdsd::Imdsd::new(s.client.imdsd_socket.clone(), s.client.imdsd_root.clone())
+    });
     detect::detect(
         &detect::Dmi::system(),
+        imdsd.as_ref(),
         s.endpoint.as_deref(),
         Duration::from_secs(1),
         s.client.sandbox.clone(),

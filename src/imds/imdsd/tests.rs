@@ -7,7 +7,7 @@ pub(crate) type Calls = Arc<Mutex<Vec<Value>>>;
 
 /// A stand-in for systemd-imdsd on a socket in a temporary directory: AWS's vendor info, and
 /// `Get` answered from `keys` (a key that is not there: `KeyNotFound`; the value `!Name`: the
-/// error `Name`). Every call is recorded.
+/// error `Name`, and `!Name {…}` with those parameters). Every call is recorded.
 pub(crate) fn fake_imdsd(dir: &Path, keys: &[(&str, &str)]) -> (PathBuf, Calls) {
     let path = dir.join("io.systemd.InstanceMetadata");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -47,7 +47,10 @@ fn answer(call: &Value, keys: &[(String, String)]) -> String {
     }
     let key = call["parameters"]["key"].as_str().unwrap_or_default();
     match keys.iter().find(|(k, _)| k == key) {
-        Some((_, v)) if v.starts_with('!') => format!(r#"{{"error":"{}"}}"#, &v[1..]),
+        Some((_, v)) if v.starts_with('!') => match v[1..].split_once(' ') {
+            Some((name, params)) => format!(r#"{{"error":"{name}","parameters":{params}}}"#),
+            None => format!(r#"{{"error":"{}"}}"#, &v[1..]),
+        },
         Some((_, v)) => {
             let data = base64::engine::general_purpose::STANDARD.encode(v);
             format!(r#"{{"parameters":{{"data":"{data}","interface":2}}}}"#)
@@ -121,9 +124,10 @@ fn reads_go_through_get_with_the_key_and_a_one_second_cache() {
     );
     let get = &calls[1]["parameters"];
     assert_eq!(get["key"], "/meta-data/instance-id");
+    // imdsd's cache off, and a 6 h token (its TTL is refreshUSec in seconds).
     assert_eq!(
         (get["cache"].clone(), get["refreshUSec"].clone()),
-        (true.into(), 1_000_000.into())
+        (false.into(), 21_600_000_000u64.into())
     );
     assert_eq!(get["allowInteractiveAuthentication"], false);
 }
@@ -201,5 +205,59 @@ fn no_socket_names_the_package() {
     assert!(
         e.to_string().contains("install the systemd-imds package"),
         "{e}"
+    );
+}
+
+/// EC2 answers the spot notice's path with a 404 page while none is pending; imdsd 261-262
+/// cannot pass an error with a body on and answers `io.systemd.System` with its internal errno
+/// mark left in. nthd decodes it, says why it blinds the read, and names the way out. The
+/// interface of the first answer goes back with the next reads.
+#[test]
+fn imdsds_errno_is_decoded_and_a_404_with_a_body_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sock, calls) = fake_imdsd(
+        dir.path(),
+        &[
+            ("/meta-data/instance-id", "i-0123"),
+            (
+                "/meta-data/spot/instance-action",
+                r#"!io.systemd.System {"origin":"linux","errno":1073741955}"#,
+            ),
+            (
+                "/meta-data/events/x",
+                r#"!io.systemd.System {"origin":"linux","errno":5,"errnoName":"EIO"}"#,
+            ),
+        ],
+    );
+    let c = client(&sock, dir.path());
+    c.get("/latest/meta-data/instance-id", &[]).unwrap();
+    let e = c
+        .get("/latest/meta-data/spot/instance-action", &[])
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "errno 1073741955: ENOTRECOVERABLE",
+        "a 404 page",
+        "cannot tell \"no notice\" from a failure",
+        "systemd.imds.network=unlocked",
+    ] {
+        assert!(e.contains(want), "{want:?} not in {e}");
+    }
+    let e = c
+        .get("/latest/meta-data/events/x", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("errno 5: EIO, Input/output error"), "{e}");
+    let gets: Vec<Value> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c["method"] == GET)
+        .map(|c| c["parameters"]["interface"].clone())
+        .collect();
+    assert_eq!(
+        gets,
+        [Value::Null, 2.into(), 2.into()],
+        "the first answer's interface goes back"
     );
 }
