@@ -758,7 +758,7 @@ fn kubelet_lock(list: &[crate::logind::Inhibitor]) -> Check {
 
 /// logind's drain budget against the cloud's notice lead time, and where it is set.
 fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
-    let lead = notice_lead(c.cloud);
+    let lead = notice_lead(c.cloud, c.opts);
     let settings = inhibit_delay_settings(c.root);
     let last = settings.last();
     let origin = last
@@ -766,8 +766,16 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
         .unwrap_or_default();
     let kubelet_overridden = settings.iter().any(|s| s.file.ends_with("99-kubelet.conf"))
         && !last.is_some_and(|s| s.file.ends_with("99-kubelet.conf"));
+    // The metadata server does not say a Spot VM's preemption notice: say what is assumed.
+    let assumed = match c.cloud {
+        Some(Cloud::Gcp) if c.opts.gcp_preemption_notice.is_zero() => {
+            " (assumed: no preemption notice before the soft-off; NTHD_GCP_PREEMPTION_NOTICE=120s \
+             for VMs created with --preemption-notice-duration=120s)"
+        }
+        _ => "",
+    };
     let value = format!(
-        "InhibitDelayMaxUSec = {}, notice lead time on {} = {}, lifecycle {}{origin}",
+        "InhibitDelayMaxUSec = {}, notice lead time on {} = {}{assumed}, lifecycle {}{origin}",
         format_duration(budget),
         c.cloud.map_or("this cloud", crate::notice::Cloud::name),
         format_duration(lead),
@@ -783,16 +791,16 @@ fn drain_budget(c: &Ctx<'_>, budget: Duration) -> Check {
         );
         (Status::Warn, Some(fix))
     } else {
-        drain_verdict(c.cloud, c.lifecycle, budget)
+        drain_verdict(c.cloud, c.lifecycle, lead, budget)
     };
     // Required only when it fails: a drain longer than the notice is cut off mid-way.
     check("drain budget", st == Status::Fail, st, value, fix)
 }
 
-/// The lead time of the notice that bounds the drain: the cloud's shortest, 2 minutes when the
-/// cloud is unknown.
-fn notice_lead(cloud: Option<Cloud>) -> Duration {
-    cloud.map_or(Duration::from_secs(120), Cloud::notice_lead_time)
+/// The lead time of the notice that bounds the drain: the cloud's shortest (on GCP the
+/// preemption notice set, `NTHD_GCP_PREEMPTION_NOTICE`), 2 minutes when the cloud is unknown.
+fn notice_lead(cloud: Option<Cloud>, opts: &Options) -> Duration {
+    cloud.map_or(Duration::from_secs(120), |c| opts.timings(c).notice_lead())
 }
 
 /// The drain-budget check's verdict on a budget (logind's `InhibitDelayMaxUSec`, which kubelet
@@ -803,9 +811,9 @@ fn notice_lead(cloud: Option<Cloud>) -> Duration {
 pub(crate) fn drain_verdict(
     cloud: Option<Cloud>,
     lifecycle: Option<Lifecycle>,
+    lead: Duration,
     budget: Duration,
 ) -> (Status, Option<String>) {
-    let lead = notice_lead(cloud);
     if budget > lead {
         longer_than_the_notice(cloud, lifecycle, lead, budget)
     } else if budget < Duration::from_secs(15) {

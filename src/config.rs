@@ -162,6 +162,17 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
+/// `NTHD_GCP_PREEMPTION_NOTICE`: 0 s, or a notice up to 10 minutes (Google documents 120 s).
+fn gcp_notice(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d > Duration::from_secs(600) {
+        return Err(format!(
+            "`{s}` is longer than any preemption notice GCP offers (120s); give 0s or 120s"
+        ));
+    }
+    Ok(d)
+}
+
 fn positive_duration(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d < Duration::from_millis(100) {
@@ -417,6 +428,14 @@ pub struct Options {
     #[arg(long, env = "NTHD_DEADLINE_KINDS", default_value_t = default_deadline_kinds(), value_parser = kind_list, global = true, value_name = "KIND,...")]
     pub deadline_kinds: KindList,
 
+    /// GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s
+    /// (the default: at the soft-off itself, 30 s before the hard stop), or the VM's
+    /// scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used
+    /// for the preemption notice's deadline and nthd check's drain-budget fit; the metadata
+    /// server does not say it.
+    #[arg(long, env = "NTHD_GCP_PREEMPTION_NOTICE", default_value = "0s", value_parser = gcp_notice, global = true, value_name = "DURATION")]
+    pub gcp_preemption_notice: Duration,
+
     /// Time kept free between the end of the drain and the platform's deadline.
     #[arg(long, env = "NTHD_SAFETY_MARGIN", default_value = "2m", value_parser = duration, allow_hyphen_values = true, global = true)]
     pub safety_margin: Duration,
@@ -634,6 +653,7 @@ impl Options {
             gcp_wait: self.gcp_wait,
             request_timeout: self.request_timeout,
             rebalance_boost: self.aws_rebalance_boost.0,
+            gcp_notice: self.gcp_preemption_notice,
         }
     }
 

@@ -51,13 +51,21 @@ pub mod check {
     use crate::notice::{Cloud, Lifecycle};
 
     /// `nthd check`'s drain-budget verdict on `budget`: the status (`pass`, `fail`, `warn`,
-    /// `info`) and the fix it names.
+    /// `info`) and the fix it names; `gcp_notice` is `NTHD_GCP_PREEMPTION_NOTICE`.
     pub fn drain_verdict(
         cloud: Option<Cloud>,
         lifecycle: Option<Lifecycle>,
+        gcp_notice: Duration,
         budget: Duration,
     ) -> (String, Option<String>) {
-        let (st, fix) = crate::check::drain_verdict(cloud, lifecycle, budget);
+        let lead = cloud.map_or(Duration::from_secs(120), |c| {
+            crate::timings::Timings {
+                gcp_notice,
+                ..crate::timings::Timings::defaults(c)
+            }
+            .notice_lead()
+        });
+        let (st, fix) = crate::check::drain_verdict(cloud, lifecycle, lead, budget);
         (format!("{st:?}").to_lowercase(), fix)
     }
 }

@@ -76,6 +76,8 @@ pub struct Timings {
     pub request_timeout: Duration,
     /// AWS: spot's interval while a rebalance recommendation is listed (`None`: off).
     pub rebalance_boost: Option<Duration>,
+    /// GCP: how long before the ACPI soft-off `instance/preempted` turns TRUE (0: at it).
+    pub gcp_notice: Duration,
 }
 
 impl Timings {
@@ -88,6 +90,17 @@ impl Timings {
             gcp_wait: GCP_WAIT,
             request_timeout: REQUEST_TIMEOUT,
             rebalance_boost: Some(REBALANCE_BOOST),
+            gcp_notice: Duration::ZERO,
+        }
+    }
+
+    /// The lead time of the notice that bounds the drain: the cloud's shortest, or on GCP the
+    /// preemption notice the VM was created with (`NTHD_GCP_PREEMPTION_NOTICE`), when longer.
+    pub fn notice_lead(&self) -> Duration {
+        let lead = self.cloud.notice_lead_time();
+        match self.cloud {
+            Cloud::Gcp => lead.max(self.gcp_notice),
+            _ => lead,
         }
     }
 
@@ -99,6 +112,7 @@ impl Timings {
             gcp_wait: self.gcp_wait,
             request_timeout: self.request_timeout,
             rebalance_boost: self.rebalance_boost,
+            gcp_notice: self.gcp_notice,
         }
     }
 
@@ -144,6 +158,8 @@ pub struct Set {
     pub request_timeout: Duration,
     /// `--aws-rebalance-boost`; `None` means off.
     pub rebalance_boost: Option<Duration>,
+    /// `--gcp-preemption-notice`.
+    pub gcp_notice: Duration,
 }
 
 impl Set {
@@ -158,6 +174,7 @@ impl Set {
             gcp_wait: self.gcp_wait,
             request_timeout: self.request_timeout,
             rebalance_boost: self.rebalance_boost,
+            gcp_notice: self.gcp_notice,
         }
     }
 

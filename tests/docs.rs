@@ -1076,6 +1076,8 @@ struct GraceRow {
     line: usize,
     cloud: Option<nthd::testing::notice::Cloud>,
     lifecycle: Option<nthd::testing::notice::Lifecycle>,
+    /// `NTHD_GCP_PREEMPTION_NOTICE` as the capacity cell sets it (`spot, NTHD_…=2m`).
+    gcp_notice: std::time::Duration,
     lead: Option<std::time::Duration>,
     fits: std::time::Duration,
     fails_above: Option<std::time::Duration>,
@@ -1122,7 +1124,11 @@ fn grace_rows() -> Vec<GraceRow> {
                     .unwrap_or_else(|| panic!("{FILE}:{line}: no cloud {name}")),
             ),
         };
-        let lifecycle = match c[1].as_str() {
+        let (capacity, gcp_notice) = match c[1].split_once(", `NTHD_GCP_PREEMPTION_NOTICE=") {
+            Some((cap, d)) => (cap, duration_cell(d.trim_end_matches('`'), FILE, line)),
+            None => (c[1].as_str(), None),
+        };
+        let lifecycle = match capacity {
             "unknown" => None,
             "spot" => Some(Lifecycle::Spot),
             "preemptible" => Some(Lifecycle::Preemptible),
@@ -1135,6 +1141,7 @@ fn grace_rows() -> Vec<GraceRow> {
             line,
             cloud,
             lifecycle,
+            gcp_notice: gcp_notice.unwrap_or_default(),
             lead: duration_cell(&c[3], FILE, line),
             fits: duration_cell(&c[4], FILE, line)
                 .unwrap_or_else(|| panic!("{FILE}:{line}: the fits column needs a duration")),
@@ -1150,7 +1157,7 @@ fn check_grace_row(r: &GraceRow) {
     use nthd::testing::{check::drain_verdict, timefmt::format_duration};
     use std::time::Duration;
     let sec = Duration::from_secs(1);
-    let at = |budget| drain_verdict(r.cloud, r.lifecycle, budget);
+    let at = |budget| drain_verdict(r.cloud, r.lifecycle, r.gcp_notice, budget);
     let cell = |d| format_duration(d);
     let f = format!("docs/clouds.md:{}", r.line);
     // What check names as the value to set, from the fix it gives for a too-long drain.

@@ -864,3 +864,39 @@ fn the_window_is_read_again_just_before_a_deferred_action() {
     assert!(rx.recv_timeout(Duration::from_millis(800)).is_err());
     assert_eq!(m.count(UPCOMING_PATH), 2);
 }
+
+/// A VM created with a 120 s preemption notice (`NTHD_GCP_PREEMPTION_NOTICE=2m`): the notice's
+/// deadline is the ACPI soft-off, 120 s after `preempted` was first seen TRUE, and stays put
+/// while it is listed. Without the setting the notice has none (acted on at once).
+#[test]
+fn a_preemption_notice_set_gives_the_soft_off_as_deadline() {
+    let m = quiet_mock();
+    m.set(PREEMPTED_PATH, Response::text(200, "TRUE"));
+    let deadline = |p: &mut Gcp| {
+        p.observe()
+            .notices
+            .iter()
+            .find(|n| n.kind == NoticeKind::GcpPreempt)
+            .expect("the preemption notice")
+            .deadline
+    };
+    let mut plain = provider(&m, Duration::from_secs(1));
+    assert_eq!(deadline(&mut plain), None);
+    let client = ImdsClient::new(&m.url(), fast_client()).unwrap();
+    let timings = Timings {
+        gcp_wait: Duration::from_secs(1),
+        poll: RETRY,
+        gcp_notice: Duration::from_secs(120),
+        ..Timings::defaults(Cloud::Gcp)
+    };
+    let mut p = common::provider::gcp(client, timings);
+    let before = std::time::SystemTime::now();
+    let first = deadline(&mut p).expect("a deadline");
+    let ahead = first.duration_since(before).unwrap();
+    assert!(
+        ahead >= Duration::from_secs(119) && ahead <= Duration::from_secs(121),
+        "{ahead:?}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(deadline(&mut p), Some(first), "the deadline does not drift");
+}

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nthd_global_optspecs
-    string join \n provider= imds-endpoint= imds-via= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= webhook= webhook-url-file= webhook-format= webhook-headers-file= status-file= asg-complete= asg-lifecycle-hook= asg-group= asg-endpoint= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
+    string join \n provider= imds-endpoint= imds-via= aws-ipv6 aws-imdsv1 poll-interval= aws-rebalance-boost= slow-poll-interval= gcp-wait= request-timeout= settings-file= dry-run log-level= log-target= state-dir= deadline-kinds= gcp-preemption-notice= safety-margin= fallback-drain-budget= retry-delay= metrics-textfile= metrics-listen= webhook= webhook-url-file= webhook-format= webhook-headers-file= status-file= asg-complete= asg-lifecycle-hook= asg-group= asg-endpoint= action-spot-terminate= action-spot-stop= action-spot-hibernate= action-rebalance= action-asg-terminate= action-asg-other= action-scheduled-stop= action-scheduled-reboot= action-scheduled-maintenance= action-gcp-preempt= action-gcp-terminate-maintenance= action-gcp-migrate= action-azure-preempt= action-azure-terminate= action-azure-reboot= action-azure-redeploy= action-azure-freeze= action-alibaba-spot= action-tencent-spot= action-unknown= h/help V/version
 end
 
 function __fish_nthd_needs_command
@@ -46,6 +46,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_needs_command" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_needs_command" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_needs_command" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_needs_command" -l retry-delay -d 'Wait between retries of a failed power action' -r
@@ -114,6 +115,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand run" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_using_subcommand run" -l retry-delay -d 'Wait between retries of a failed power action' -r
@@ -174,6 +176,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand once" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_using_subcommand once" -l retry-delay -d 'Wait between retries of a failed power action' -r
@@ -236,6 +239,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand check" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_using_subcommand check" -l retry-delay -d 'Wait between retries of a failed power action' -r
@@ -298,6 +302,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l retry-delay -d 'Wait between retries of a failed power action' -r
@@ -359,6 +364,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l retry-delay -d 'Wait between retries of a failed power action' -r
@@ -422,6 +428,7 @@ journald\t'journald, with structured fields (stderr if the journal cannot be ope
 stderr\t'stderr, as plain text lines'"
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l state-dir -d 'Where nthd remembers what it acted on (default: $STATE_DIRECTORY from systemd, else /var/lib/nthd). If it is not writable nthd keeps the state in memory and says so' -r -F
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l deadline-kinds -d 'Kinds whose power action waits for the last safe moment (deadline minus logind\'s InhibitDelayMaxUSec minus the safety margin) instead of happening at once' -r
+complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l gcp-preemption-notice -d 'GCP: how long before its ACPI soft-off a Spot VM sees instance/preempted turn TRUE: 0s (the default: at the soft-off itself, 30 s before the hard stop), or the VM\'s scheduling.preemptionNoticeDuration (120s, gcloud --preemption-notice-duration). Used for the preemption notice\'s deadline and nthd check\'s drain-budget fit; the metadata server does not say it' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l safety-margin -d 'Time kept free between the end of the drain and the platform\'s deadline' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l fallback-drain-budget -d 'Drain budget assumed when logind\'s InhibitDelayMaxUSec cannot be read' -r
 complete -c nthd -n "__fish_nthd_using_subcommand generate-assets" -l retry-delay -d 'Wait between retries of a failed power action' -r

@@ -345,6 +345,7 @@ mod tests {
                 gcp_wait: crate::timings::GCP_WAIT,
                 request_timeout: fast,
                 rebalance_boost: None,
+                gcp_notice: Duration::ZERO,
             },
             aws_ipv6: false,
             aws_imdsv1: false,

@@ -261,6 +261,8 @@ pub struct Gcp {
     /// The daemon's next deferred power action, and the last one the maintenance start was read
     /// again for.
     action: (Option<SystemTime>, Option<SystemTime>),
+    /// When `instance/preempted` was first seen TRUE, while it stays so.
+    preempted_since: Option<SystemTime>,
 }
 
 impl Gcp {
@@ -282,6 +284,35 @@ impl Gcp {
             answers: mpsc::channel(),
             upcoming: None,
             action: (None, None),
+            preempted_since: None,
+        }
+    }
+
+    /// With a preemption notice set (`NTHD_GCP_PREEMPTION_NOTICE`, the VM's
+    /// `scheduling.preemptionNoticeDuration`), the notice's deadline is the ACPI soft-off: that
+    /// long after `instance/preempted` was first seen TRUE. Without one, the soft-off is now and
+    /// the notice has no deadline (acted on at once).
+    fn add_preemption_deadline(&mut self, obs: &mut Observation) {
+        let listed = obs.notices.iter().any(|n| n.kind == NoticeKind::GcpPreempt);
+        if !listed {
+            self.preempted_since = None;
+            return;
+        }
+        let notice = self.opts.gcp_notice;
+        if notice.is_zero() {
+            return;
+        }
+        let since = *self.preempted_since.get_or_insert_with(SystemTime::now);
+        for n in &mut obs.notices {
+            if n.kind == NoticeKind::GcpPreempt {
+                n.deadline = Some(since + notice);
+                n.detail = format!(
+                    "instance/preempted is TRUE: the VM is preempted; its {} notice \
+                     (NTHD_GCP_PREEMPTION_NOTICE) puts the ACPI soft-off at {}",
+                    timefmt::format_duration(notice),
+                    timefmt::format_rfc3339(since + notice)
+                );
+            }
         }
     }
 
@@ -766,6 +797,7 @@ impl Provider for Gcp {
             obs.notices.extend(k.last.iter().cloned());
         }
         self.add_maintenance_start(&mut obs);
+        self.add_preemption_deadline(&mut obs);
         obs
     }
 
