@@ -278,7 +278,11 @@ main() {
     --shell) debug_shell; exit;;
     -*) echo "unknown option $1" >&2; usage >&2; exit 2;;
     *) names+=("$1");; esac; shift; done
-  ((narrate)) && names=(spot-terminate)
+  # The demo's node runs two pods in two priority groups (the stand-in stops them in turn), so
+  # the narration ends with the drain report naming what was left, or that nothing was.
+  # shellcheck disable=SC2034  # KUBELET_ARGS is read by setup_node (scenario.sh)
+  ((narrate)) && { names=(spot-terminate); KUBELET_ARGS=(--pod default/web-1:burstable:0
+    --pod kube-system/dns-1:guaranteed:1 --group 0:3 --group 1:2); }
   ((${#names[@]})) || mapfile -t names < <(default_scenarios)
   for n in "${names[@]}"; do
     declare -F "scen_${n//-/_}" >/dev/null || { echo "unknown scenario: $n (try --list)" >&2; exit 2; }
