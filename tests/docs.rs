@@ -1670,3 +1670,143 @@ fn measured_times_name_every_stage_of_the_suite() {
         );
     }
 }
+
+/// One spot row of the grace-period table, drawn: the notice's window, nthd's read and
+/// `PowerOff`, kubelet's drain while its delay lock holds the shutdown, the drain report and
+/// the halt, against the cloud's deadline.
+fn timeline_row(
+    y: u32,
+    label: &str,
+    lead: std::time::Duration,
+    fits: std::time::Duration,
+) -> String {
+    const X0: f64 = 260.0;
+    let px = |d: std::time::Duration| X0 + d.as_secs_f64() * 680.0 / 300.0;
+    let (end, drain, deadline) = (
+        px(lead),
+        px(fits + std::time::Duration::from_secs(1)),
+        px(lead),
+    );
+    format!(
+        r##"  <g font-family="sans-serif" font-size="13">
+    <text x="10" y="{ty}">{label}</text>
+    <line x1="{X0}" y1="{y}" x2="{end:.1}" y2="{y}" stroke="#999" stroke-width="2"/>
+    <rect x="{r0:.1}" y="{ry}" width="{rw:.1}" height="14" fill="#4a90d9"/>
+    <circle cx="{X0}" cy="{y}" r="5" fill="#e8a33c"/>
+    <line x1="{drain:.1}" y1="{t0}" x2="{drain:.1}" y2="{t1}" stroke="#2e7d32" stroke-width="3"/>
+    <line x1="{deadline:.1}" y1="{t0}" x2="{deadline:.1}" y2="{t1}" stroke="#c62828" stroke-width="3"/>
+  </g>
+"##,
+        ty = y + 5,
+        r0 = px(std::time::Duration::from_secs(1)),
+        ry = y - 7,
+        rw = drain - px(std::time::Duration::from_secs(1)),
+        t0 = y - 12,
+        t1 = y + 12,
+    )
+}
+
+/// docs/timeline.svg, drawn from docs/clouds.md's grace-period table: one row per spot notice.
+fn timeline_svg() -> String {
+    use nthd::testing::notice::Lifecycle;
+    use nthd::testing::timefmt::format_duration;
+    let rows: Vec<GraceRow> = grace_rows()
+        .into_iter()
+        .filter(|r| r.cloud.is_some() && r.lifecycle == Some(Lifecycle::Spot) && r.lead.is_some())
+        .collect();
+    let height = 170 + 40 * rows.len() as u32;
+    let mut svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="980" height="{height}" viewBox="0 0 980 {height}">
+  <!-- Drawn from docs/clouds.md's grace-period table by tests/docs.rs; do not edit by hand. -->
+  <rect width="980" height="{height}" fill="#ffffff"/>
+  <g font-family="sans-serif" font-size="13">
+    <text x="10" y="24" font-size="16" font-weight="bold">From the notice to the halt, per cloud (spot; minutes from the notice)</text>
+    <circle cx="20" cy="48" r="5" fill="#e8a33c"/><text x="32" y="52">notice; nthd reads it within a poll and calls PowerOff</text>
+    <rect x="14" y="62" width="14" height="12" fill="#4a90d9"/><text x="32" y="73">kubelet's delay lock holds the shutdown while it stops pods by priority (the longest drain that fits)</text>
+    <line x1="20" y1="82" x2="20" y2="98" stroke="#2e7d32" stroke-width="3"/><text x="32" y="94">drain report, then the halt</text>
+    <line x1="520" y1="82" x2="520" y2="98" stroke="#c62828" stroke-width="3"/><text x="532" y="94">the cloud's deadline</text>
+  </g>
+"##
+    );
+    // The minutes, across the rows.
+    let bottom = 150 + 40 * rows.len() as u32 - 20;
+    for m in 0..=5u32 {
+        let x = 260.0 + f64::from(m) * 60.0 * 680.0 / 300.0;
+        svg.push_str(&format!(
+            "  <g font-family=\"sans-serif\" font-size=\"11\" fill=\"#777\">\n    <line x1=\"{x:.1}\" y1=\"108\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"#ddd\"/>\n    <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{m} min</text>\n  </g>\n",
+            bottom + 14
+        ));
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let cloud = match r.cloud.map_or("", |c| c.name()) {
+            "aws" => "AWS",
+            "gcp" => "GCP",
+            "azure" => "Azure",
+            "alibaba" => "Alibaba",
+            "tencent" => "Tencent",
+            other => other,
+        };
+        let lead = r.lead.unwrap_or_default();
+        let extra = if r.gcp_notice.is_zero() {
+            ""
+        } else {
+            ", 120 s notice"
+        };
+        let label = format!(
+            "{cloud}{extra}: {}, drain {}",
+            format_duration(lead),
+            format_duration(r.fits)
+        );
+        svg.push_str(&timeline_row(130 + 40 * i as u32, &label, lead, r.fits));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The timeline picture is the grace-period table's: drawn from it, and compared with the
+/// committed file (`NTHD_WRITE_PICTURES=1 cargo test --test docs pictures` redraws it). The
+/// parts picture names every part on a node. tests/pictures.sh renders both in headless
+/// Chromium.
+#[test]
+fn the_pictures_are_the_tables() {
+    let want = timeline_svg();
+    if std::env::var_os("NTHD_WRITE_PICTURES").is_some() {
+        std::fs::write(root().join("docs/timeline.svg"), &want).unwrap();
+    }
+    assert_eq!(
+        read("docs/timeline.svg"),
+        want,
+        "docs/timeline.svg is not drawn from the grace-period table: NTHD_WRITE_PICTURES=1 \
+         cargo test --test docs pictures"
+    );
+    for c in ["AWS", "GCP", "Azure", "Alibaba", "Tencent"] {
+        assert!(
+            want.contains(&format!(">{c}")),
+            "the timeline has no row for {c}"
+        );
+    }
+    let parts = read("docs/parts.svg");
+    for part in [
+        "IMDS",
+        "systemd-imdsd",
+        "nthd",
+        "systemd-logind",
+        "polkit",
+        "kubelet",
+        "node-problem-detector",
+        "webhook receiver",
+    ] {
+        assert!(parts.contains(part), "docs/parts.svg does not show {part}");
+    }
+    for (pic, text) in [("timeline", &want), ("parts", &parts)] {
+        assert_eq!(
+            text.matches("<g").count(),
+            text.matches("</g>").count(),
+            "docs/{pic}.svg: unbalanced groups"
+        );
+        assert!(
+            text.starts_with("<svg ") && text.trim_end().ends_with("</svg>"),
+            "docs/{pic}.svg"
+        );
+    }
+}

@@ -175,6 +175,7 @@ stages_artifacts() {
     stage "the testkit's static binaries (e2e, installers, benchmark)" testkit_static
     stage "packer validate (Debian's Packer 1.6.6)" bash packaging/ami/validate.sh
     stage "metrics through promtool and node_exporter, the documented alert rules" bash tests/metrics-tools.sh
+    stage "the pictures in docs/, rendered by headless Chromium" bash tests/pictures.sh
 }
 
 # What stage 4 builds, from the suite's start at the lowest CPU priority: it takes the CPU that
