@@ -114,4 +114,19 @@ scen_readme_trial() {
   ((${#missing[@]} == 0)) || fail "the README shows output the trial did not print: ${missing[*]}"
   expect_no_poweroff 5
   log "trial: $(grep -c . <<<"$out") lines of output, rc $rc; README's excerpt all there"
+  _status_sample_holds
+}
+
+# docs/commands.md's sample of `nthd status` (<!-- status-output:begin/end -->): each line is in
+# what `nthd status` prints, as any user, on the trial's node after its drill.
+_status_sample_holds() {
+  local out line missing=()
+  step "nthd status, as nobody, against docs/commands.md's sample"
+  out="$(ct_exec runuser -u nobody -- /usr/bin/nthd status 2>&1)" || true
+  printf '%s\n' "$out" >"$SDIR/status.txt"
+  while IFS= read -r line; do
+    [[ -z "$line" ]] || grep -qF -- "$line" <<<"$out" || missing+=("$line")
+  done < <(awk '/<!-- status-output:begin -->/ { f = 1; next } /<!-- status-output:end -->/ { exit }
+                f && /^```/ { g = !g; next } f && g' "$REPO/docs/commands.md")
+  ((${#missing[@]} == 0)) || fail "docs/commands.md shows status output nthd did not print: ${missing[*]} (it printed: $out)"
 }
