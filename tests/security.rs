@@ -147,3 +147,68 @@ async fn metadata_bodies_stay_out_of_the_info_log() {
         }
     }
 }
+
+/// The keys polkit/50-nthd.rules grants `io.systemd.imds.get` for, as its JavaScript lists them.
+fn rule_keys() -> Vec<String> {
+    let rule =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/polkit/50-nthd.rules"))
+            .unwrap();
+    let list = rule
+        .split_once("var nthdImdsKeys = [")
+        .and_then(|(_, rest)| rest.split_once("];"))
+        .expect("polkit/50-nthd.rules lists nthdImdsKeys")
+        .0;
+    list.split(',')
+        .map(|k| k.trim().trim_matches('"').to_string())
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
+/// The rule's own test, in Rust: a key ending in "/" admits what is below it, any other itself.
+fn admitted(keys: &[String], key: &str) -> bool {
+    keys.iter()
+        .any(|k| key == k || (k.ends_with('/') && key.starts_with(k.as_str())))
+}
+
+/// imdsd passes the key to polkit, so user nthd's grant covers only what nthd reads: every path
+/// docs/clouds.md lists as read (as imdsd's key, below its data URL) is admitted, and the
+/// metadata that holds other secrets (user data, GCP's attributes and tokens, SSH keys) is not.
+#[test]
+fn the_imds_grant_covers_what_nthd_reads_and_nothing_secret() {
+    let keys = rule_keys();
+    assert!(keys.len() >= 10, "{keys:?}");
+    let clouds =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/clouds.md")).unwrap();
+    let mut checked = 0;
+    for line in clouds.lines().filter(|l| l.starts_with("| `/")) {
+        let path = line[3..].split('`').next().unwrap_or_default();
+        let key = ["/latest", "/computeMetadata/v1", "/metadata"]
+            .iter()
+            .find_map(|p| path.strip_prefix(p))
+            .unwrap_or_else(|| panic!("docs/clouds.md: {path} is under no data URL"));
+        if key == "/api/token" {
+            continue; // imdsd's own business
+        }
+        let key = key.replace("<role>", "node-role");
+        assert!(
+            admitted(&keys, &key),
+            "polkit/50-nthd.rules does not admit {key} ({path})"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 25, "only {checked} paths read");
+    for secret in [
+        "/user-data",
+        "/meta-data/public-keys/0/openssh-key",
+        "/meta-data/identity-credentials/ec2/security-credentials/ec2-instance",
+        "/instance/attributes/kube-env",
+        "/instance/service-accounts/default/token",
+        "/instance/compute-secrets",
+        "/instance/idx",
+    ] {
+        assert!(
+            !admitted(&keys, secret),
+            "polkit/50-nthd.rules admits {secret}"
+        );
+    }
+}
