@@ -66,7 +66,10 @@ refusal() {
 
 killed() {
     local log=$scratch/build.log pid home i rc=0
-    env -u NTHD_SIGNING_KEY setsid bash packaging/build.sh --test-key >"$log" 2>&1 &
+    # The log exists before the build starts: the loop below reads it at once, and a build the
+    # scheduler has not started yet must not make that read fail (it did, under a loaded suite).
+    : >"$log"
+    env -u NTHD_SIGNING_KEY setsid bash packaging/build.sh --test-key >>"$log" 2>&1 &
     pid=$!
     # Up to 20 min: on a fresh machine build.sh installs its tools before it makes the key.
     for ((i = 0; i < 12000; i++)); do

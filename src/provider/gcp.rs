@@ -372,7 +372,12 @@ impl Gcp {
     fn first_answer(&mut self) -> Option<(usize, Attempt)> {
         let answers = &self.answers.1;
         match self.next_upcoming_read() {
-            Some(t) => answers.recv_timeout(t.saturating_duration_since(Instant::now())),
+            // While a TERMINATE is listed, back at least every second: a power-off the daemon
+            // defers meanwhile reaches `action_due` in time to read the window once more.
+            Some(t) => answers.recv_timeout(
+                t.saturating_duration_since(Instant::now())
+                    .min(Duration::from_secs(1)),
+            ),
             None => answers.recv().map_err(|_| RecvTimeoutError::Disconnected),
         }
         .ok()
