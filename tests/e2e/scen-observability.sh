@@ -77,7 +77,7 @@ drill_visible() {
   log "journal: $line"
 }
 
-# --- Observability (#13): `nthd status`, the node-problem-detector plugin, CloudEvents
+# --- Observability: `nthd status`, the node-problem-detector plugin, CloudEvents
 # webhooks and node_exporter, all on one node.  nthd is configured as a user would: webhook
 # and textfile in /etc/default/nthd, the drop-ins of docs/observability.md for the unit.  Before a notice the
 # NPD plugin says 0; a scheduled stop far ahead (deferred, so there is time) makes it 1 with

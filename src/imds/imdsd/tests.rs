@@ -247,7 +247,8 @@ fn imdsds_errno_is_decoded_and_a_404_with_a_body_is_named() {
         .get("/latest/meta-data/events/x", &[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("errno 5: EIO, Input/output error"), "{e}");
+    // The name as imdsd gives it; the text is the C library's (glibc and musl word it apart).
+    assert!(e.contains("errno 5: EIO, "), "{e}");
     let gets: Vec<Value> = calls
         .lock()
         .unwrap()
