@@ -568,16 +568,15 @@ mod tests {
     /// later than the source's backoff ceiling (5 s for a 1 s source, 60 s for a 20 s one).
     #[test]
     fn a_retry_after_is_honoured_up_to_the_sources_ceiling() {
-        let asked = |status: u16, secs: u64| match crate::imds::status_error(URL.into(), status) {
-            ImdsError::Status {
-                url, status, hint, ..
-            } => ImdsError::Status {
-                url,
+        // The error the client makes of such an answer.
+        let asked = |status: u16, secs: u64| {
+            let reply = crate::imds::Reply {
                 status,
-                hint,
+                body: String::new(),
+                etag: None,
                 retry_after: Some(Duration::from_secs(secs)),
-            },
-            _ => unreachable!(),
+            };
+            reply.status_error(URL.into())
         };
         for (pace, i, ceiling) in [(Pace::Urgent, 1, 5), (Pace::Slow, 20, 60)] {
             let i = Duration::from_secs(i);
