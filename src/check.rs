@@ -375,8 +375,7 @@ async fn cloud(c: &Ctx<'_>) -> Result<Detection, Check> {
     let endpoint = c.opts.imds_endpoint.clone();
     let sandbox = c.sandbox.own.clone();
     let client = c.opts.provider_settings().client;
-    let imdsd = (client.via != crate::imds::Via::Direct)
-        .then(|| crate::imds::imdsd::Imdsd::new(client.imdsd_socket.clone(), c.root.to_path_buf()));
+    let imdsd = client.imdsd_route(c.root);
     // The probes block: on a thread of their own.
     let probe = move || {
         let t = Duration::from_secs(1);

@@ -61,6 +61,14 @@ pub struct ClientOptions {
     pub imdsd_root: std::path::PathBuf,
 }
 
+impl ClientOptions {
+    /// The systemd-imdsd route these options allow (`None` with `Via::Direct`), its polkit
+    /// files read under `root`.
+    pub(crate) fn imdsd_route(&self, root: &std::path::Path) -> Option<Imdsd> {
+        (self.via != Via::Direct).then(|| Imdsd::new(self.imdsd_socket.clone(), root.into()))
+    }
+}
+
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {

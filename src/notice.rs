@@ -400,6 +400,15 @@ impl NoticeId {
         &self.0
     }
 
+    /// The kind of a fire drill's id (`simulate/KIND/SERIAL`); `None` for any other id.
+    pub fn drill_kind(&self) -> Option<NoticeKind> {
+        let rest = self
+            .0
+            .strip_prefix(DRILL_SOURCE.as_str())?
+            .strip_prefix('/')?;
+        NoticeKind::from_name(rest.split('/').next()?)
+    }
+
     /// Whether this is a fire drill's id (a state record keeps only the id).
     pub fn is_drill(&self) -> bool {
         // Its first part is the drill's source (`simulate/KIND/...`); no provider's is.
@@ -645,6 +654,14 @@ mod tests {
     #[test]
     fn only_drill_ids_are_drills() {
         assert!(NoticeId::drill(NoticeKind::Rebalance, "x").is_drill());
+        assert_eq!(
+            NoticeId::drill(NoticeKind::Rebalance, "x").drill_kind(),
+            Some(NoticeKind::Rebalance)
+        );
+        assert_eq!(
+            NoticeId::from_parts(&["aws", "spot-stop", "1"]).drill_kind(),
+            None
+        );
         assert!(NoticeId::from_parts(&["simulate", "spot-stop", "1"]).is_drill());
         for cloud in Cloud::ALL {
             assert!(!NoticeId::new(cloud, &["simulate"]).is_drill(), "{cloud}");

@@ -10,7 +10,7 @@ use super::Daemon;
 use crate::drain::watch::{Msg, Watcher};
 use crate::drain::{Followed, Report, MSG_DRAINED};
 use crate::notice::{Notice, NoticeKind};
-use crate::policy::PowerAction;
+use crate::policy::{Action, PowerAction};
 use crate::timefmt::format_duration;
 use crate::webhook::Event;
 
@@ -80,17 +80,12 @@ fn drill_followed(dir: &std::path::Path, boot: &str, started: SystemTime) -> Opt
     crate::state::drill_records(dir, boot)
         .into_iter()
         .map(|r| {
-            let kind =
-                r.id.as_str()
-                    .split('/')
-                    .nth(1)
-                    .and_then(NoticeKind::from_name);
-            let action = match r.action.as_str() {
-                "reboot" => PowerAction::Reboot,
-                _ => PowerAction::PowerOff,
-            };
+            // The record keeps the action's name as the setting spells it.
+            let action = Action::parse(&r.action)
+                .and_then(Action::power)
+                .unwrap_or(PowerAction::PowerOff);
             Followed {
-                kind: kind.map_or("unknown", NoticeKind::name),
+                kind: r.id.drill_kind().map_or("unknown", NoticeKind::name),
                 id: r.id.to_string(),
                 action: action.name(),
                 deadline: None,

@@ -93,9 +93,7 @@ pub(crate) fn resolve_cloud(s: &ProviderSettings) -> Result<Detection, detect::D
             how: "set by --provider / NTHD_PROVIDER".into(),
         });
     }
-    let imdsd = (s.client.via != crate::imds::Via::Direct).then(|| {
-        crate::imds::imdsd::Imdsd::new(s.client.imdsd_socket.clone(), s.client.imdsd_root.clone())
-    });
+    let imdsd = s.client.imdsd_route(&s.client.imdsd_root);
     detect::detect(
         &detect::Dmi::system(),
         imdsd.as_ref(),
