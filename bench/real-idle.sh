@@ -29,7 +29,8 @@
 #                                                testkit's nthd-stack-floor (tokio + hyper),
 #                                                another with --raw (tokio alone) and one with
 #                                                --blocking (no runtime: blocking sockets on
-#                                                one thread, httparse)
+#                                                one thread, httparse) and one with --ureq
+#                                                (the same with ureq 3)
 #
 # Needs root, systemd-nspawn, nsenter, jq and the cached tree (tests/e2e/rootfs.sh builds it;
 # E2E_ROOTFS names another). The package is tests/e2e/lib.sh's choice (E2E_NTHD_DEB, else the
@@ -46,8 +47,9 @@ export REPO
 
 secs=120 out="" label="packaged unit" nthd_bin="" loop_every=2 strace_secs=0 floor_k="" stack_k=""
 dropins=() envs=() stack_pids=()
-# nthd-stack-floor's modes, in the order of the JSON's stack fields: tokio + hyper, tokio, blocking.
-STACK_MODES=("" raw blocking)
+# nthd-stack-floor's modes, in the order of the JSON's stack fields: tokio + hyper, tokio,
+# blocking, ureq.
+STACK_MODES=("" raw blocking ureq)
 SPOT=/latest/meta-data/spot/instance-action
 
 parse_args() {
@@ -188,8 +190,8 @@ strace_run() {
 # wakeup drifts by tens of percent from one minute to the next, and a ratio of figures taken in
 # different minutes carries that drift. Each is one wakeup a second of well under a millisecond,
 # started a quarter of a second apart, so they do not meet nthd's or each other's.
-# Starts them in the background (bench/floor.c, then nthd-stack-floor with hyper, --raw and
-# --blocking).
+# Starts them in the background (bench/floor.c, then nthd-stack-floor with hyper, --raw,
+# --blocking and --ureq).
 beside_start() {
   local bin="$_testkit_dir/nthd-stack-floor" net=(nsenter --net="/proc/$pid/ns/net")
   if [[ -n "$floor_k" ]]; then
@@ -200,7 +202,7 @@ beside_start() {
   [[ -n "$stack_k" ]] || return 0
   [[ -x "$bin" ]] || (cd "$REPO" && cargo build --quiet --release --target "$(uname -m)-unknown-linux-musl" \
     -p nthd-testkit --bin nthd-stack-floor) || fail "cannot build the testkit's nthd-stack-floor"
-  log "beside nthd: nthd-stack-floor, $stack_k GET(s) a second: tokio + hyper, tokio alone, blocking"
+  log "beside nthd: nthd-stack-floor, $stack_k GET(s) a second: tokio + hyper, tokio alone, blocking, ureq"
   local mode
   stack_pids=()
   for mode in "${STACK_MODES[@]}"; do
@@ -225,7 +227,7 @@ beside_wait() {
     wait "${stack_pids[i]}" || fail "nthd-stack-floor ${mode:+--$mode }could not read the mock"
     files+=("$work/stack-${mode:-hyper}.json")
   done
-  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1], blocking: .[2]}' "${files[@]}")"
+  stack_json="$(jq -sc '{hyper: .[0], tokio: .[1], blocking: .[2], ureq: .[3]}' "${files[@]}")"
 }
 
 # The JSON result: printed, written to --out, and a one-line summary.
@@ -257,12 +259,13 @@ report() {
        {nthd: ($cpu * 1000 / $w / $f | . * 100 | round / 100),
         stack_hyper: (if $stack == null then null else $stack.hyper.us_per_tick / $f | . * 100 | round / 100 end),
         stack_tokio: (if $stack == null then null else $stack.tokio.us_per_tick / $f | . * 100 | round / 100 end),
-        stack_blocking: (if $stack == null then null else $stack.blocking.us_per_tick / $f | . * 100 | round / 100 end)} end),
+        stack_blocking: (if $stack == null then null else $stack.blocking.us_per_tick / $f | . * 100 | round / 100 end),
+        stack_ureq: (if $stack == null then null else $stack.ureq.us_per_tick / $f | . * 100 | round / 100 end)} end),
      curl_loop: (if $every > 0 and $l0 != "" then {every_s: $every,
        cpu_s_per_hour: ((($l1|tonumber) - ($l0|tonumber)) / $tick / $w * 3600 | r3), cpu_method: "/proc ticks"} else null end)}')"
   [[ -z "$out" ]] || { mkdir -p "$(dirname "$out")"; printf '%s\n' "$result" >"$out"; }
   printf '%s\n' "$result"
-  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end) + (if .ratio_to_floor then "; to the floor: nthd \(.ratio_to_floor.nthd)×, tokio+hyper \(.ratio_to_floor.stack_hyper)×, tokio \(.ratio_to_floor.stack_tokio)×, blocking \(.ratio_to_floor.stack_blocking)×" else "" end)' <<<"$result")"
+  log "$(jq -r '"\(.label): \(.cpu_s_per_hour) CPU-s/h, \(.switches_per_s) switches/s, RSS \(.rss_kib) KiB (peak \(.peak_rss_kib)), \(.imds_req_per_s) req/s" + (if .curl_loop then "; curl loop \(.curl_loop.every_s) s: \(.curl_loop.cpu_s_per_hour) CPU-s/h" else "" end) + (if .ratio_to_floor then "; to the floor: nthd \(.ratio_to_floor.nthd)×, tokio+hyper \(.ratio_to_floor.stack_hyper)×, tokio \(.ratio_to_floor.stack_tokio)×, blocking \(.ratio_to_floor.stack_blocking)×, ureq \(.ratio_to_floor.stack_ureq)×" else "" end)' <<<"$result")"
 }
 
 main() {

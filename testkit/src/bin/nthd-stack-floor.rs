@@ -14,7 +14,10 @@
 //! `TcpStream`. `--blocking` drops the runtime too, as a metadata reader on a thread of its own
 //! would: blocking sockets with a 2 s `SO_RCVTIMEO`/`SO_SNDTIMEO` set once, the tick an absolute
 //! `clock_nanosleep` (floor.c's), each answer's head parsed with httparse and its body read to
-//! its `Content-Length` into a `String`. Prints one JSON object like floor.c's: on-CPU microseconds per tick
+//! its `Content-Length` into a `String`. `--ureq` makes the same reads with no runtime through
+//! ureq 3 (one `Agent`, its pool keeping the connections; proxy, redirects and status errors
+//! off; the body read to a `String` under a 256 KiB limit), one after the other, since a
+//! synchronous client answers one call at a time per thread. Prints one JSON object like floor.c's: on-CPU microseconds per tick
 //! (`/proc/self/schedstat`) over SECS ticks after three warm-up ticks.
 //!
 //! `bench/real-idle.sh --stack K` runs it in the container's network beside nthd and floor.c,
@@ -169,7 +172,7 @@ mod blocking {
     }
 
     /// Sleeps until `at` on the monotonic clock (absolute, as floor.c).
-    fn sleep_until(at: &libc::timespec) {
+    pub(super) fn sleep_until(at: &libc::timespec) {
         // SAFETY: `at` is a valid timespec and the remaining-time pointer may be null with
         // TIMER_ABSTIME; an interruption only ends the sleep early.
         unsafe {
@@ -182,6 +185,17 @@ mod blocking {
         }
     }
 
+    /// The monotonic clock now.
+    pub(super) fn now() -> libc::timespec {
+        let mut at = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `at` is a valid timespec to write the time into.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut at) };
+        at
+    }
+
     /// SECS ticks after three warm-up ticks; on-CPU microseconds per tick.
     pub(super) fn measure(secs: u64, k: usize, addr: &str) -> Result<f64, Error> {
         let mut conns = Vec::with_capacity(k);
@@ -192,12 +206,7 @@ mod blocking {
             s.set_write_timeout(Some(TIMEOUT))?;
             conns.push(s);
         }
-        let mut at = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `at` is a valid timespec to write the time into.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut at) };
+        let mut at = now();
         let (mut buf, mut start) = ([0u8; 4096], 0);
         for n in 0..secs + 3 {
             at.tv_sec += 1;
@@ -210,6 +219,43 @@ mod blocking {
             }
             for s in &mut conns {
                 get(s, &mut buf)?;
+            }
+        }
+        Ok((on_cpu_ns() - start) as f64 / 1000.0 / secs as f64)
+    }
+}
+
+/// The maintained blocking client nthd could adopt instead of its own: ureq 3.
+mod ureq_client {
+    use super::{blocking::sleep_until, on_cpu_ns, Error, PATH, TIMEOUT};
+
+    /// SECS ticks after three warm-up ticks; on-CPU microseconds per tick.
+    pub(super) fn measure(secs: u64, k: usize, addr: &str) -> Result<f64, Error> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .proxy(None)
+            .timeout_global(Some(TIMEOUT))
+            .max_idle_connections_per_host(k)
+            .user_agent("nthd-stack-floor/1")
+            .build()
+            .into();
+        let url = format!("http://{addr}{PATH}");
+        let mut at = super::blocking::now();
+        let mut start = 0;
+        for n in 0..secs + 3 {
+            at.tv_sec += 1;
+            sleep_until(&at);
+            if n == 3 {
+                start = on_cpu_ns();
+            }
+            for _ in 0..k {
+                let mut answer = agent.get(&url).header("Host", "169.254.169.254").call()?;
+                answer
+                    .body_mut()
+                    .with_config()
+                    .limit(256 * 1024)
+                    .read_to_string()?;
             }
         }
         Ok((on_cpu_ns() - start) as f64 / 1000.0 / secs as f64)
@@ -239,47 +285,50 @@ async fn measure(secs: u64, k: usize, addr: &str, raw: bool) -> Result<f64, Erro
     Ok((on_cpu_ns() - start) as f64 / 1000.0 / secs as f64)
 }
 
+/// The stack to measure: the flag that names it, and its name in the JSON.
+const MODES: [(&str, &str); 4] = [
+    ("", "tokio+hyper"),
+    ("--raw", "tokio"),
+    ("--blocking", "blocking"),
+    ("--ureq", "ureq"),
+];
+
+/// The stack's name, SECS and K from the command line; `None` for bad usage.
+fn parse(args: &[String]) -> Option<(&'static str, u64, usize, Option<&str>)> {
+    let flags: Vec<&String> = args.iter().filter(|a| a.starts_with("--")).collect();
+    let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let flag = match flags.as_slice() {
+        [] => "",
+        [one] => one.as_str(),
+        _ => return None,
+    };
+    let (_, stack) = MODES.iter().find(|(f, _)| *f == flag)?;
+    let secs = pos.first()?.parse::<u64>().ok().filter(|&s| s > 0)?;
+    let k = pos.get(1)?.parse::<usize>().ok().filter(|&k| k > 0)?;
+    Some((stack, secs, k, pos.get(2).map(|a| a.as_str())))
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let raw = args.iter().any(|a| a == "--raw");
-    let blocking = args.iter().any(|a| a == "--blocking");
-    let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let flags_known = args
-        .iter()
-        .all(|a| !a.starts_with("--") || a == "--raw" || a == "--blocking");
-    let (true, false, Some(secs), Some(k)) = (
-        flags_known,
-        raw && blocking,
-        pos.first()
-            .and_then(|s| s.parse::<u64>().ok())
-            .filter(|&s| s > 0),
-        pos.get(1)
-            .and_then(|s| s.parse::<usize>().ok())
-            .filter(|&k| k > 0),
-    ) else {
+    let Some((stack, secs, k, addr)) = parse(&args) else {
         eprintln!(
-            "usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw | --blocking]  (SECS, K > 0; \
-             one of --raw and --blocking at most)"
+            "usage: nthd-stack-floor SECS K [ADDRESS:PORT] [--raw | --blocking | --ureq]  \
+             (SECS, K > 0; one of the flags at most)"
         );
         return std::process::ExitCode::from(2);
     };
-    let addr = pos.get(2).map_or("169.254.169.254:80", |a| a.as_str());
-    let result = if blocking {
-        blocking::measure(secs, k, addr)
-    } else {
-        tokio::runtime::Builder::new_current_thread()
+    let addr = addr.unwrap_or("169.254.169.254:80");
+    let result = match stack {
+        "blocking" => blocking::measure(secs, k, addr),
+        "ureq" => ureq_client::measure(secs, k, addr),
+        _ => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(Error::from)
-            .and_then(|rt| rt.block_on(measure(secs, k, addr, raw)))
+            .and_then(|rt| rt.block_on(measure(secs, k, addr, stack == "tokio"))),
     };
     match result {
         Ok(us) => {
-            let stack = match (blocking, raw) {
-                (true, _) => "blocking",
-                (false, true) => "tokio",
-                (false, false) => "tokio+hyper",
-            };
             println!(
                 r#"{{"stack":"{stack}","k":{k},"ticks":{secs},"us_per_tick":{us:.1},"us_per_request":{:.1}}}"#,
                 us / k as f64
