@@ -17,7 +17,6 @@ use crate::logind::{Logind, LogindError};
 use crate::notice::{Cloud, Lifecycle, Notice};
 use crate::policy::{decide, PowerAction};
 use crate::provider::detect::{self, Detection, Dmi};
-use crate::provider::Provider;
 use crate::sandbox::{Blocked, IpPolicy};
 use crate::timefmt::format_duration;
 

@@ -254,6 +254,14 @@ pub(crate) fn error_name(e: &zbus::Error) -> Option<String> {
     }
 }
 
+/// A proxy that could not be made on the bus connection.
+fn proxy_failed(e: zbus::Error) -> LogindError {
+    LogindError::Call {
+        method: "proxy",
+        reason: e.to_string(),
+    }
+}
+
 /// The polkit action a method needs in the usual case.
 pub(crate) fn polkit_action(action: PowerAction) -> &'static str {
     match action {
@@ -417,10 +425,7 @@ impl Logind {
     async fn manager(&mut self) -> Result<ManagerProxy<'static>, LogindError> {
         if let Some(c) = &self.conn {
             if !c.is_closed() {
-                return ManagerProxy::new(c).await.map_err(|e| LogindError::Call {
-                    method: "proxy",
-                    reason: e.to_string(),
-                });
+                return ManagerProxy::new(c).await.map_err(proxy_failed);
             }
             self.conn = None;
         }
@@ -441,10 +446,7 @@ impl Logind {
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await
-            .map_err(|e| LogindError::Call {
-                method: "proxy",
-                reason: e.to_string(),
-            })?;
+            .map_err(proxy_failed)?;
         self.conn = Some(conn);
         Ok(proxy)
     }
@@ -631,10 +633,7 @@ impl Logind {
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await
-            .map_err(|e| LogindError::Call {
-                method: "proxy",
-                reason: e.to_string(),
-            })
+            .map_err(proxy_failed)
     }
 
     /// systemd's version string (e.g. `252.38-1~deb12u1`), from PID 1 over the bus.
@@ -915,17 +914,24 @@ mod tests {
         assert!(polkit_action(PowerAction::Reboot).contains("login1.reboot"));
     }
 
-    #[test]
-    fn operation_in_progress_is_told_apart() {
+    /// What PowerOff fails with when logind answers the error `name` with `text`.
+    fn power_off_refused(name: &str, text: &str) -> LogindError {
         let e = zbus::Error::MethodError(
-            zbus::names::OwnedErrorName::try_from("org.freedesktop.login1.OperationInProgress")
-                .unwrap(),
-            Some("There's already a shutdown or sleep operation in progress".into()),
+            zbus::names::OwnedErrorName::try_from(name).unwrap(),
+            Some(text.into()),
             zbus::message::Message::method_call("/", "Ping")
                 .build(&())
                 .unwrap(),
         );
-        let e = classify("PowerOff", Some(PowerAction::PowerOff), e);
+        classify("PowerOff", Some(PowerAction::PowerOff), e)
+    }
+
+    #[test]
+    fn operation_in_progress_is_told_apart() {
+        let e = power_off_refused(
+            "org.freedesktop.login1.OperationInProgress",
+            "There's already a shutdown or sleep operation in progress",
+        );
         assert!(matches!(e, LogindError::Busy { .. }), "{e:?}");
         let s = e.to_string();
         assert!(
@@ -963,15 +969,10 @@ mod tests {
     /// logind's error name is kept as a field of every refusal, apart from the message.
     #[test]
     fn a_refusal_keeps_loginds_error_name() {
-        let e = zbus::Error::MethodError(
-            zbus::names::OwnedErrorName::try_from("org.freedesktop.login1.BlockedByInhibitorLock")
-                .unwrap(),
-            Some("Operation denied due to active block inhibitor".into()),
-            zbus::message::Message::method_call("/", "Ping")
-                .build(&())
-                .unwrap(),
+        let e = power_off_refused(
+            "org.freedesktop.login1.BlockedByInhibitorLock",
+            "Operation denied due to active block inhibitor",
         );
-        let e = classify("PowerOff", Some(PowerAction::PowerOff), e);
         let r = e.refusal().expect("a refusal");
         assert_eq!(r.error, "org.freedesktop.login1.BlockedByInhibitorLock");
         assert!(r.holders.is_empty() && r.blocked_by().is_empty());

@@ -10,7 +10,7 @@ use crate::logind::Logind;
 use crate::notice::{Notice, SourceId};
 use crate::policy::{decide, Decision, When};
 use crate::provider::detect::Detection;
-use crate::provider::{self, resolve_cloud, AnyProvider, Observation, Provider};
+use crate::provider::{self, resolve_cloud, AnyProvider, Observation};
 use crate::timefmt;
 
 /// What to say when no notice is listed: "none" only for sources that answered.

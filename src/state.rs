@@ -1130,6 +1130,20 @@ pub(crate) mod tests {
         }
     }
 
+    const POWER_OFF: PowerAction = PowerAction::PowerOff;
+
+    /// The daemon's state in `dir` with a spot record started for `action`, then a drill's
+    /// state loaded after it.
+    fn daemon_then_drill(dir: &Path, action: PowerAction) -> (NoticeId, State, State) {
+        let (mut daemon, _) = State::load(dir, "b".into(), t(NOW));
+        let spot = nid("aws/spot/terminate");
+        daemon
+            .record(&spot, None, action, Phase::Started, t(NOW))
+            .unwrap();
+        let (drill, _) = State::load(dir, "b".into(), t(NOW));
+        (spot, daemon, drill.for_drill())
+    }
+
     fn drill_id(n: u32) -> NoticeId {
         NoticeId::drill(
             crate::notice::NoticeKind::SpotTerminate,
@@ -1154,13 +1168,7 @@ pub(crate) mod tests {
     #[test]
     fn what_the_daemon_writes_while_a_drill_waits_survives_the_drills_write() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut daemon, _) = State::load(dir.path(), "b".into(), t(NOW));
-        let spot = nid("aws/spot/terminate");
-        daemon
-            .record(&spot, None, PowerAction::PowerOff, Phase::Started, t(NOW))
-            .unwrap();
-        let (drill, _) = State::load(dir.path(), "b".into(), t(NOW));
-        let mut drill = drill.for_drill();
+        let (spot, mut daemon, mut drill) = daemon_then_drill(dir.path(), PowerAction::PowerOff);
         daemon
             .record(&spot, None, PowerAction::PowerOff, Phase::Done, t(NOW))
             .unwrap();
@@ -1169,13 +1177,7 @@ pub(crate) mod tests {
             .record(&e1, Some("e1"), PowerAction::Reboot, Phase::Done, t(NOW))
             .unwrap();
         drill
-            .record(
-                &drill_id(1),
-                None,
-                PowerAction::PowerOff,
-                Phase::Done,
-                t(NOW),
-            )
+            .record(&drill_id(1), None, POWER_OFF, Phase::Done, t(NOW))
             .unwrap();
         assert_eq!(
             on_disk(dir.path()),
@@ -1193,21 +1195,9 @@ pub(crate) mod tests {
     #[test]
     fn a_record_a_drill_wrote_survives_the_daemons_next_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut daemon, _) = State::load(dir.path(), "b".into(), t(NOW));
-        let spot = nid("aws/spot/terminate");
-        daemon
-            .record(&spot, None, PowerAction::Reboot, Phase::Started, t(NOW))
-            .unwrap();
-        let (drill, _) = State::load(dir.path(), "b".into(), t(NOW));
-        let mut drill = drill.for_drill();
+        let (spot, mut daemon, mut drill) = daemon_then_drill(dir.path(), PowerAction::Reboot);
         drill
-            .record(
-                &drill_id(1),
-                None,
-                PowerAction::PowerOff,
-                Phase::Done,
-                t(NOW),
-            )
+            .record(&drill_id(1), None, POWER_OFF, Phase::Done, t(NOW))
             .unwrap();
         let e1 = nid("aws/scheduled/e1");
         daemon

@@ -52,12 +52,8 @@ fn termination_time_is_a_notice_with_its_deadline() {
     let n = &o.notices[0];
     assert_eq!(n.id, "alibaba/spot/termination");
     assert_eq!(
-        n.deadline
-            .unwrap()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-        1_420_480_920
+        n.deadline,
+        Some(UNIX_EPOCH + Duration::from_secs(1_420_480_920))
     );
     // Withdrawn: 404 again, fresh and empty.
     m.clear(SPOT_PATH);

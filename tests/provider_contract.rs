@@ -73,7 +73,7 @@ fn serve<C: Contract>(routes: Routes, identity: bool) -> MockImds {
 fn not_found_is_no_notice<C: Contract>() {
     let m = serve::<C>(C::quiet(), false);
     let mut p = build::<C>(&m.url());
-    assert_eq!(p.cloud(), C::CLOUD);
+    assert_eq!(<C::P as Provider>::CLOUD, C::CLOUD);
     let started = Instant::now();
     let o = p.observe();
     assert!(o.ok(), "{:?}", o.errors);

@@ -159,25 +159,23 @@ fn log_report(r: &Report) {
     let pods = r.pods_left.as_ref().map(|p| p.join(","));
     let notice = r.notice.as_ref().map_or("", |n| n.id.as_str());
     let text = r.sentence();
+    // tracing's level is part of the call site, so the fields are written once for both.
+    macro_rules! at {
+        ($level:ident) => {
+            tracing::$level!(
+                message_id = MSG_DRAINED,
+                nthd_drain_outcome = r.outcome.name(),
+                nthd_drain_held_s = r.held_s,
+                nthd_drain_budget_s = r.budget_s,
+                nthd_pods_left = pods.as_deref().unwrap_or("unknown"),
+                nthd_notice_id = notice,
+                "{text}"
+            )
+        };
+    }
     match r.outcome {
-        crate::drain::Outcome::Released => tracing::info!(
-            message_id = MSG_DRAINED,
-            nthd_drain_outcome = r.outcome.name(),
-            nthd_drain_held_s = r.held_s,
-            nthd_drain_budget_s = r.budget_s,
-            nthd_pods_left = pods.as_deref().unwrap_or("unknown"),
-            nthd_notice_id = notice,
-            "{text}"
-        ),
-        crate::drain::Outcome::BudgetExhausted => tracing::warn!(
-            message_id = MSG_DRAINED,
-            nthd_drain_outcome = r.outcome.name(),
-            nthd_drain_held_s = r.held_s,
-            nthd_drain_budget_s = r.budget_s,
-            nthd_pods_left = pods.as_deref().unwrap_or("unknown"),
-            nthd_notice_id = notice,
-            "{text}"
-        ),
+        crate::drain::Outcome::Released => at!(info),
+        crate::drain::Outcome::BudgetExhausted => at!(warn),
     }
 }
 

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::imds::ImdsError;
 use crate::notice::{Identity, SourceId};
 use crate::provider::detect::{DetectError, Detection};
-use crate::provider::{self, Observation, Provider, ProviderSettings};
+use crate::provider::{self, Observation, ProviderSettings};
 use crate::status::Moment;
 
 /// Messages from the metadata reader.

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::identity::Reads;
+use super::identity;
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider,
     TerminationTime, Timings,
@@ -78,12 +78,6 @@ impl Alibaba {
     pub fn tokens_fetched(&self) -> u64 {
         self.hardened.token.fetched()
     }
-
-    /// One identity value, read with the hardened-mode token when there is one.
-    fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
-        let r = get_with_token(&mut self.hardened, path);
-        reads.value(&self.hardened.client.url(path), r)
-    }
 }
 
 impl Hardened {
@@ -142,10 +136,19 @@ pub fn parse_termination_time(url: &str, body: &str) -> Result<Notice, ImdsError
     })
 }
 
+/// The identity keys, read one after the other. The lifecycle stays unknown: ECS instance
+/// metadata has no documented key for the billing method or spot strategy that we know of (only
+/// `instance/spot/termination-time`, which exists once a reclaim is scheduled, not for the
+/// instance's whole life).
+const IDENTITY: identity::Paths = identity::Paths {
+    instance_id: INSTANCE_ID_PATH,
+    instance_type: INSTANCE_TYPE_PATH,
+    zone: ZONE_PATH,
+    lifecycle: None,
+};
+
 impl Provider for Alibaba {
-    fn cloud(&self) -> Cloud {
-        Cloud::Alibaba
-    }
+    const CLOUD: Cloud = Cloud::Alibaba;
 
     fn describe(&self) -> String {
         let h = &self.hardened;
@@ -173,19 +176,9 @@ impl Provider for Alibaba {
         self.spot.next_due()
     }
 
-    /// Reads `instance-id`, `instance/instance-type` and `zone-id` one after the other. The
-    /// lifecycle stays `None`: ECS instance metadata has no documented key for the billing
-    /// method or spot strategy that we know of (only `instance/spot/termination-time`, which
-    /// exists once a reclaim is scheduled, not for the instance's whole life).
     fn identity(&mut self) -> Result<Identity, ImdsError> {
-        let mut reads = Reads::default();
-        let id = Identity {
-            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH),
-            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH),
-            zone: self.identity_value(&mut reads, ZONE_PATH),
-            lifecycle: None,
-        };
-        reads.finish(id, &self.hardened.client)
+        let client = self.hardened.client.clone();
+        IDENTITY.read(&client, |path| get_with_token(&mut self.hardened, path))
     }
 }
 
@@ -227,12 +220,8 @@ mod tests {
         assert_eq!(n.source, SRC_SPOT);
         assert_eq!(n.status, NoticeStatus::Active);
         assert_eq!(
-            n.deadline
-                .unwrap()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-            1_420_480_920
+            n.deadline,
+            Some(UNIX_EPOCH + Duration::from_secs(1_420_480_920))
         );
         let n2 = parse_termination_time(U, "2015-01-05T18:03:00Z\n").unwrap();
         assert_eq!(n.id, n2.id, "the fingerprint must not depend on the time");

@@ -21,11 +21,10 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::identity::Reads;
 use super::Timings;
 use super::{
-    cap_raw, earliest, gather, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation,
-    Pace, Provider, SourceState,
+    cap_raw, earliest, gather, identity, Cloud, Identity, Notice, NoticeKind, NoticeStatus,
+    Observation, Pace, Provider, SourceState,
 };
 use crate::imds::{
     get_all_with_token, get_with_token, ImdsClient, ImdsError, Reply, TokenAnswer, TokenCache,
@@ -405,12 +404,6 @@ impl Aws {
         get_with_token(&mut self.imds, path)
     }
 
-    /// One identity value, read with the token.
-    fn identity_value(&mut self, reads: &mut Reads, path: &str) -> Option<String> {
-        let r = self.get(path);
-        reads.value(&self.imds.client().url(path), r)
-    }
-
     /// Reads the sources due now together ([`get_all_with_token`]), so
     /// their answers wake nthd once rather than once each (docs/performance.md, "CPU per
     /// metadata request"), and records each result.
@@ -658,10 +651,16 @@ pub(crate) fn parse_life_cycle(value: &str) -> Option<Lifecycle> {
     }
 }
 
+/// The identity keys, read one after the other with the token.
+const IDENTITY: identity::Paths = identity::Paths {
+    instance_id: INSTANCE_ID_PATH,
+    instance_type: INSTANCE_TYPE_PATH,
+    zone: ZONE_PATH,
+    lifecycle: Some((LIFE_CYCLE_PATH, parse_life_cycle)),
+};
+
 impl Provider for Aws {
-    fn cloud(&self) -> Cloud {
-        Cloud::Aws
-    }
+    const CLOUD: Cloud = Cloud::Aws;
 
     fn describe(&self) -> String {
         format!(
@@ -698,19 +697,9 @@ impl Provider for Aws {
         earliest(&self.sources)
     }
 
-    /// Reads `instance-id`, `instance-type`, `placement/availability-zone` and
-    /// `instance-life-cycle` one after the other, with the token.
     fn identity(&mut self) -> Result<Identity, ImdsError> {
-        let mut reads = Reads::default();
-        let id = Identity {
-            instance_id: self.identity_value(&mut reads, INSTANCE_ID_PATH),
-            instance_type: self.identity_value(&mut reads, INSTANCE_TYPE_PATH),
-            zone: self.identity_value(&mut reads, ZONE_PATH),
-            lifecycle: self
-                .identity_value(&mut reads, LIFE_CYCLE_PATH)
-                .and_then(|v| parse_life_cycle(&v)),
-        };
-        reads.finish(id, self.imds.client())
+        let client = self.imds.client().clone();
+        IDENTITY.read(&client, |path| self.get(path))
     }
 }
 
@@ -737,12 +726,8 @@ mod tests {
         assert_eq!(n.kind, NoticeKind::SpotTerminate);
         assert_eq!(n.id, "aws/spot/terminate");
         assert_eq!(
-            n.deadline
-                .unwrap()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-            1_505_722_920
+            n.deadline,
+            Some(UNIX_EPOCH + Duration::from_secs(1_505_722_920))
         );
         let n2 = parse_spot(U, r#"{"action":"terminate","time":"2017-09-18T08:23:00Z"}"#).unwrap();
         assert_eq!(n.id, n2.id, "the fingerprint must not depend on time");
@@ -832,12 +817,8 @@ mod tests {
         );
         assert_eq!(n[0].id, "aws/scheduled/instance-event-0d59937288b749b32");
         assert_eq!(
-            n[0].deadline
-                .unwrap()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-            1_548_061_243
+            n[0].deadline,
+            Some(UNIX_EPOCH + Duration::from_secs(1_548_061_243))
         );
         assert_eq!(n[1].kind, NoticeKind::ScheduledStop);
         assert_eq!(n[2].kind, NoticeKind::ScheduledStop);

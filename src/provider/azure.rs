@@ -560,9 +560,7 @@ impl Azure {
 }
 
 impl Provider for Azure {
-    fn cloud(&self) -> Cloud {
-        Cloud::Azure
-    }
+    const CLOUD: Cloud = Cloud::Azure;
 
     fn describe(&self) -> String {
         // The daemon keeps the first description for STATUS=, so it says nothing that is only
@@ -700,21 +698,22 @@ mod tests {
         assert!(parse_compute(U, "<html>").is_err());
     }
 
+    /// A document with event `A`, a Preempt of vm1 scheduled at Microsoft's example time, and
+    /// then `other`.
+    fn doc_preempt_a_and(other: &str) -> String {
+        let a = event(
+            "A",
+            "Preempt",
+            r#"["vm1"]"#,
+            "Scheduled",
+            "Mon, 19 Sep 2016 18:29:47 GMT",
+        );
+        doc_with(&[a, other.to_string()].join(","))
+    }
+
     #[test]
     fn documents() {
-        let body = doc_with(
-            &[
-                event(
-                    "A",
-                    "Preempt",
-                    r#"["vm1"]"#,
-                    "Scheduled",
-                    "Mon, 19 Sep 2016 18:29:47 GMT",
-                ),
-                event("B", "Reboot", r#"["vm2","vm3"]"#, "Started", ""),
-            ]
-            .join(","),
-        );
+        let body = doc_preempt_a_and(&event("B", "Reboot", r#"["vm2","vm3"]"#, "Started", ""));
         let d = parse_document(U, &body).unwrap();
         assert_eq!(d.incarnation, Some(3));
         assert_eq!(d.events.len(), 2);
@@ -804,12 +803,8 @@ mod tests {
         .unwrap();
         let n = to_notice(U, &d.events[0]);
         assert_eq!(
-            n.deadline
-                .unwrap()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-            1_474_309_787
+            n.deadline,
+            Some(UNIX_EPOCH + Duration::from_secs(1_474_309_787))
         );
         // Started: empty NotBefore means now. The fingerprint stays the same.
         let started = parse_document(
@@ -910,20 +905,8 @@ mod tests {
 
     #[test]
     fn mutated_documents_never_panic() {
-        let base = doc_with(
-            &[
-                event(
-                    "A",
-                    "Preempt",
-                    r#"["vm1"]"#,
-                    "Scheduled",
-                    "Mon, 19 Sep 2016 18:29:47 GMT",
-                ),
-                event("B", "Freeze", r#"["vm1","vm2"]"#, "Started", ""),
-            ]
-            .join(","),
-        )
-        .into_bytes();
+        let base = doc_preempt_a_and(&event("B", "Freeze", r#"["vm1","vm2"]"#, "Started", ""))
+            .into_bytes();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             seed ^= seed << 13;

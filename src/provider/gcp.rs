@@ -767,9 +767,7 @@ fn identity_lifecycle(client: &ImdsClient, reads: &mut Reads) -> Option<Lifecycl
 }
 
 impl Provider for Gcp {
-    fn cloud(&self) -> Cloud {
-        Cloud::Gcp
-    }
+    const CLOUD: Cloud = Cloud::Gcp;
 
     fn describe(&self) -> String {
         format!(

@@ -9,7 +9,7 @@
 //! a truncated or escaped instance id is garbage that looks real.
 
 use crate::imds::{ImdsClient, ImdsError, Reply};
-use crate::notice::{Identity, MAX_IDENTITY};
+use crate::notice::{Identity, Lifecycle, MAX_IDENTITY};
 
 /// The value as nthd keeps it, or `None`: trimmed, 1 to [`MAX_IDENTITY`] characters of
 /// printable ASCII with no space and no `<`, `>` or `"` (nothing HTML, nothing that needs
@@ -27,6 +27,42 @@ pub(crate) fn clean_value(raw: &str) -> Option<String> {
 pub(crate) fn last_segment(s: &str) -> &str {
     let s = s.trim();
     s.rsplit('/').next().unwrap_or(s)
+}
+
+/// Where a cloud keeps the identity values as plain text, one key each.
+pub(crate) struct Paths {
+    pub(crate) instance_id: &'static str,
+    pub(crate) instance_type: &'static str,
+    pub(crate) zone: &'static str,
+    pub(crate) lifecycle: Option<LifecycleKey>,
+}
+
+/// The key that names the billing model, and how its value reads.
+pub(crate) type LifecycleKey = (&'static str, fn(&str) -> Option<Lifecycle>);
+
+impl Paths {
+    /// Reads each key one after the other through `get` (the cloud's own GET, with its token
+    /// or headers); [`Reads::finish`] decides whether the read as a whole failed.
+    pub(crate) fn read(
+        &self,
+        client: &ImdsClient,
+        mut get: impl FnMut(&str) -> Result<Reply, ImdsError>,
+    ) -> Result<Identity, ImdsError> {
+        let mut reads = Reads::default();
+        let mut value = |path: &str| {
+            let r = get(path);
+            reads.value(&client.url(path), r)
+        };
+        let id = Identity {
+            instance_id: value(self.instance_id),
+            instance_type: value(self.instance_type),
+            zone: value(self.zone),
+            lifecycle: self
+                .lifecycle
+                .and_then(|(path, parse)| parse(&value(path)?)),
+        };
+        reads.finish(id, client)
+    }
 }
 
 /// The outcome of one identity read session: the first reason a value is missing, kept so

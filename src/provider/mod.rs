@@ -147,7 +147,7 @@ impl Observation {
 /// One cloud's metadata service.
 pub trait Provider: Send {
     /// The cloud this provider reads.
-    fn cloud(&self) -> Cloud;
+    const CLOUD: Cloud;
 
     /// A one-line description of what is watched, for logs and STATUS=.
     fn describe(&self) -> String;
@@ -206,35 +206,33 @@ macro_rules! each {
     };
 }
 
-impl Provider for AnyProvider {
-    fn cloud(&self) -> Cloud {
-        each!(self, p => p.cloud())
-    }
-    fn describe(&self) -> String {
+/// The [`Provider`] methods, on whichever provider this is.
+impl AnyProvider {
+    pub(crate) fn describe(&self) -> String {
         each!(self, p => p.describe())
     }
     /// Every notice's summary is cleaned here, once for all clouds: it holds metadata text
     /// (Azure's Description, AWS codes) that reaches logs, STATUS= and terminals.
-    fn observe(&mut self) -> Observation {
+    pub(crate) fn observe(&mut self) -> Observation {
         let mut obs = each!(self, p => p.observe());
         for n in &mut obs.notices {
             n.detail = crate::logging::clean(&n.detail, MAX_DETAIL);
         }
         obs
     }
-    fn next_due(&self) -> Instant {
+    pub(crate) fn next_due(&self) -> Instant {
         each!(self, p => p.next_due())
     }
-    fn first_answer_pending(&self) -> bool {
+    pub(crate) fn first_answer_pending(&self) -> bool {
         each!(self, p => p.first_answer_pending())
     }
-    fn identity(&mut self) -> Result<Identity, ImdsError> {
+    pub(crate) fn identity(&mut self) -> Result<Identity, ImdsError> {
         each!(self, p => p.identity())
     }
-    fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
+    pub(crate) fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
         each!(self, p => p.acknowledge(ids))
     }
-    fn action_due(&mut self, at: Option<SystemTime>) {
+    pub(crate) fn action_due(&mut self, at: Option<SystemTime>) {
         each!(self, p => p.action_due(at));
     }
 }

@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use super::identity::Reads;
+use super::identity;
 use super::{
     cap_raw, Cloud, Identity, Notice, NoticeKind, NoticeStatus, Observation, Provider,
     TerminationTime, Timings,
@@ -100,10 +100,17 @@ pub(crate) fn parse_charge_type(value: &str) -> Option<Lifecycle> {
     }
 }
 
+/// The identity keys, read one after the other; the billing method through
+/// [`parse_charge_type`].
+const IDENTITY: identity::Paths = identity::Paths {
+    instance_id: INSTANCE_ID_PATH,
+    instance_type: INSTANCE_TYPE_PATH,
+    zone: ZONE_PATH,
+    lifecycle: Some((CHARGE_TYPE_PATH, parse_charge_type)),
+};
+
 impl Provider for Tencent {
-    fn cloud(&self) -> Cloud {
-        Cloud::Tencent
-    }
+    const CLOUD: Cloud = Cloud::Tencent;
 
     fn describe(&self) -> String {
         format!(
@@ -121,20 +128,9 @@ impl Provider for Tencent {
         self.spot.next_due()
     }
 
-    /// Reads `instance-id`, `instance/instance-type`, `placement/zone` and
-    /// `payment/charge-type` ([`parse_charge_type`]) one after the other.
     fn identity(&mut self) -> Result<Identity, ImdsError> {
-        let mut reads = Reads::default();
         let c = self.spot.client();
-        let id = Identity {
-            instance_id: reads.get(c, INSTANCE_ID_PATH, &[]),
-            instance_type: reads.get(c, INSTANCE_TYPE_PATH, &[]),
-            zone: reads.get(c, ZONE_PATH, &[]),
-            lifecycle: reads
-                .get(c, CHARGE_TYPE_PATH, &[])
-                .and_then(|v| parse_charge_type(&v)),
-        };
-        reads.finish(id, c)
+        IDENTITY.read(c, |path| c.get(path, &[]))
     }
 }
 

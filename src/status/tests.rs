@@ -315,15 +315,22 @@ fn unreachable(src: SourceId) -> crate::provider::SourceError {
     }
 }
 
-#[test]
-fn a_daemon_that_cannot_read_the_metadata_service_is_unknown_not_all_clear() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut t, path) = tracker(dir.path());
+/// A tracker blind after 30 s (60 s for one source) that has just read `sources`, with no
+/// notice: it sees.
+fn seeing(dir: &Path, sources: Vec<SourceId>) -> (Tracker, PathBuf, Planner, Moment) {
+    let (mut t, path) = tracker(dir);
     t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
     let p = planner_with(&[]);
     let t0 = Moment::now();
-    read_at(&mut t, vec![SRC], vec![], t0);
+    read_at(&mut t, sources, vec![], t0);
     t.update(&facts(&p), true, t0);
+    (t, path, p, t0)
+}
+
+#[test]
+fn a_daemon_that_cannot_read_the_metadata_service_is_unknown_not_all_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, path, p, t0) = seeing(dir.path(), vec![SRC]);
     assert_eq!(
         npd_verdict(&read(&path), t0.wall).0,
         0,
@@ -357,13 +364,8 @@ fn a_daemon_that_cannot_read_the_metadata_service_is_unknown_not_all_clear() {
 #[test]
 fn one_source_that_keeps_failing_is_blindness_too() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, path) = tracker(dir.path());
-    t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
     let slow = SourceId::new("aws/events/maintenance/scheduled");
-    let p = planner_with(&[]);
-    let t0 = Moment::now();
-    read_at(&mut t, vec![SRC, slow], vec![], t0);
-    t.update(&facts(&p), true, t0);
+    let (mut t, path, p, t0) = seeing(dir.path(), vec![SRC, slow]);
     // The fast source keeps answering, the slow one fails for 61 s.
     for i in 1..=61 {
         read_at(
@@ -408,12 +410,7 @@ fn no_read_at_all_since_start_is_blindness() {
 #[test]
 fn a_clock_step_backwards_keeps_nthd_blind() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, path) = tracker(dir.path());
-    t.set_blind_after(Duration::from_secs(30), Duration::from_secs(60));
-    let p = planner_with(&[]);
-    let t0 = Moment::now();
-    read_at(&mut t, vec![SRC], vec![], t0);
-    t.update(&facts(&p), true, t0);
+    let (mut t, path, p, t0) = seeing(dir.path(), vec![SRC]);
     let mut f = facts(&p);
     f.metadata_error = Some("http://169.254.169.254/: Network unreachable");
     let blind_at = t0.after(Duration::from_secs(31));
