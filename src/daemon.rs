@@ -34,8 +34,9 @@ mod logind_watch;
 mod phase;
 mod reader;
 
+use crate::provider::Request;
 use phase::{Phase, Ready};
-use reader::{AckRequest, FromProvider};
+use reader::FromProvider;
 
 /// journald MESSAGE_ID of a notice, stable across releases: `journalctl MESSAGE_ID=...` finds
 /// every interruption across reboots. The action's are in `executor.rs`.
@@ -491,7 +492,7 @@ impl Daemon {
 /// acknowledgement would let Azure evict the VM mid-drain. So it acknowledges only when PID 1
 /// says the system is stopping. Without that answer it stays silent: the platform then goes
 /// ahead at its own deadline, which is the safe side.
-async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &std::sync::mpsc::Sender<AckRequest>) {
+async fn acknowledge_on_stop(d: &mut Daemon, requests: &std::sync::mpsc::Sender<Request>) {
     if d.opts.dry_run {
         return;
     }
@@ -519,7 +520,7 @@ async fn acknowledge_on_stop(d: &mut Daemon, ack_tx: &std::sync::mpsc::Sender<Ac
         }
     }
     let (reply_tx, reply_rx) = oneshot::channel();
-    if ack_tx.send((ids, reply_tx)).is_err() {
+    if requests.send(Request::Acknowledge(ids, reply_tx)).is_err() {
         return;
     }
     match tokio::time::timeout(Duration::from_secs(5), reply_rx).await {
@@ -869,16 +870,17 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     // Read once: a change to the unit's IP access lists needs a restart anyway.
     let sandbox = crate::sandbox::own_policy().await;
     let webhooks = WebhookSlot::start(&opts, Context::for_this_host(), sandbox.clone());
-    let (drain, mut drain_rx) = drained::DrainSide::start(&opts, sandbox.clone());
+    // What the daemon asks of the metadata reader: acknowledgements, the Auto Scaling reads.
+    let (requests, requests_rx) = std::sync::mpsc::channel::<Request>();
+    let (drain, mut drain_rx) = drained::DrainSide::start(&opts, sandbox.clone(), requests.clone());
     let quiet = reader::Quiet::new();
     let mut d = Daemon::new(&opts, webhooks, drain, quiet.clone());
     d.refresh_budget().await;
     let (tx, mut rx) = mpsc::channel(8);
-    let (ack_tx, ack_rx) = std::sync::mpsc::channel::<AckRequest>();
     let mut settings = opts.provider_settings();
     settings.client.sandbox = sandbox;
-    // Ends by itself once this loop has gone (both channels closed).
-    let _reader = reader::start(settings, tx, ack_rx, quiet)
+    // Ends by itself once this loop has gone (its messages' channel closed).
+    let _reader = reader::start(settings, tx, requests_rx, quiet)
         .context("cannot start the metadata reader thread; nthd exits so systemd restarts it")?;
     let health_every = health_every();
     let mut health = crate::timer::Deadline::new();
@@ -913,7 +915,7 @@ pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
 
     notify(&[sd_notify::NotifyState::Stopping]);
     d.out.metrics.flush_now();
-    acknowledge_on_stop(&mut d, &ack_tx).await;
+    acknowledge_on_stop(&mut d, &requests).await;
     // The action event is sent right before the machine goes down: give it a moment, within
     // the unit's TimeoutStopSec=15s (the Azure acknowledgement above takes at most 5 s).
     d.out.webhooks.drain(WEBHOOK_DRAIN).await;

@@ -9,8 +9,8 @@
 //! read is made by [`blocking`]: the request written on a kept connection with `write(2)` and
 //! the answer read with `read(2)`, with httparse for the head and a bound on every part of the
 //! answer. On the daemon's metadata reader thread a poll is one wakeup with no runtime between,
-//! which costs what the least possible client costs (docs/performance.md). A caller on a tokio
-//! runtime (the Auto Scaling credentials) calls it through `spawn_blocking`. One transport, one
+//! which costs what the least possible client costs (docs/performance.md). A command on a tokio
+//! runtime calls it through `spawn_blocking`. One transport, one
 //! retry rule, one set of limits.
 //!
 //! systemd-imdsd's Varlink service ([`imdsd`]) is the other route, when a prohibit route locks

@@ -11,6 +11,7 @@ use super::sigv4::Credentials;
 use super::AsgError;
 use crate::imds::{get_with_token, ImdsClient, ImdsError};
 use crate::provider::aws::{Imdsv2, TOKEN_TTL};
+use crate::provider::{Request, TokenRead};
 
 /// The instance id (`i-0123456789abcdef0`).
 pub(crate) const INSTANCE_ID_PATH: &str = "/latest/meta-data/instance-id";
@@ -19,32 +20,65 @@ pub(crate) const REGION_PATH: &str = "/latest/meta-data/placement/region";
 /// The instance profile's role name, one line.
 pub(crate) const ROLE_PATH: &str = "/latest/meta-data/iam/security-credentials/";
 
-/// Reads through the shared metadata client with an IMDSv2 token. The client blocks, so each
-/// read runs on tokio's blocking pool.
-#[derive(Debug)]
-pub(crate) struct Metadata {
-    imds: Arc<Mutex<Imdsv2>>,
+/// Where the reads are made, always with an IMDSv2 token. The client blocks.
+pub(crate) enum Metadata {
+    /// A client and token of its own, read on tokio's blocking pool (`nthd check`, the tests).
+    Own(Arc<Mutex<Imdsv2>>),
+    /// The daemon's metadata reader thread, with AWS's provider's client and token: one owner
+    /// of every read the daemon makes.
+    Reader(std::sync::mpsc::Sender<Request>),
+}
+
+impl std::fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Metadata::Own(_) => "Metadata::Own",
+            Metadata::Reader(_) => "Metadata::Reader",
+        })
+    }
+}
+
+/// The error when a read could not be made at all.
+fn not_read(why: impl std::fmt::Display) -> AsgError {
+    AsgError::Imds(ImdsError::Client(format!(
+        "the instance metadata read for Auto Scaling was not made: {why}"
+    )))
 }
 
 impl Metadata {
     pub(crate) fn new(client: ImdsClient, allow_v1: bool) -> Metadata {
-        Metadata {
-            imds: Arc::new(Mutex::new(Imdsv2::new(client, allow_v1, TOKEN_TTL))),
-        }
+        Metadata::Own(Arc::new(Mutex::new(Imdsv2::new(
+            client, allow_v1, TOKEN_TTL,
+        ))))
     }
 
-    /// `read` with the token source, on the blocking pool.
+    /// `read` with the token source, on the blocking pool or the reader thread.
     async fn with<T: Send + 'static>(
         &self,
         read: impl FnOnce(&mut Imdsv2) -> Result<T, AsgError> + Send + 'static,
     ) -> Result<T, AsgError> {
-        let imds = self.imds.clone();
-        let read = move || read(&mut imds.lock().unwrap_or_else(PoisonError::into_inner));
-        match tokio::task::spawn_blocking(read).await {
-            Ok(r) => r,
-            Err(e) => Err(AsgError::Imds(ImdsError::Client(format!(
-                "the metadata read stopped: {e}"
-            )))),
+        match self {
+            Metadata::Own(imds) => {
+                let imds = imds.clone();
+                let read = move || read(&mut imds.lock().unwrap_or_else(PoisonError::into_inner));
+                tokio::task::spawn_blocking(read).await.map_err(not_read)?
+            }
+            Metadata::Reader(reader) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let read: TokenRead = Box::new(move |imds| {
+                    let _ = tx.send(imds.map(read));
+                });
+                reader
+                    .send(Request::WithToken(read))
+                    .map_err(|_| not_read("the metadata reader thread has stopped"))?;
+                let answer = rx.await.map_err(not_read)?;
+                answer.unwrap_or_else(|| {
+                    Err(not_read(
+                        "the metadata reader reads no AWS metadata service (is this EC2? \
+                         NTHD_PROVIDER may name another cloud)",
+                    ))
+                })
+            }
         }
     }
 

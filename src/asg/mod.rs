@@ -19,6 +19,7 @@ pub(crate) mod sigv4;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::provider::Request;
 use api::Api;
 use credentials::Metadata;
 use sigv4::Credentials;
@@ -262,6 +263,13 @@ impl Lifecycle {
             sandbox: None,
             prepared: None,
         })
+    }
+
+    /// Makes the metadata reads on the daemon's metadata reader thread, with AWS's provider's
+    /// own client and token, instead of a client of its own.
+    pub(crate) fn through_reader(mut self, reader: std::sync::mpsc::Sender<Request>) -> Self {
+        self.imds = Metadata::Reader(reader);
+        self
     }
 
     /// Blames failed connections on these IP access lists (the daemon's unit's) when they

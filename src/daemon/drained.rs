@@ -31,13 +31,14 @@ impl DrainSide {
     pub(super) fn start(
         opts: &crate::config::Options,
         sandbox: Option<std::sync::Arc<crate::sandbox::IpPolicy>>,
+        reader: std::sync::mpsc::Sender<crate::provider::Request>,
     ) -> (DrainSide, mpsc::Receiver<Msg>) {
         let (tx, rx) = mpsc::channel(4);
         let (followed, seen) = watch::channel(None);
         let lifecycle = opts
             .asg_settings()
             .and_then(crate::asg::Lifecycle::new)
-            .map(|l| l.with_sandbox(sandbox));
+            .map(|l| l.with_sandbox(sandbox).through_reader(reader));
         let mut watcher = Watcher::new(tx, seen, lifecycle.map(Asg));
         let dir = opts.state_dir();
         let boot = crate::state::current_boot_id();

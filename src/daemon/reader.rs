@@ -19,12 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use std::sync::mpsc::RecvTimeoutError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use crate::imds::ImdsError;
 use crate::notice::{Identity, SourceId};
 use crate::provider::detect::{DetectError, Detection};
-use crate::provider::{self, Observation, ProviderSettings};
+use crate::provider::{self, Observation, ProviderSettings, Request};
 use crate::status::Moment;
 
 /// Messages from the metadata reader.
@@ -35,9 +34,6 @@ pub(super) enum FromProvider {
     Observed(Observation),
     Identity(Identity),
 }
-
-/// Event ids to acknowledge to the platform, and where the count acknowledged goes.
-pub(super) type AckRequest = (Vec<String>, oneshot::Sender<Result<usize, ImdsError>>);
 
 /// How long to wait before asking the metadata service for the machine's identity again, after
 /// a read that gave nothing.
@@ -144,13 +140,17 @@ impl Quiet {
 pub(super) fn start(
     settings: ProviderSettings,
     tx: mpsc::Sender<FromProvider>,
-    acks: std::sync::mpsc::Receiver<AckRequest>,
+    requests: std::sync::mpsc::Receiver<Request>,
     quiet: Arc<Quiet>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("nthd-metadata".into())
         .spawn(move || {
-            let reader = Reader { tx, acks, quiet };
+            let reader = Reader {
+                tx,
+                requests,
+                quiet,
+            };
             if let Some(provider) = reader.start_provider(&settings) {
                 reader.read(provider);
             }
@@ -160,7 +160,7 @@ pub(super) fn start(
 /// The reader thread's ends of what it shares with the daemon.
 struct Reader {
     tx: mpsc::Sender<FromProvider>,
-    acks: std::sync::mpsc::Receiver<AckRequest>,
+    requests: std::sync::mpsc::Receiver<Request>,
     quiet: Arc<Quiet>,
 }
 
@@ -194,27 +194,27 @@ impl Reader {
         Some(provider)
     }
 
-    /// Waits `wait` for the daemon, answering its acknowledgements (with `provider`) meanwhile;
-    /// `None` when the daemon has gone.
+    /// Waits `wait` for the daemon, answering its requests (with `provider`) meanwhile; `None`
+    /// when the daemon has gone.
     fn wait(&self, wait: Duration, mut provider: Option<&mut provider::AnyProvider>) -> Option<()> {
         let until = Instant::now() + wait;
         loop {
             match self
-                .acks
+                .requests
                 .recv_timeout(until.saturating_duration_since(Instant::now()))
             {
-                Ok((ids, reply)) => {
-                    let done = provider.as_mut().map_or(Ok(0), |p| p.acknowledge(&ids));
-                    let _ = reply.send(done);
-                }
+                Ok(request) => match provider.as_mut() {
+                    Some(p) => p.answer(request),
+                    None => unanswered(request),
+                },
                 Err(RecvTimeoutError::Timeout) => return Some(()),
                 Err(RecvTimeoutError::Disconnected) => return None,
             }
         }
     }
 
-    /// Waits until the next source is due, reads, sends or keeps; answers an acknowledgement
-    /// the moment it is asked for. Ends when the daemon has gone.
+    /// Waits until the next source is due, reads, sends or keeps; answers a request the moment
+    /// it is made. Ends when the daemon has gone.
     fn read(&self, mut provider: provider::AnyProvider) {
         let mut identity_due = Some(Instant::now());
         loop {
@@ -235,6 +235,16 @@ impl Reader {
                 identity_due = read_identity(&mut provider, &self.tx);
             }
         }
+    }
+}
+
+/// A request made before there is a provider: nothing acknowledged, no token source.
+fn unanswered(request: Request) {
+    match request {
+        Request::Acknowledge(_, reply) => {
+            let _ = reply.send(Ok(0));
+        }
+        Request::WithToken(read) => read(None),
     }
 }
 
@@ -260,6 +270,7 @@ fn read_identity(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::imds::ImdsError;
     use crate::notice::Cloud;
     use crate::notice::NoticeKind;
 
@@ -352,6 +363,50 @@ mod tests {
         }
     }
 
+    /// A request is answered at once, not at the next poll: an acknowledgement (nothing to
+    /// acknowledge on AWS), and a read made with the provider's own token (the Auto Scaling
+    /// credentials), with no second token fetched.
+    async fn answers_requests_between_polls(
+        m: &nthd_testkit::imds::MockImds,
+        requests: &std::sync::mpsc::Sender<Request>,
+    ) {
+        use nthd_testkit::imds::Response;
+        // Answered at once, not at the next poll: the reader waits on its requests.
+        let (reply_tx, reply_rx) = tokio::sync::oneshot::channel();
+        let asked = Instant::now();
+        let ack = Request::Acknowledge(vec!["e1".into()], reply_tx);
+        requests.send(ack).unwrap();
+        let acked = tokio::time::timeout(Duration::from_secs(2), reply_rx).await;
+        assert!(matches!(acked, Ok(Ok(Ok(0)))), "{acked:?}");
+        assert!(
+            asked.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            asked.elapsed()
+        );
+
+        // A read for the daemon (the Auto Scaling credentials) is made here, with the provider's
+        // own token: no second token is fetched.
+        let tokens = m.count("/latest/api/token");
+        m.set(
+            "/latest/meta-data/iam/security-credentials/",
+            Response::text(200, "node-role"),
+        );
+        let (reply_tx, reply_rx) = tokio::sync::oneshot::channel();
+        let read: crate::provider::TokenRead = Box::new(|imds| {
+            let imds = imds.expect("AWS's token source");
+            let r =
+                crate::imds::get_with_token(imds, "/latest/meta-data/iam/security-credentials/");
+            let _ = reply_tx.send(r.map(|r| r.body));
+        });
+        requests.send(Request::WithToken(read)).unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(2), reply_rx).await;
+        assert!(
+            matches!(&read, Ok(Ok(Ok(b))) if b == "node-role"),
+            "{read:?}"
+        );
+        assert_eq!(m.count("/latest/api/token"), tokens, "one token for both");
+    }
+
     /// The reader thread on AWS, against the mock: the observations go while the daemon wants
     /// them; once it is settled, a quiet second sends nothing and its reads are kept and
     /// counted; a notice goes at once; an acknowledgement is answered between polls; and the
@@ -367,9 +422,9 @@ mod tests {
             .unwrap();
         let settings = aws_settings(m.url());
         let (tx, mut rx) = mpsc::channel(8);
-        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
+        let (requests, requests_rx) = std::sync::mpsc::channel();
         let quiet = Quiet::new();
-        let reader = start(settings, tx, ack_rx, quiet.clone()).unwrap();
+        let reader = start(settings, tx, requests_rx, quiet.clone()).unwrap();
         assert!(matches!(next(&mut rx).await, FromProvider::Detected(..)));
         while !matches!(next(&mut rx).await, FromProvider::Observed(_)) {}
 
@@ -398,19 +453,9 @@ mod tests {
         };
         assert_eq!(obs.notices.len(), 1, "{obs:?}");
 
-        // Answered at once, not at the next poll: the reader waits on its requests.
-        let (reply_tx, reply_rx) = oneshot::channel();
-        let asked = Instant::now();
-        ack_tx.send((vec!["e1".into()], reply_tx)).unwrap();
-        let acked = tokio::time::timeout(Duration::from_secs(2), reply_rx).await;
-        assert!(matches!(acked, Ok(Ok(Ok(0)))), "{acked:?}");
-        assert!(
-            asked.elapsed() < Duration::from_millis(500),
-            "{:?}",
-            asked.elapsed()
-        );
+        answers_requests_between_polls(&m, &requests).await;
 
-        drop((rx, ack_tx));
+        drop((rx, requests));
         let ended = tokio::task::spawn_blocking(move || reader.join());
         let ended = tokio::time::timeout(Duration::from_secs(3), ended).await;
         assert!(matches!(ended, Ok(Ok(Ok(())))), "the reader did not end");

@@ -341,6 +341,11 @@ impl Aws {
         }
     }
 
+    /// The token source, for reads the daemon asks the reader thread to make with it.
+    pub(crate) fn imdsv2(&mut self) -> &mut Imdsv2 {
+        &mut self.imds
+    }
+
     /// Whether spot is read at the boosted rate now.
     pub fn boosted(&self) -> bool {
         self.state(AwsSource::Spot).interval != self.opts.poll_interval

@@ -185,6 +185,23 @@ pub trait Provider: Send {
     fn action_due(&mut self, _at: Option<SystemTime>) {}
 }
 
+/// What the daemon asks of the metadata reader thread between its polls, so that every read the
+/// daemon needs is made there, on the provider's own client and token.
+pub(crate) enum Request {
+    /// Tell the platform to go ahead with these events ([`Provider::acknowledge`]); the count
+    /// acknowledged goes back.
+    Acknowledge(
+        Vec<String>,
+        tokio::sync::oneshot::Sender<Result<usize, ImdsError>>,
+    ),
+    /// A read with AWS's IMDSv2 token source (the Auto Scaling credentials); it is given
+    /// `None` where the provider is not AWS's, or not yet built.
+    WithToken(TokenRead),
+}
+
+/// A read made on the reader thread with AWS's token source.
+pub(crate) type TokenRead = Box<dyn FnOnce(Option<&mut aws::Imdsv2>) + Send>;
+
 /// Static dispatch over the five providers.
 pub(crate) enum AnyProvider {
     Aws(aws::Aws),
@@ -231,6 +248,22 @@ impl AnyProvider {
     }
     pub(crate) fn acknowledge(&mut self, ids: &[String]) -> Result<usize, ImdsError> {
         each!(self, p => p.acknowledge(ids))
+    }
+    /// AWS's IMDSv2 token source, on AWS.
+    pub(crate) fn imdsv2(&mut self) -> Option<&mut aws::Imdsv2> {
+        match self {
+            AnyProvider::Aws(a) => Some(a.imdsv2()),
+            _ => None,
+        }
+    }
+    /// Answers the daemon's request, with this provider's client and token.
+    pub(crate) fn answer(&mut self, request: Request) {
+        match request {
+            Request::Acknowledge(ids, reply) => {
+                let _ = reply.send(self.acknowledge(&ids));
+            }
+            Request::WithToken(read) => read(self.imdsv2()),
+        }
     }
     pub(crate) fn action_due(&mut self, at: Option<SystemTime>) {
         each!(self, p => p.action_due(at));
