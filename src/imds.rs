@@ -10,8 +10,7 @@
 //! the answer read with `read(2)`, with httparse for the head and a bound on every part of the
 //! answer. On the daemon's metadata reader thread a poll is one wakeup with no runtime between,
 //! which costs what the least possible client costs (docs/performance.md). A command on a tokio
-//! runtime calls it through `spawn_blocking`. One transport, one
-//! retry rule, one set of limits.
+//! runtime calls it through `spawn_blocking`. One transport, one retry rule, one set of limits.
 //!
 //! systemd-imdsd's Varlink service ([`imdsd`]) is the other route, when a prohibit route locks
 //! IMDS or `NTHD_IMDS_VIA` says so.
