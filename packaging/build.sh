@@ -362,7 +362,7 @@ make_tarball() {
     install -m 644 systemd/nthd.sysusers "$d/nthd.sysusers"
     install -m 644 polkit/50-nthd.rules "$d/50-nthd.rules"
     install -m 644 polkit/nthd.pkla "$d/nthd.pkla"
-    install -m 644 packaging/node-problem-detector/nthd-monitor.json "$d/nthd-monitor.json"
+    install -m 644 packaging/node-problem-detector/*.json "$d/"
     install -m 644 packaging/default/nthd "$d/nthd.default"
     install -m 644 packaging/warn-uid.sh "$d/warn-uid.sh"
     install -m 644 packaging/assets/*.8 "$d/man/"
@@ -460,6 +460,8 @@ check_deb() {
 /usr/share/lintian/overrides/nthd
 /usr/share/nthd/default
 /usr/share/nthd/warn-uid.sh
+/usr/share/nthd/node-problem-detector/nthd-karpenter-azure.json
+/usr/share/nthd/node-problem-detector/nthd-karpenter-gcp.json
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/vendor-completions/_nthd
@@ -503,6 +505,8 @@ check_rpm() {
 /usr/share/licenses/nthd/LICENSE
 /usr/share/nthd/default
 /usr/share/nthd/warn-uid.sh
+/usr/share/nthd/node-problem-detector/nthd-karpenter-azure.json
+/usr/share/nthd/node-problem-detector/nthd-karpenter-gcp.json
 /usr/share/nthd/node-problem-detector/nthd-monitor.json
 /usr/share/polkit-1/rules.d/50-nthd.rules
 /usr/share/zsh/site-functions/_nthd
@@ -545,6 +549,8 @@ completions/nthd.fish
 install.sh
 nthd
 examples/50-nthd-reboot.rules.example
+nthd-karpenter-azure.json
+nthd-karpenter-gcp.json
 nthd-monitor.json
 nthd.default
 nthd.pkla

@@ -11,6 +11,7 @@ use crate::imds::ClientOptions;
 use crate::notice::{Cloud, KindInfo, NoticeKind, KINDS};
 use crate::policy::{Action, PolicyConfig};
 use crate::provider::ProviderSettings;
+use crate::status::command::NpdCondition;
 use crate::timefmt::parse_duration;
 use crate::timings::{self, Timings};
 
@@ -100,16 +101,25 @@ pub enum Command {
     /// Reads the daemon's status file (/run/nthd/status.json, or NTHD_STATUS_FILE); runs as any
     /// user. Exits 0 when the file is fresh and nthd can see; 2 (unknown) when it is missing,
     /// unreadable or stale, when nthd cannot read the metadata service (blind) or an extra is
-    /// disabled. With --npd it is a node-problem-detector custom plugin: exit 0 no interruption
-    /// pending, 1 a notice nthd will act on is listed or an action is under way, 2 unknown; one
-    /// line of at most 80 bytes.
+    /// disabled. With --npd it is a node-problem-detector custom plugin: exit 0 (the condition is
+    /// False), 1 (True) or 2 (Unknown), and one line of at most 80 bytes. --npd alone reports
+    /// TerminationNotice: 1 while a notice nthd will act on is listed or its action is under way;
+    /// --npd=CONDITION reports another node condition (docs/observability.md).
     Status {
         /// Print the status file's JSON instead of the screen.
         #[arg(long, conflicts_with = "npd")]
         json: bool,
-        /// node-problem-detector custom-plugin mode (exit 0, 1 or 2 and one line).
-        #[arg(long)]
-        npd: bool,
+        /// node-problem-detector custom-plugin mode (exit 0, 1 or 2 and one line), for
+        /// CONDITION [default: termination-notice].
+        #[arg(
+            long,
+            value_enum,
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "termination-notice",
+            value_name = "CONDITION"
+        )]
+        npd: Option<NpdCondition>,
     },
     /// Write the man page and shell completions into a directory (used by packaging).
     #[command(hide = true)]
@@ -837,8 +847,8 @@ pub fn command_name(args: &[String]) -> Option<String> {
 /// `nthd status` reads one file, so a bad value of an unrelated setting (a typo in
 /// `NTHD_POLL_INTERVAL`, say) must not break it, nor the NPD plugin built on it. When the full
 /// command line does not parse, this parses it again leniently: if the command is `status`, it
-/// returns the status file and the `--json`/`--npd` flags; otherwise `None`.
-pub fn status_only<I, T>(args: I) -> Option<(PathBuf, bool, bool)>
+/// returns the status file, the `--json` flag and the `--npd` condition; otherwise `None`.
+pub fn status_only<I, T>(args: I) -> Option<(PathBuf, bool, Option<NpdCondition>)>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -867,7 +877,12 @@ where
                 .cloned()
         })
         .unwrap_or_else(|| PathBuf::from(crate::status::DEFAULT_PATH));
-    Some((file, flag("json"), flag("npd")))
+    let npd = sub
+        .try_get_one::<NpdCondition>("npd")
+        .ok()
+        .flatten()
+        .copied();
+    Some((file, flag("json"), npd))
 }
 
 /// The first entry of a directory list systemd passes for `StateDirectory=` and the like
@@ -905,7 +920,20 @@ mod tests {
         );
         let (file, json, npd) = status_only(args).expect("a status command");
         assert_eq!(file, PathBuf::from("/tmp/x.json"));
-        assert!(npd && !json);
+        assert_eq!(npd, Some(NpdCondition::TerminationNotice));
+        assert!(!json);
+        let named = [
+            "nthd",
+            "--poll-interval",
+            "bogus",
+            "status",
+            "--npd=maintenance-planned",
+        ];
+        assert_eq!(
+            status_only(named).unwrap().2,
+            Some(NpdCondition::MaintenancePlanned),
+            "the condition survives the lenient parse"
+        );
         let (file, json, _) =
             status_only(["nthd", "status", "--json", "--safety-margin=x"]).unwrap();
         assert!(json);

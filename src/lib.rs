@@ -48,11 +48,16 @@ pub use config::{
 };
 pub use logging::{init as init_logging, to_journald};
 pub use settings::{load_into_env, Loaded, Unreadable, SAFE_CHOICE};
+pub use status::command::NpdCondition;
 
 use std::process::ExitCode;
 
 /// `nthd status [--json | --npd]` on `path` (see [`status`]).
-pub fn status_command(path: &std::path::Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {
+pub fn status_command(
+    path: &std::path::Path,
+    json: bool,
+    npd: Option<NpdCondition>,
+) -> anyhow::Result<ExitCode> {
     status::command::status_command(path, json, npd)
 }
 

@@ -18,6 +18,11 @@ use nthd_testkit::logind::{FakeLogind, PrivateBus};
 
 /// The shipped NPD monitor config.
 const MONITOR: &str = include_str!("../packaging/node-problem-detector/nthd-monitor.json");
+/// The shipped configs for the conditions Karpenter's Azure and GCP providers read.
+const KARPENTER: [&str; 2] = [
+    include_str!("../packaging/node-problem-detector/nthd-karpenter-azure.json"),
+    include_str!("../packaging/node-problem-detector/nthd-karpenter-gcp.json"),
+];
 
 /// What NPD makes of one plugin run: its status and message.
 #[derive(Debug, PartialEq)]
@@ -27,11 +32,18 @@ enum Npd {
     Unknown(String),
 }
 
-/// Runs the plugin as NPD does (pkg/custompluginmonitor/plugin): exec the rule's path with its
-/// args, kill it at the timeout (Unknown), keep at most `max_output_length` bytes of stdout.
+/// Runs the shipped monitor's first rule (`TerminationNotice`) as NPD does.
 fn run_like_npd(status_file: &Path) -> Npd {
-    let cfg: serde_json::Value = serde_json::from_str(MONITOR).unwrap();
-    let rule = &cfg["rules"][0];
+    run_rule(MONITOR, |_| true, status_file)
+}
+
+/// Runs the first rule of `config` that `pick` takes as NPD does
+/// (pkg/custompluginmonitor/plugin): exec the rule's path with its args, kill it at the timeout
+/// (Unknown), keep at most `max_output_length` bytes of stdout.
+fn run_rule(config: &str, pick: impl Fn(&serde_json::Value) -> bool, status_file: &Path) -> Npd {
+    let cfg: serde_json::Value = serde_json::from_str(config).unwrap();
+    let rule = cfg["rules"].as_array().unwrap().iter().find(|r| pick(r));
+    let rule = rule.expect("a rule");
     let args: Vec<String> = rule["args"]
         .as_array()
         .unwrap()
@@ -201,6 +213,18 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
     assert!(line.starts_with("scheduled-stop: poweroff at "), "{line}");
     assert!(line.contains("deadline"), "{line}");
     assert_eq!(logind.power_off_count(), 0);
+    // The same facts in Kubernetes' words, the cloud named; no shutdown asked for yet.
+    let planned = run_rule(MONITOR, |r| r["condition"] == "MaintenancePlanned", &file);
+    assert!(
+        matches!(&planned, Npd::NonOk(l) if l.starts_with("aws scheduled-stop: poweroff at ")),
+        "{planned:?}"
+    );
+    let gns = |r: &serde_json::Value| r["condition"] == "GracefulNodeShutdownInProgress";
+    assert!(matches!(run_rule(MONITOR, gns, &file), Npd::Ok(_)));
+    // On AWS, the conditions Karpenter reads on Azure and GCP stay False.
+    for config in KARPENTER {
+        assert!(matches!(run_rule(config, |_| true, &file), Npd::Ok(_)));
+    }
 
     // The platform withdraws it: the condition clears.
     imds.set(aws::SCHEDULED_PATH, Response::json(200, "[]"));
@@ -213,68 +237,129 @@ async fn the_npd_plugin_follows_a_notice_through_its_life() {
     made_old_it_reads_as_stale(&file).await;
 }
 
-#[test]
-fn the_shipped_monitor_config_uses_only_npd_fields() {
-    let cfg: serde_json::Value = serde_json::from_str(MONITOR).unwrap();
+/// The fields of a shipped config that NPD does not know, and its checks that fail.
+fn config_faults(text: &str) -> Vec<String> {
+    let cfg: serde_json::Value = serde_json::from_str(text).unwrap();
     let keys =
         |v: &serde_json::Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
     // pkg/custompluginmonitor/types/config.go (CustomPluginConfig, pluginGlobalConfig,
     // CustomRule) and pkg/types (Condition).
-    let top = [
-        "plugin",
-        "pluginConfig",
-        "source",
-        "metricsReporting",
-        "conditions",
-        "rules",
-    ];
-    let plugin = [
-        "invoke_interval",
-        "timeout",
-        "max_output_length",
-        "concurrency",
-        "enable_message_change_based_condition_update",
-        "skip_initial_status",
-    ];
-    let rule = ["type", "condition", "reason", "path", "args", "timeout"];
-    for k in keys(&cfg) {
-        assert!(top.contains(&k.as_str()), "unknown top-level field {k}");
+    let top = "plugin pluginConfig source metricsReporting conditions rules";
+    let plugin = "invoke_interval timeout max_output_length concurrency \
+                  enable_message_change_based_condition_update skip_initial_status";
+    let rule = "type condition reason path args timeout";
+    let mut faults = Vec::new();
+    let mut unknown = |v: &serde_json::Value, known: &str, what: &str| {
+        for k in keys(v) {
+            if !known.split_whitespace().any(|n| n == k) {
+                faults.push(format!("unknown {what} field {k}"));
+            }
+        }
+    };
+    unknown(&cfg, top, "top-level");
+    unknown(&cfg["pluginConfig"], plugin, "pluginConfig");
+    for r in cfg["rules"].as_array().unwrap() {
+        unknown(r, rule, "rule");
     }
-    for k in keys(&cfg["pluginConfig"]) {
-        assert!(
-            plugin.contains(&k.as_str()),
-            "unknown pluginConfig field {k}"
-        );
+    for c in cfg["conditions"].as_array().unwrap() {
+        unknown(c, "type reason message", "condition");
     }
-    assert_eq!(cfg["plugin"], "custom");
-    let conditions = cfg["conditions"].as_array().unwrap();
-    assert_eq!(conditions.len(), 1);
-    assert_eq!(conditions[0]["type"], "TerminationNotice");
-    for c in conditions {
-        assert_eq!(keys(c).len(), 3, "type, reason, message: {c}");
+    faults.extend(rule_faults(&cfg));
+    faults
+}
+
+/// What is wrong with `cfg`'s rules: a permanent rule per declared condition, each running
+/// `nthd status` with an `--npd` the command takes, and timeouts that fit the interval.
+fn rule_faults(cfg: &serde_json::Value) -> Vec<String> {
+    let d = |v: &serde_json::Value| {
+        nthd::testing::timefmt::parse_duration(v.as_str().unwrap()).unwrap()
+    };
+    let plugin = &cfg["pluginConfig"];
+    let mut faults = Vec::new();
+    if d(&plugin["timeout"]) >= d(&plugin["invoke_interval"]) {
+        faults.push("the plugin's timeout does not fit its interval".into());
     }
     let rules = cfg["rules"].as_array().unwrap();
-    let types: Vec<&str> = rules.iter().map(|r| r["type"].as_str().unwrap()).collect();
-    assert!(
-        types.contains(&"permanent") && types.contains(&"temporary"),
-        "{types:?}"
-    );
-    for r in rules {
-        for k in keys(r) {
-            assert!(rule.contains(&k.as_str()), "unknown rule field {k}");
+    for c in cfg["conditions"].as_array().unwrap() {
+        let ruled = rules
+            .iter()
+            .any(|r| r["type"] == "permanent" && r["condition"] == c["type"]);
+        if !ruled {
+            faults.push(format!("no permanent rule sets {}", c["type"]));
         }
-        assert_eq!(r["args"], serde_json::json!(["status", "--npd"]));
-        if r["type"] == "permanent" {
-            assert_eq!(r["condition"], "TerminationNotice");
-        }
-        // A rule's timeout must not exceed the plugin's, and both fit in the interval.
-        let d = |v: &serde_json::Value| {
-            nthd::testing::timefmt::parse_duration(v.as_str().unwrap()).unwrap()
-        };
-        assert!(d(&r["timeout"]) <= d(&cfg["pluginConfig"]["timeout"]));
-        assert!(d(&cfg["pluginConfig"]["timeout"]) < d(&cfg["pluginConfig"]["invoke_interval"]));
     }
-    assert_eq!(cfg["pluginConfig"]["max_output_length"], 80);
+    for r in rules {
+        let args: Vec<&str> = r["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let parsed = nthd::status_only(["nthd"].iter().copied().chain(args.iter().copied()));
+        if args.len() != 2 || !parsed.is_some_and(|(_, json, npd)| !json && npd.is_some()) {
+            faults.push(format!("{args:?} is not a status --npd command"));
+        }
+        if d(&r["timeout"]) > d(&plugin["timeout"]) {
+            faults.push(format!("{} outlasts the plugin's timeout", r["reason"]));
+        }
+    }
+    if plugin["max_output_length"] != 80 {
+        faults.push("max_output_length is not the plugin's 80 bytes".into());
+    }
+    faults
+}
+
+/// Every shipped monitor config uses only fields NPD knows, and each condition it declares has
+/// a rule that `nthd status --npd` can run.
+#[test]
+fn the_shipped_monitor_configs_use_only_npd_fields() {
+    for config in [MONITOR].iter().chain(&KARPENTER) {
+        assert_eq!(config_faults(config), Vec::<String>::new(), "{config}");
+    }
+    let cfg: serde_json::Value = serde_json::from_str(MONITOR).unwrap();
+    let types: Vec<&str> = cfg["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "TerminationNotice",
+            "MaintenancePlanned",
+            "GracefulNodeShutdownInProgress"
+        ]
+    );
+    let temporary = &cfg["rules"][1];
+    assert_eq!(
+        (&temporary["type"], &temporary["reason"]),
+        (&"temporary".into(), &"TerminationNotice".into())
+    );
+    // What Karpenter's providers read: Azure's type and reason, GCP's type.
+    let azure: serde_json::Value = serde_json::from_str(KARPENTER[0]).unwrap();
+    assert_eq!(azure["rules"][0]["condition"], "PreemptionScheduled");
+    assert_eq!(azure["rules"][0]["reason"], "SpotEvictionIncoming");
+    let gcp: serde_json::Value = serde_json::from_str(KARPENTER[1]).unwrap();
+    assert_eq!(gcp["rules"][0]["condition"], "GCESpotPreempting");
+}
+
+/// The config check finds what it is there to find.
+#[test]
+fn a_planted_config_fault_is_found() {
+    let bad = MONITOR
+        .replace("\"--npd=maintenance-planned\"", "\"--npd=maintenance\"")
+        .replace("\"concurrency\"", "\"parallelism\"");
+    let faults = config_faults(&bad);
+    assert_eq!(faults.len(), 2, "{faults:?}");
+    let no_rule = MONITOR.replace(
+        "\"condition\": \"MaintenancePlanned\"",
+        "\"condition\": \"Other\"",
+    );
+    assert_eq!(
+        config_faults(&no_rule),
+        ["no permanent rule sets \"MaintenancePlanned\""]
+    );
 }
 
 /// NPD runs the plugin as root with a 5 s timeout, and user nthd owns the status directory: a

@@ -1431,6 +1431,10 @@ _nthd() {
                 return 0
             fi
             case "${prev}" in
+                --npd)
+                    COMPREPLY=($(compgen -W "termination-notice maintenance-planned graceful-node-shutdown-in-progress preemption-scheduled gce-spot-preempting" -- "${cur}"))
+                    return 0
+                    ;;
                 --provider)
                     COMPREPLY=($(compgen -W "auto aws gcp azure alibaba tencent" -- "${cur}"))
                     return 0

@@ -342,6 +342,11 @@ complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-ipv6 -d 'AWS:
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -l dry-run -d 'Do everything but the logind call; log what would have happened'
 complete -c nthd -n "__fish_nthd_using_subcommand simulate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nthd -n "__fish_nthd_using_subcommand status" -l npd -d 'node-problem-detector custom-plugin mode (exit 0, 1 or 2 and one line), for CONDITION [default: termination-notice]' -r -f -a "termination-notice\t'nthd\'s own `TerminationNotice`: a notice nthd will act on is listed, or its action is under way'
+maintenance-planned\t'Kubernetes\' `MaintenancePlanned` (KEP-5683): the same facts, the cloud named'
+graceful-node-shutdown-in-progress\t'Kubernetes\' `GracefulNodeShutdownInProgress` (KEP-5683): logind accepted nthd\'s power action, so kubelet\'s Graceful Node Shutdown is draining'
+preemption-scheduled\t'`PreemptionScheduled` (reason `SpotEvictionIncoming`), which Karpenter\'s Azure provider reads: Azure lists a Preempt event for this VM'
+gce-spot-preempting\t'`GCESpotPreempting`, which Karpenter\'s GCP provider reads: `instance/preempted` is TRUE'"
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l provider -d 'Which cloud\'s metadata service to watch' -r -f -a "auto\t'Detect from DMI, then by probing the metadata services'
 aws\t'AWS EC2 instance metadata (IMDSv2)'
 gcp\t'Google Compute Engine metadata server'
@@ -400,7 +405,6 @@ complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-alibaba-spot
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-tencent-spot -d 'Tencent Cloud spot termination-time (read as UTC+8; lead time not documented) [default: poweroff]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l action-unknown -d 'Anything the metadata service says that nthd does not recognise [default: log]' -r
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l json -d 'Print the status file\'s JSON instead of the screen'
-complete -c nthd -n "__fish_nthd_using_subcommand status" -l npd -d 'node-problem-detector custom-plugin mode (exit 0, 1 or 2 and one line)'
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-ipv6 -d 'AWS: use the IPv6 endpoint http://[fd00:ec2::254] (IPv6-only subnets)'
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l aws-imdsv1 -d 'AWS: allow IMDSv1 when the IMDSv2 token request is refused (old setups only)'
 complete -c nthd -n "__fish_nthd_using_subcommand status" -l dry-run -d 'Do everything but the logind call; log what would have happened'

@@ -54,7 +54,9 @@ fill_tree() {
     for page in "$root"/packaging/assets/*.8; do
         i 644 "$page" "usr/share/man/man8/${page##*/}"
     done
-    i 644 "$root/packaging/node-problem-detector/nthd-monitor.json" usr/share/nthd/node-problem-detector/nthd-monitor.json
+    for cfg in "$root"/packaging/node-problem-detector/*.json; do
+        i 644 "$cfg" "usr/share/nthd/node-problem-detector/${cfg##*/}"
+    done
     i 644 "$root/packaging/assets/nthd.bash" usr/share/bash-completion/completions/nthd
     i 644 "$root/packaging/assets/_nthd" usr/share/zsh/site-functions/_nthd
     i 644 "$root/packaging/assets/nthd.fish" usr/share/fish/vendor_completions.d/nthd.fish

@@ -230,7 +230,9 @@ install_files() {
     for f in "$here"/man/*.8; do
         [ ! -r "$f" ] || put 644 "$f" "$prefix/share/man/man8/${f##*/}"
     done
-    [ ! -r "$here/nthd-monitor.json" ] || put 644 "$here/nthd-monitor.json" "$prefix/share/nthd/node-problem-detector/nthd-monitor.json"
+    for f in "$here"/nthd-monitor.json "$here"/nthd-karpenter-*.json; do
+        [ ! -r "$f" ] || put 644 "$f" "$prefix/share/nthd/node-problem-detector/${f##*/}"
+    done
     [ ! -r "$here/completions/nthd.bash" ] || put 644 "$here/completions/nthd.bash" "$prefix/share/bash-completion/completions/nthd"
     [ ! -r "$here/completions/_nthd" ] || put 644 "$here/completions/_nthd" "$prefix/share/zsh/site-functions/_nthd"
     [ ! -r "$here/completions/nthd.fish" ] || put 644 "$here/completions/nthd.fish" "$prefix/share/fish/vendor_completions.d/nthd.fish"

@@ -87,10 +87,33 @@ fn stale(s: &Status, now: SystemTime) -> Option<String> {
     }
 }
 
-/// The node-problem-detector verdict: the exit code (0 no interruption pending, 1 a notice nthd
-/// will act on is listed or an action is under way, 2 unknown) and one line of at most
-/// [`NPD_MAX_LINE`] characters.
-pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> (u8, String) {
+/// The node condition one `nthd status --npd=CONDITION` run reports: one NPD rule each
+/// (docs/observability.md, "The NPD plugin").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum NpdCondition {
+    /// nthd's own `TerminationNotice`: a notice nthd will act on is listed, or its action is
+    /// under way.
+    #[default]
+    TerminationNotice,
+    /// Kubernetes' `MaintenancePlanned` (KEP-5683): the same facts, the cloud named.
+    MaintenancePlanned,
+    /// Kubernetes' `GracefulNodeShutdownInProgress` (KEP-5683): logind accepted nthd's power
+    /// action, so kubelet's Graceful Node Shutdown is draining.
+    GracefulNodeShutdownInProgress,
+    /// `PreemptionScheduled` (reason `SpotEvictionIncoming`), which Karpenter's Azure provider
+    /// reads: Azure lists a Preempt event for this VM.
+    PreemptionScheduled,
+    /// `GCESpotPreempting`, which Karpenter's GCP provider reads: `instance/preempted` is TRUE.
+    GceSpotPreempting,
+}
+
+/// The node-problem-detector verdict on `condition`: the exit code (0 False, 1 True, 2 Unknown)
+/// and one line of at most [`NPD_MAX_LINE`] characters.
+pub(crate) fn npd_verdict(
+    read: &Result<Status, ReadError>,
+    now: SystemTime,
+    condition: NpdCondition,
+) -> (u8, String) {
     let s = match read {
         Ok(s) => s,
         Err(ReadError::Missing(_)) => {
@@ -101,12 +124,76 @@ pub(crate) fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> 
     if let Some(why) = stale(s, now) {
         return (2, cap(&format!("unknown: {why}")));
     }
-    if let Some(v) = acting_verdict(s, now) {
-        return v;
+    let listed = |kind: &str| {
+        s.notices
+            .iter()
+            .find(|n| n.kind == kind && n.status == "active")
+    };
+    let found = match condition {
+        NpdCondition::TerminationNotice => acting_verdict(s, now).map(|(_, line)| line),
+        NpdCondition::MaintenancePlanned => acting_verdict(s, now)
+            .map(|(_, line)| format!("{} {line}", s.cloud.as_deref().unwrap_or("cloud"))),
+        NpdCondition::GracefulNodeShutdownInProgress => return shutdown_verdict(s),
+        NpdCondition::PreemptionScheduled => listed("azure-preempt").map(azure_preempt_line),
+        NpdCondition::GceSpotPreempting => listed("gcp-preempt").map(|n| {
+            let by = short(n.deadline.as_deref(), now);
+            format!("GCP instance/preempted is TRUE; the soft-off comes by {by}")
+        }),
+    };
+    if let Some(line) = found {
+        return (1, cap(&line));
     }
     match blind_or_disabled(s) {
         Some(why) => (2, cap(&format!("unknown: {why}"))),
-        None => (0, "no interruption pending".to_string()),
+        None if condition == NpdCondition::TerminationNotice => {
+            (0, "no interruption pending".to_string())
+        }
+        None => (
+            0,
+            format!("no {} notice listed", condition_notice(condition)),
+        ),
+    }
+}
+
+/// What a condition's "no" line says is not listed.
+fn condition_notice(condition: NpdCondition) -> &'static str {
+    match condition {
+        NpdCondition::PreemptionScheduled => "Azure Preempt",
+        NpdCondition::GceSpotPreempting => "GCP preemption",
+        _ => "interruption",
+    }
+}
+
+/// `GracefulNodeShutdownInProgress`: whether logind accepted nthd's power action. nthd knows
+/// that however the metadata reads go, so blindness does not make it unknown.
+fn shutdown_verdict(s: &Status) -> (u8, String) {
+    match &s.shutting_down {
+        Some(sd) => {
+            let kind = s.notices.iter().find(|n| n.id == sd.notice_id);
+            let kind = kind.map_or("a notice", |n| n.kind.as_str());
+            let line = format!(
+                "logind accepted {} for {kind}; kubelet's shutdown drain runs",
+                sd.action
+            );
+            (1, cap(&line))
+        }
+        None => (0, "nthd has asked logind for no shutdown".to_string()),
+    }
+}
+
+/// The message Karpenter's Azure provider parses: `Preempt Scheduled: <NotBefore>.`, the time
+/// in RFC 1123 GMT as Azure gives it (`Preempt Started.` when there is none).
+fn azure_preempt_line(n: &NoticeView) -> String {
+    let not_before = n
+        .deadline
+        .as_deref()
+        .and_then(crate::timefmt::parse_rfc3339);
+    match not_before {
+        Some(t) => format!(
+            "Preempt Scheduled: {}. Read by nthd from Scheduled Events.",
+            crate::timefmt::format_rfc1123(t)
+        ),
+        None => "Preempt Started. Read by nthd from Scheduled Events.".to_string(),
     }
 }
 
@@ -200,11 +287,15 @@ fn cap(s: &str) -> String {
 /// `nthd status`: 0 when the file is fresh and nthd can see; 2 ("unknown", the reason on
 /// stderr) when it is missing, unreadable or stale, when nthd is blind, when an extra is
 /// disabled, or when a setting fell back. With `--npd`, the plugin's exit codes and line instead.
-pub(crate) fn status_command(path: &Path, json: bool, npd: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn status_command(
+    path: &Path,
+    json: bool,
+    npd: Option<NpdCondition>,
+) -> anyhow::Result<ExitCode> {
     let now = SystemTime::now();
     let read = read(path);
-    if npd {
-        let (code, line) = npd_verdict(&read, now);
+    if let Some(condition) = npd {
+        let (code, line) = npd_verdict(&read, now, condition);
         println!("{line}");
         return Ok(ExitCode::from(code));
     }

@@ -1,10 +1,15 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, SystemTime};
 
-use super::command::{npd_verdict, read, render, ReadError, NPD_MAX_LINE};
+use super::command::{read, render, NpdCondition, ReadError, NPD_MAX_LINE};
 use super::*;
 use crate::notice::{Lifecycle, NoticeId, NoticeKind};
 use crate::policy::PolicyConfig;
+
+/// The verdict on nthd's own condition, `TerminationNotice`.
+fn npd_verdict(read: &Result<Status, ReadError>, now: SystemTime) -> (u8, String) {
+    super::command::npd_verdict(read, now, NpdCondition::TerminationNotice)
+}
 
 const SRC: SourceId = SourceId::new("aws/spot/instance-action");
 
@@ -202,6 +207,88 @@ fn npd_exit_codes_follow_the_notice() {
     let (code, line) = npd_verdict(&Ok(s), now);
     assert_eq!(code, 1);
     assert!(line.contains("poweroff under way"), "{line}");
+}
+
+/// The verdict on `condition`.
+fn on(condition: NpdCondition, s: &Status) -> (u8, String) {
+    super::command::npd_verdict(&Ok(s.clone()), SystemTime::now(), condition)
+}
+
+/// `MaintenancePlanned` and `GracefulNodeShutdownInProgress` (KEP-5683): the first is True while
+/// a notice nthd will act on is listed, naming the cloud and the kind; the second only once
+/// logind accepted the action, and nthd's blindness does not make it unknown.
+#[test]
+fn the_kubernetes_lifecycle_conditions_follow_the_notice_and_the_shutdown() {
+    use NpdCondition::{GracefulNodeShutdownInProgress as Gns, MaintenancePlanned as Mp};
+    let mut s = status_with(vec![view("scheduled-stop", "poweroff", false)]);
+    s.cloud = Some("aws".into());
+    let (code, line) = on(Mp, &s);
+    assert_eq!(code, 1);
+    assert!(
+        line.starts_with("aws scheduled-stop: poweroff now"),
+        "{line}"
+    );
+    assert_eq!(
+        on(Gns, &s),
+        (0, "nthd has asked logind for no shutdown".into())
+    );
+    let log_only = status_with(vec![view("rebalance", "log", false)]);
+    assert_eq!(
+        on(Mp, &log_only),
+        (0, "no interruption notice listed".into())
+    );
+
+    s.shutting_down = Some(ShutdownView {
+        notice_id: "scheduled-stop-1".into(),
+        action: "poweroff".into(),
+    });
+    s.blind = Some(BlindView {
+        last_ok: None,
+        reason: "no read succeeded".into(),
+    });
+    let (code, line) = on(Gns, &s);
+    assert_eq!(code, 1, "blind, but it knows what logind accepted: {line}");
+    assert!(line.contains("poweroff for scheduled-stop"), "{line}");
+    assert_eq!(on(Mp, &s).0, 1, "planned until the machine is gone");
+    let mut blind = status_with(vec![]);
+    blind.blind = s.blind.clone();
+    assert_eq!(on(Mp, &blind).0, 2, "blind: it cannot vouch for no notice");
+    assert_eq!(on(Gns, &blind).0, 0);
+}
+
+/// The conditions Karpenter's providers read: Azure's `PreemptionScheduled` with the message its
+/// parser takes the deadline from (`Preempt Scheduled: <RFC 1123 GMT>.`), GCP's
+/// `GCESpotPreempting`; each True for its own cloud's notice only, whatever nthd's action.
+#[test]
+fn the_karpenter_conditions_carry_the_notice_as_their_providers_read_it() {
+    use NpdCondition::{GceSpotPreempting as Gce, PreemptionScheduled as Azure};
+    let mut preempt = view("azure-preempt", "log", false);
+    preempt.deadline = Some("2016-09-19T18:29:47Z".into());
+    let s = status_with(vec![preempt.clone()]);
+    let (code, line) = on(Azure, &s);
+    assert_eq!(code, 1);
+    assert!(
+        line.starts_with("Preempt Scheduled: Mon, 19 Sep 2016 18:29:47 GMT. "),
+        "{line}"
+    );
+    assert!(line.len() <= NPD_MAX_LINE, "{line}");
+    assert_eq!(on(Gce, &s), (0, "no GCP preemption notice listed".into()));
+    preempt.deadline = None;
+    let started = on(Azure, &status_with(vec![preempt]));
+    assert!(started.1.starts_with("Preempt Started."), "{started:?}");
+    let reboot = status_with(vec![view("azure-reboot", "poweroff", false)]);
+    assert_eq!(
+        on(Azure, &reboot),
+        (0, "no Azure Preempt notice listed".into())
+    );
+
+    let gcp = status_with(vec![view("gcp-preempt", "poweroff", false)]);
+    let (code, line) = on(Gce, &gcp);
+    assert_eq!(code, 1);
+    assert!(line.starts_with("GCP instance/preempted is TRUE"), "{line}");
+    let mut gone = view("gcp-preempt", "poweroff", false);
+    gone.status = "canceled".into();
+    assert_eq!(on(Gce, &status_with(vec![gone])).0, 0);
 }
 
 #[test]

@@ -140,16 +140,23 @@ _obs_pre() {
 }
 
 # One round of the shipped NPD config's rules, exec'd as NPD does (tests/e2e/npd-run.py), as
-# user nobody.  Appends to npd-sequence.jsonl; every rule must exit alike; prints its exit
-# code and output (tab-separated).  Usage: npd_round PHASE
+# user nobody.  Appends to npd-sequence.jsonl; every rule but GracefulNodeShutdownInProgress's
+# (True only once logind accepted a power action) must exit alike; prints its exit code and
+# output (tab-separated).  Usage: npd_round PHASE
 npd_round() {
   local phase="$1" out codes
   out="$(ct_exec runuser -u nobody -- python3 /e2e/bin/npd-run.py "$NPD_CONFIG")" \
     || fail "npd-run.py failed as nobody: $out"
   hjq -c --arg p "$phase" '. + {phase: $p}' <<<"$out" >>"$SDIR/npd-sequence.jsonl"
-  codes="$(hjq -sc '[.[].exit_code] | unique' <<<"$out")"
+  codes="$(hjq -sc '[.[] | select(.condition != "GracefulNodeShutdownInProgress") | .exit_code] | unique' <<<"$out")"
   [[ "$codes" =~ ^\[-?[0-9]+\]$ ]] || fail "the NPD rules disagree ($phase): $out"
   hjq -rs '.[0] | "\(.exit_code)\t\(.output)"' <<<"$out"
+}
+# The exit code and output (tab-separated) of CONDITION's rule in PHASE's last round.
+# Usage: npd_rule PHASE CONDITION
+npd_rule() {
+  hjq -rs --arg p "$1" --arg c "$2" '[.[] | select(.phase == $p and .condition == $c)] | last
+    | "\(.exit_code)\t\(.output)"' "$SDIR/npd-sequence.jsonl"
 }
 # Usage: expect_npd PHASE CODE [TIMEOUT_S]: the rules exit CODE, within TIMEOUT_S (polling).
 NPD_OUT=""
@@ -224,6 +231,11 @@ _obs_scheduled() {
   [[ "$line" == "$NPD_OUT" ]] || fail "nthd status --npd printed '$line' by hand, '$NPD_OUT' through the NPD runner"
   [[ "$line" == *scheduled-stop* ]] || fail "nthd status --npd does not name the kind: $line"
   [[ "$line" == *"${deadline_iso:11:8}"* ]] || fail "nthd status --npd does not name the deadline ($deadline_iso): $line"
+  # Kubernetes' words for the same (KEP-5683): planned, the cloud named; no shutdown asked yet.
+  [[ "$(npd_rule scheduled MaintenancePlanned)" == $'1\taws scheduled-stop: '* ]] \
+    || fail "MaintenancePlanned is not True naming aws scheduled-stop: $(npd_rule scheduled MaintenancePlanned)"
+  [[ "$(npd_rule scheduled GracefulNodeShutdownInProgress)" == 0$'\t'* ]] \
+    || fail "GracefulNodeShutdownInProgress is not False before any shutdown: $(npd_rule scheduled GracefulNodeShutdownInProgress)"
   ct_exec runuser -u nobody -- /usr/bin/nthd status >"$SDIR/status-screen.txt" 2>"$SDIR/status-screen.stderr" \
     || fail "nthd status as nobody exited non-zero with a fresh status file: $(cat "$SDIR/status-screen.stderr")"
   ct_exec runuser -u nobody -- /usr/bin/nthd status --json >"$SDIR/status.json" || fail "nthd status --json failed as nobody"
@@ -278,8 +290,17 @@ scen_observability() {
 
   step "spot terminate: webhooks around logind's PowerOff"
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  # While kubelet's stand-in holds its delay lock, logind has accepted: the condition is True.
+  wait_until 10 _obs_shutdown_condition || fail "GracefulNodeShutdownInProgress never turned True during the drain"
   expect_poweroff_through_lock 10 2000
   obs_webhook_timings
+}
+
+# Whether `nthd status --npd=graceful-node-shutdown-in-progress`, as nobody, says True.
+_obs_shutdown_condition() {
+  local line rc
+  line="$(ct_exec runuser -u nobody -- /usr/bin/nthd status --npd=graceful-node-shutdown-in-progress)" && rc=0 || rc=$?
+  ((rc == 1)) && log "GracefulNodeShutdownInProgress during the drain: $line"
 }
 
 # `nthd check` run inside nthd.service's own sandbox: a oneshot copy of the unit (the package's
