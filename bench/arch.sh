@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-build cost of nthd (issue #11): stripped binary size, idle memory and the poll path's
+# Per-build cost of nthd: stripped binary size, idle memory and the poll path's
 # instruction count, for the glibc build and the static musl builds (x86_64 and aarch64).
 #
 #   bash bench/arch.sh [--secs N] [--no-build] [LABEL=PATH ...]
@@ -256,7 +256,7 @@ idle_report() {
     done
     {
         echo
-        echo "Limits (issue #11): stripped binary ≤ 6 MiB, idle RSS ≤ 8 MiB."
+        echo "Limits: stripped binary ≤ 6 MiB, idle RSS ≤ 8 MiB."
         echo "Versions: $(for j in "${!labels[@]}"; do printf '%s: `%s`; ' "${labels[j]}" "$(env -i "${bins[j]}" --version 2>&1 | head -n 1)"; done)"
     } >>"$work/arch.md"
     cp "$work/arch.md" "$out_dir/arch.md"

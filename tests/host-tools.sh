@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # packaging/host-tools.sh holds: the README's demo and the suite can start together on a bare
-# machine because every host install waits for a held apt lock (issue 32). Checks, as root:
+# machine because every host install waits for a held apt lock. Checks, as root:
 #   1. no script in the tree runs apt-get update/install or `rustup target add` on the host
 #      except through packaging/host-tools.sh;
 #   2. apt_install waits for /var/lib/apt/lists/lock held by another process, says who holds

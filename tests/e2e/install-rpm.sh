@@ -218,7 +218,7 @@ scen_rpm_deferred() {
 # rpm -U in one transaction with a package whose %post is slow (RPM_SLOW_SECS), ordered after
 # nthd's own scriptlets (Requires(post): nthd), and a spot notice while that %post runs: nthd
 # acts on it before the transaction ends, and was never inactive for more than a restart
-# (RPM_MAX_GAP_MS), sampled every 0.1 s by a watcher unit. Before issue 29 nthd's %post stopped
+# (RPM_MAX_GAP_MS), sampled every 0.1 s by a watcher unit. In 0.1.0 nthd's %post stopped
 # it on every upgrade and %posttrans started it at the end: the notice found nobody.
 RPM_SLOW_SECS=40 RPM_MAX_GAP_MS=3000
 # A noarch rpm whose %post writes its start time and nthd's inode, sleeps RPM_SLOW_SECS, then

@@ -726,7 +726,7 @@ nthd_user() {
 # An unrelated container next to the scenario's: booted from the same tree under its own
 # machine name, NOT managed by ct_* (its own globals), with nthd installed and transient
 # units named like the scenario's.  Used to prove the harness and nthd never reach into a
-# neighbour (issue #11: with a plain `systemctl kill`, they did).
+# neighbour (with a plain `systemctl kill`, they did).
 
 NB_NSPAWN_PID=""; NB_PID=""; NB_DIR=""
 # Usage: nb_boot HOSTDIR

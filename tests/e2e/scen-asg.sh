@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # single-quoted scripts/jq programs run inside the container
-# AWS Auto Scaling: the termination lifecycle action completed from the node (issue 30).  The
+# AWS Auto Scaling: the termination lifecycle action completed from the node.  The
 # mock IMDS serves the instance's id, region and role credentials (fake keys) and the state
 # `Terminated`; a mock Auto Scaling endpoint (tests/e2e/asg-mock.py) runs inside the container
 # on 127.0.0.1, re-signs every request with botocore (an independent SigV4 signer) and logs each

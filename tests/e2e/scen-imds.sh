@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # single-quoted scripts and jq programs run inside the container
 # shellcheck disable=SC2034  # MOCK_URL is read by lib.sh's mock helpers (the control API's address)
-# Scenarios of issue 31, sourced by run.sh: a host whose instance metadata service is locked by
+# Scenarios sourced by run.sh: a host whose instance metadata service is locked by
 # systemd-imdsd (systemd >= 261, the sid tree's `systemd-imds` package). Only imdsd, which marks
 # its sockets with firewall mark 0x7FFF0815, reaches the metadata address; everyone else gets
 # EACCES from a prohibit route and reads through imdsd's Varlink service, guarded by the polkit
@@ -22,7 +22,7 @@ IMDS_OWNER='<annotate key="org.freedesktop.policykit.owner">unix-user:systemd-im
 SYSTEMD_IMDS=/usr/lib/systemd/systemd-imds
 AWS_INSTANCE_ID_PATH=/latest/meta-data/instance-id
 IMDS_E2E_ID=i-0e2e1mds0locked0
-# What nthd says about the locked host (src/imds, issue 31 item 3).
+# What nthd says about the locked host (src/imds).
 IMDS_SAYS_LOCKED="IMDS is locked by systemd-imdsd (prohibit route"  # then ")" or ": connect() to ..."
 IMDS_SAYS_VARLINK="reading through its Varlink service"
 IMDS_SAYS_VENDOR="cloud: aws (systemd-imdsd's GetVendorInfo: vendor amazon-ec2"

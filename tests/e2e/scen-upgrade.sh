@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # single-quoted scripts run inside the container
-# Upgrades that never ask (issue 22), from the real previous release, sourced by run.sh.
+# Upgrades that never ask, from the real previous release, sourced by run.sh.
 #
 # The previous release is 0.1.0, the commit in tests/e2e/previous-release; its .deb shipped
 # /etc/default/nthd as a dpkg conffile. tests/e2e/previous-release.sh builds it from that

@@ -136,7 +136,7 @@ expect_journal_notice_and_action() {
   [[ "$(hjq -r .MESSAGE <<<"$a")" == *"Manager.PowerOff(false)"* ]] || fail "action entry does not name PowerOff: $(hjq -r .MESSAGE <<<"$a")"
   # __REALTIME_TIMESTAMP is when journald received the entry, not when nthd wrote it: on a
   # loaded 2-core machine journald received the notice 4 ms after the stand-in saw
-  # PrepareForShutdown (bare-machine proof, issue 32), although nthd writes it before its
+  # PrepareForShutdown (a bare machine's proof), although nthd writes it before its
   # PowerOff call. So the notice may trail PrepareForShutdown by JOURNAL_LAG_MS, no more;
   # notice before action (one socket, in order) stays exact.
   nts=$(( $(hjq -r .__REALTIME_TIMESTAMP <<<"$n") / 1000 ))
