@@ -414,16 +414,21 @@ pub(crate) trait Source {
 
 /// A kept connection's socket as a [`Source`]. Past the deadline it no longer waits: what has
 /// already come is read (the answers of reads that went out together arrive while the first
-/// is waited for), for [`LATE`] at most, and then it is a timeout, however fast the server
-/// keeps sending.
+/// is waited for), for [`LATE`] at most from this answer's first read past the deadline, and
+/// then it is a timeout, however fast the server keeps sending. Counted per answer, not from
+/// the deadline: a read due together with one that never answers is taken up only when that
+/// one's wait has ended, which on a loaded machine can be well past the deadline, and its
+/// answer, long arrived, must still be read.
 struct Sock<'a> {
     stream: &'a TcpStream,
     /// The read timeout the socket has.
     wait: &'a mut Duration,
-    late: bool,
+    /// When this answer was first read past the deadline (the socket is then non-blocking).
+    late: Option<Instant>,
 }
 
-/// How long past its deadline an answer that has already come is still read.
+/// How long, from an answer's first read past its deadline, what has already come of it is
+/// still read.
 const LATE: Duration = Duration::from_millis(100);
 
 impl Source for Sock<'_> {
@@ -434,12 +439,14 @@ impl Source for Sock<'_> {
                 self.stream.set_read_timeout(Some(wait))
             }
             Some(_) => Ok(()),
-            None if Instant::now() > deadline + LATE => return Err(Failure::Timeout),
-            None if self.late => Ok(()),
-            None => {
-                self.late = true;
-                self.stream.set_nonblocking(true)
-            }
+            None => match self.late {
+                Some(since) if since.elapsed() > LATE => return Err(Failure::Timeout),
+                Some(_) => Ok(()),
+                None => {
+                    self.late = Some(Instant::now());
+                    self.stream.set_nonblocking(true)
+                }
+            },
         }
         .map_err(Failure::Io)?;
         loop {
@@ -544,13 +551,13 @@ fn read_answer(
     let mut sock = Sock {
         stream,
         wait,
-        late: false,
+        late: None,
     };
     let answer = read_from(&mut sock, buf, deadline, cap);
     if buf.len() > BUF {
         *buf = vec![0; BUF];
     }
-    if sock.late {
+    if sock.late.is_some() {
         match stream.set_nonblocking(false) {
             Ok(()) => answer,
             // Kept, it would not wait for its next answer.
@@ -1100,26 +1107,28 @@ mod tests {
         let mut sock = Sock {
             stream: &client,
             wait: &mut wait,
-            late: false,
+            late: None,
         };
-        // Just past the deadline, what has come is read without waiting.
-        let just_past = Instant::now() - LATE / 4;
-        assert_eq!(sock.fill(&mut into, just_past).unwrap(), 1024);
-        assert!(sock.late);
-        // Past the deadline and LATE, nothing more is read, though it is there.
-        let long_past = Instant::now() - LATE - Duration::from_millis(1);
-        assert!(matches!(
-            sock.fill(&mut into, long_past),
-            Err(Failure::Timeout)
-        ));
-        // And within LATE, with nothing there, it does not wait either.
+        // Taken up long past the deadline (another read due with it waited it out): what has
+        // come is read, without waiting.
+        let long_past = Instant::now() - Duration::from_secs(5);
+        assert_eq!(sock.fill(&mut into, long_past).unwrap(), 1024);
+        assert!(sock.late.is_some());
+        // Within LATE of that first late read, with nothing more there, it does not wait.
         let mut rest = [0u8; 8192];
-        assert_eq!(sock.fill(&mut rest, just_past).unwrap(), 3072);
-        let r = sock.fill(&mut rest, just_past);
+        assert_eq!(sock.fill(&mut rest, long_past).unwrap(), 3072);
+        let r = sock.fill(&mut rest, long_past);
         let would_block = matches!(&r, Err(Failure::Io(e)) if e.kind() == ErrorKind::WouldBlock);
         assert!(would_block, "{r:?}");
         // Which the reader tells as a timeout.
         let told = io_failure(ErrorKind::WouldBlock.into(), true);
         assert!(matches!(told, Failure::Timeout), "{told:?}");
+        // LATE after the first late read, nothing more is read, though it is there.
+        server.write_all(b"more").unwrap();
+        std::thread::sleep(LATE + Duration::from_millis(20));
+        assert!(matches!(
+            sock.fill(&mut into, long_past),
+            Err(Failure::Timeout)
+        ));
     }
 }
