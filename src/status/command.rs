@@ -130,9 +130,9 @@ pub(crate) fn npd_verdict(
             .find(|n| n.kind == kind && n.status == "active")
     };
     let found = match condition {
-        NpdCondition::TerminationNotice => acting_verdict(s, now).map(|(_, line)| line),
-        NpdCondition::MaintenancePlanned => acting_verdict(s, now)
-            .map(|(_, line)| format!("{} {line}", s.cloud.as_deref().unwrap_or("cloud"))),
+        NpdCondition::TerminationNotice => acting_line(s, now),
+        NpdCondition::MaintenancePlanned => acting_line(s, now)
+            .map(|line| format!("{} {line}", s.cloud.as_deref().unwrap_or("cloud"))),
         NpdCondition::GracefulNodeShutdownInProgress => return shutdown_verdict(s),
         NpdCondition::PreemptionScheduled => listed("azure-preempt").map(azure_preempt_line),
         NpdCondition::GceSpotPreempting => listed("gcp-preempt").map(|n| {
@@ -145,22 +145,18 @@ pub(crate) fn npd_verdict(
     }
     match blind_or_disabled(s) {
         Some(why) => (2, cap(&format!("unknown: {why}"))),
-        None if condition == NpdCondition::TerminationNotice => {
-            (0, "no interruption pending".to_string())
-        }
-        None => (
-            0,
-            format!("no {} notice listed", condition_notice(condition)),
-        ),
+        None => (0, false_line(condition).to_string()),
     }
 }
 
-/// What a condition's "no" line says is not listed.
-fn condition_notice(condition: NpdCondition) -> &'static str {
+/// The line of a condition found False.
+fn false_line(condition: NpdCondition) -> &'static str {
     match condition {
-        NpdCondition::PreemptionScheduled => "Azure Preempt",
-        NpdCondition::GceSpotPreempting => "GCP preemption",
-        _ => "interruption",
+        NpdCondition::TerminationNotice => "no interruption pending",
+        NpdCondition::MaintenancePlanned => "no interruption notice listed",
+        NpdCondition::GracefulNodeShutdownInProgress => "nthd has asked logind for no shutdown",
+        NpdCondition::PreemptionScheduled => "no Azure Preempt notice listed",
+        NpdCondition::GceSpotPreempting => "no GCP preemption notice listed",
     }
 }
 
@@ -177,7 +173,10 @@ fn shutdown_verdict(s: &Status) -> (u8, String) {
             );
             (1, cap(&line))
         }
-        None => (0, "nthd has asked logind for no shutdown".to_string()),
+        None => (
+            0,
+            false_line(NpdCondition::GracefulNodeShutdownInProgress).to_string(),
+        ),
     }
 }
 
@@ -218,8 +217,9 @@ fn blind_or_disabled(s: &Status) -> Option<String> {
     })
 }
 
-/// Exit 1 and its line when the action is under way or a notice nthd will act on is listed.
-fn acting_verdict(s: &Status, now: SystemTime) -> Option<(u8, String)> {
+/// The line, when the action is under way or a notice nthd will act on is listed (the
+/// condition is True).
+fn acting_line(s: &Status, now: SystemTime) -> Option<String> {
     if let Some(sd) = &s.shutting_down {
         let kind = s
             .notices
@@ -232,7 +232,7 @@ fn acting_verdict(s: &Status, now: SystemTime) -> Option<(u8, String)> {
             sd.action,
             short(deadline, now)
         );
-        return Some((1, cap(&line)));
+        return Some(line);
     }
     let mut acting: Vec<&NoticeView> = s.notices.iter().filter(|n| will_act(n)).collect();
     acting.sort_by(|a, b| a.deadline.cmp(&b.deadline));
@@ -253,7 +253,7 @@ fn acting_verdict(s: &Status, now: SystemTime) -> Option<(u8, String)> {
                 n.action,
                 short(n.deadline.as_deref(), now)
             );
-            Some((1, cap(&line)))
+            Some(line)
         }
         None => None,
     }
