@@ -235,9 +235,35 @@ impl Lifecycle {
     /// The completion the settings ask for; `None` (said in the log) when it cannot go ahead.
     /// Completion that is off has no settings ([`crate::config::Options::asg_settings`]), so
     /// nthd then makes no request at all.
+    /// Its metadata reads are made with a client and token of its own (`nthd check`).
     pub(crate) fn new(s: crate::config::AsgSettings) -> Option<Lifecycle> {
+        Lifecycle::build(s, |s| {
+            match crate::imds::ImdsClient::new(&s.metadata, s.client.clone()) {
+                Ok(client) => Some(Metadata::new(client, s.imdsv1)),
+                Err(e) => {
+                    tracing::warn!("completing the lifecycle action is off: {e}");
+                    None
+                }
+            }
+        })
+    }
+
+    /// The daemon's completion: its metadata reads are made on the daemon's metadata reader
+    /// thread, with AWS's provider's own client and token, and it builds no client of its own.
+    pub(crate) fn through_reader(
+        s: crate::config::AsgSettings,
+        reader: std::sync::mpsc::Sender<Request>,
+    ) -> Option<Lifecycle> {
+        Lifecycle::build(s, |_| Some(Metadata::Reader(reader)))
+    }
+
+    /// The completion from `s`, once the settings allow it, reading through what `imds` gives.
+    fn build(
+        s: crate::config::AsgSettings,
+        imds: impl FnOnce(&crate::config::AsgSettings) -> Option<Metadata>,
+    ) -> Option<Lifecycle> {
         let result = s.result;
-        let Some(hook) = s.hook else {
+        let Some(hook) = s.hook.clone() else {
             tracing::warn!(
                 "NTHD_ASG_COMPLETE={result} but NTHD_ASG_LIFECYCLE_HOOK is not set: completing \
                  the lifecycle action is off; set it to the group's termination hook"
@@ -247,29 +273,16 @@ impl Lifecycle {
         if let Some(w) = s.endpoint.as_deref().and_then(endpoint_warning) {
             tracing::warn!("{w}");
         }
-        let client = match crate::imds::ImdsClient::new(&s.metadata, s.client) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!("completing the lifecycle action is off: {e}");
-                return None;
-            }
-        };
+        let imds = imds(&s)?;
         Some(Lifecycle {
             result,
             hook,
             group: s.group,
             endpoint: s.endpoint,
-            imds: Metadata::new(client, s.imdsv1),
+            imds,
             sandbox: None,
             prepared: None,
         })
-    }
-
-    /// Makes the metadata reads on the daemon's metadata reader thread, with AWS's provider's
-    /// own client and token, instead of a client of its own.
-    pub(crate) fn through_reader(mut self, reader: std::sync::mpsc::Sender<Request>) -> Self {
-        self.imds = Metadata::Reader(reader);
-        self
     }
 
     /// Blames failed connections on these IP access lists (the daemon's unit's) when they

@@ -37,8 +37,8 @@ impl DrainSide {
         let (followed, seen) = watch::channel(None);
         let lifecycle = opts
             .asg_settings()
-            .and_then(crate::asg::Lifecycle::new)
-            .map(|l| l.with_sandbox(sandbox).through_reader(reader));
+            .and_then(|s| crate::asg::Lifecycle::through_reader(s, reader))
+            .map(|l| l.with_sandbox(sandbox));
         let mut watcher = Watcher::new(tx, seen, lifecycle.map(Asg));
         let dir = opts.state_dir();
         let boot = crate::state::current_boot_id();
