@@ -203,10 +203,7 @@ impl Reader {
                 .requests
                 .recv_timeout(until.saturating_duration_since(Instant::now()))
             {
-                Ok(request) => match provider.as_mut() {
-                    Some(p) => p.answer(request),
-                    None => unanswered(request),
-                },
+                Ok(request) => request.answer(provider.as_deref_mut()),
                 Err(RecvTimeoutError::Timeout) => return Some(()),
                 Err(RecvTimeoutError::Disconnected) => return None,
             }
@@ -235,16 +232,6 @@ impl Reader {
                 identity_due = read_identity(&mut provider, &self.tx);
             }
         }
-    }
-}
-
-/// A request made before there is a provider: nothing acknowledged, no token source.
-fn unanswered(request: Request) {
-    match request {
-        Request::Acknowledge(_, reply) => {
-            let _ = reply.send(Ok(0));
-        }
-        Request::WithToken(read) => read(None),
     }
 }
 

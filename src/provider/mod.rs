@@ -202,6 +202,19 @@ pub(crate) enum Request {
 /// A read made on the reader thread with AWS's token source.
 pub(crate) type TokenRead = Box<dyn FnOnce(Option<&mut aws::Imdsv2>) + Send>;
 
+impl Request {
+    /// Answers it with `provider`'s client and token; before there is a provider, nothing is
+    /// acknowledged and there is no token source.
+    pub(crate) fn answer(self, provider: Option<&mut AnyProvider>) {
+        match self {
+            Request::Acknowledge(ids, reply) => {
+                let _ = reply.send(provider.map_or(Ok(0), |p| p.acknowledge(&ids)));
+            }
+            Request::WithToken(read) => read(provider.and_then(AnyProvider::imdsv2)),
+        }
+    }
+}
+
 /// Static dispatch over the five providers.
 pub(crate) enum AnyProvider {
     Aws(aws::Aws),
@@ -254,15 +267,6 @@ impl AnyProvider {
         match self {
             AnyProvider::Aws(a) => Some(a.imdsv2()),
             _ => None,
-        }
-    }
-    /// Answers the daemon's request, with this provider's client and token.
-    pub(crate) fn answer(&mut self, request: Request) {
-        match request {
-            Request::Acknowledge(ids, reply) => {
-                let _ = reply.send(self.acknowledge(&ids));
-            }
-            Request::WithToken(read) => read(self.imdsv2()),
         }
     }
     pub(crate) fn action_due(&mut self, at: Option<SystemTime>) {
