@@ -265,7 +265,7 @@ async fn a_signature_botocore_rejects_is_an_error_without_secrets() {
 type Script = Arc<dyn Fn(&str, usize) -> (u16, String) + Send + Sync>;
 
 /// An endpoint that answers each request with `script(action, n)` (n: how many requests came
-/// before); returns its URL and the request counter.
+/// before), or holds it unanswered for status 0; returns its URL and the request counter.
 async fn scripted(script: Script) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -292,6 +292,11 @@ async fn scripted(script: Script) -> (String, Arc<AtomicUsize>) {
                     .next()
                     .unwrap_or("");
                 let (status, body) = script(action, n.fetch_add(1, Ordering::SeqCst));
+                if status == 0 {
+                    // Holds the request unanswered.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    return;
+                }
                 let head = format!(
                     "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     body.len()
@@ -341,6 +346,41 @@ async fn not_active_is_retried_every_half_second_until_the_deadline() {
     // One DescribeLifecycleHooks, then CompleteLifecycleAction about every 500 ms.
     let n = count.load(Ordering::SeqCst);
     assert!((3..=6).contains(&n), "{n} requests in {took:?}");
+}
+
+/// The deadline falls while a call is in flight, after an earlier attempt was answered "not
+/// active": the error is that answer, within the deadline, and not the cut call's timeout.
+#[tokio::test]
+async fn a_call_cut_by_the_deadline_reports_what_the_endpoint_last_answered() {
+    let (url, count) = scripted(Arc::new(|action, n| match (action, n) {
+        ("CompleteLifecycleAction", 1) => (
+            400,
+            error("ValidationError", "No active Lifecycle Action found"),
+        ),
+        ("CompleteLifecycleAction", _) => (0, String::new()),
+        _ => (400, error("ValidationError", "no such hook")),
+    }))
+    .await;
+    let m = imds().await;
+    let c = cli(&m, &url, &[&format!("--asg-group={GROUP}")]);
+    let t0 = Instant::now();
+    let err = asg::complete(&c.opts, Duration::from_secs(3))
+        .await
+        .unwrap()
+        .unwrap_err();
+    let took = t0.elapsed();
+    assert_eq!(count.load(Ordering::SeqCst), 3, "{err}");
+    assert!(
+        err.contains("still answered \"No active Lifecycle Action found\"")
+            && err.contains("after 1 attempt(s)")
+            && err.contains(&url),
+        "{err}"
+    );
+    assert!(!err.contains("no answer"), "{err}");
+    assert!(
+        took < Duration::from_secs(6),
+        "the deadline was not kept: {took:?}"
+    );
 }
 
 /// The error of a completion against the API `script` answers for, and the API's URL.

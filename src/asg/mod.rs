@@ -111,7 +111,7 @@ pub(crate) enum AsgError {
     NotInGroup { url: String, instance: String },
     #[error(
         "Auto Scaling: {url} still answered \"{NOT_ACTIVE}\" for hook {hook} after {attempts} \
-         attempts when nthd's time ran out; the group goes on waiting for the hook's heartbeat \
+         attempt(s) when nthd's time ran out; the group goes on waiting for the hook's heartbeat \
          timeout. Check that {hook} is the group's termination hook"
     )]
     NotActive {
@@ -389,40 +389,33 @@ impl Lifecycle {
         params.push(("LifecycleActionResult", self.result.to_string()));
         let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let mut attempts = 0;
+        let mut not_active = false;
         loop {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(AsgError::Deadline {
-                    what: "CompleteLifecycleAction",
-                    took: started.elapsed(),
-                });
-            }
+            let call = p
+                .api
+                .call(&p.creds, "CompleteLifecycleAction", &params, CALL_TIMEOUT);
+            // The deadline cuts a call short: what the endpoint last answered is the cause.
+            let Ok(answer) = tokio::time::timeout_at(deadline, call).await else {
+                return Err(self.out_of_time(p, attempts, not_active, started));
+            };
             attempts += 1;
-            let call = p.api.call(
-                &p.creds,
-                "CompleteLifecycleAction",
-                &params,
-                left.min(CALL_TIMEOUT),
-            );
-            let wait = match call.await {
+            let wait = match answer {
                 Ok(_) => return Ok(self.completed(p, attempts)),
                 Err(e) if e.not_active() => {
+                    not_active = true;
                     tracing::info!(
                         "Auto Scaling: {NOT_ACTIVE} yet (attempt {attempts}); asking again in {}",
                         crate::timefmt::format_duration(RETRY_EVERY)
                     );
                     if Instant::now() + RETRY_EVERY >= until {
-                        return Err(AsgError::NotActive {
-                            url: p.api.endpoint.clone(),
-                            hook: self.hook.clone(),
-                            attempts,
-                        });
+                        return Err(self.out_of_time(p, attempts, true, started));
                     }
                     RETRY_EVERY
                 }
                 Err(e) => match e.throttled() {
                     // Asked to wait past the deadline: the throttling is the answer.
                     Some(wait) if Instant::now() + wait < until => {
+                        not_active = false;
                         tracing::info!(
                             "{e} (attempt {attempts}); asking again in {}",
                             crate::timefmt::format_duration(wait)
@@ -433,6 +426,28 @@ impl Lifecycle {
                 },
             };
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The error when the time for completing ran out after `answered` answers: still "not
+    /// active" when that was the last answer, else the deadline itself.
+    fn out_of_time(
+        &self,
+        p: &Prepared,
+        answered: u32,
+        not_active: bool,
+        started: Instant,
+    ) -> AsgError {
+        match not_active {
+            true => AsgError::NotActive {
+                url: p.api.endpoint.clone(),
+                hook: self.hook.clone(),
+                attempts: answered,
+            },
+            false => AsgError::Deadline {
+                what: "CompleteLifecycleAction",
+                took: started.elapsed(),
+            },
         }
     }
 
