@@ -309,16 +309,14 @@ check_assets() {
 }
 
 ship_docs() {
-    local repo_url docs_url doc_pairs f
+    local docs_url=${NTHD_DOCS_URL:-} doc_pairs f
     # The Markdown the packages ship, with repository-relative links made to work where it is
-    # read: to the shipped copy, else to the file at this version's tag (packaging/README.md,
-    # "Links in the shipped docs"). Cargo.toml's asset lists and the tarball take them from here.
-    repo_url=$(sed -n 's/^repository = "\(.*\)"$/\1/p' Cargo.toml)
-    [ -n "$repo_url" ] || die "Cargo.toml has no repository = \"...\""
-    docs_url=${NTHD_DOCS_URL:-$repo_url/blob/v$version}
-    say "shipped docs, links to files not shipped -> $docs_url"
+    # read: to the shipped copy, else to NTHD_DOCS_URL/PATH, else named as a path in nthd's
+    # source (packaging/README.md, "Links in the shipped docs"). Cargo.toml's asset lists and
+    # the tarball take them from here.
+    say "shipped docs, links to files not shipped -> ${docs_url:-named as paths in the source}"
     doc_pairs=("README.md=README.md" "packaging/README.md=README.packaging.md")
-    for f in docs/*.md; do doc_pairs+=("$f=$f"); done
+    for f in docs/*.md docs/*.svg; do doc_pairs+=("$f=$f"); done
     rm -rf target/packaging/doc
     perl packaging/doclinks.pl "$docs_url" target/packaging/doc "${doc_pairs[@]}"
     echo "ok (${#doc_pairs[@]} files in target/packaging/doc)"
@@ -370,7 +368,7 @@ make_tarball() {
     install -m 644 packaging/assets/nthd.bash packaging/assets/_nthd packaging/assets/nthd.fish \
         "$d/completions/"
     install -m 644 LICENSE target/packaging/doc/README.md target/packaging/doc/README.packaging.md "$d/"
-    install -d "$d/docs" && install -m 644 target/packaging/doc/docs/*.md "$d/docs/"
+    install -d "$d/docs" && install -m 644 target/packaging/doc/docs/* "$d/docs/"
     # Reproducible: sorted names, fixed owner and times, no name or time in the gzip header.
     tar -C "$tmp/tar" --sort=name --owner=0 --group=0 --numeric-owner \
         --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
@@ -426,11 +424,11 @@ sign_packages() {
 }
 
 # --- 5. checks ----------------------------------------------------------------
-# Adds docs/*.md as a package carries them, under PREFIX, to the sorted list FILE (the README
-# links to docs/NAME.md).
+# Adds docs/*.md and docs/*.svg as a package carries them, under PREFIX, to the sorted list FILE
+# (the README links to docs/NAME.md and shows docs/NAME.svg).
 expect_docs() {
     local f
-    for f in docs/*.md; do echo "$2/$f"; done >>"$1"
+    for f in docs/*.md docs/*.svg; do echo "$2/$f"; done >>"$1"
     sort -o "$1" "$1"
 }
 # Adds every man page in packaging/assets/ as a package carries it: PREFIX/NAME.8SUFFIX.

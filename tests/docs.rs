@@ -1810,3 +1810,54 @@ fn the_pictures_are_the_tables() {
         );
     }
 }
+
+/// The lines of `text` that give a placeholder address (`https://example.invalid/...`) as if it
+/// were nthd's, as (1-based line, line).
+fn placeholder_addresses(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.match_indices("://")
+                .any(|(i, _)| l[i + 3..].starts_with("example.invalid"))
+        })
+        .map(|(i, l)| (i + 1, l))
+        .collect()
+}
+
+/// nthd's source has no published address, so nothing that ships or documents it gives a
+/// placeholder one: Cargo.toml has no `repository`, the docs link to paths, and templates say
+/// what to put where.
+#[test]
+fn no_placeholder_address_is_given_as_nthds() {
+    assert_eq!(
+        placeholder_addresses("repository = \"https://example.invalid/nthd\"\nok\n"),
+        vec![(1, "repository = \"https://example.invalid/nthd\"")]
+    );
+    assert!(placeholder_addresses("<nthd@example.invalid>, http://nthd-test.invalid").is_empty());
+    let out = std::process::Command::new("git")
+        .args([
+            "ls-files",
+            "--",
+            ":!src",
+            ":!tests",
+            ":!testkit",
+            ":!CHANGELOG.md",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let mut found = Vec::new();
+    for f in String::from_utf8(out.stdout).unwrap().lines() {
+        let Ok(t) = std::fs::read_to_string(root().join(f)) else {
+            continue;
+        };
+        for (n, l) in placeholder_addresses(&t) {
+            found.push(format!("{f}:{n}: {l}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "placeholder addresses:\n{}",
+        found.join("\n")
+    );
+}

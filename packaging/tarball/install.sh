@@ -239,8 +239,8 @@ install_files() {
     for f in README.md README.packaging.md LICENSE examples/50-nthd-reboot.rules.example; do
         [ ! -r "$here/$f" ] || put 644 "$here/$f" "$prefix/share/doc/nthd/$f"
     done
-    # The pages the README links to, beside it.
-    for f in "$here"/docs/*.md; do
+    # The pages and pictures the README links to, beside it.
+    for f in "$here"/docs/*.md "$here"/docs/*.svg; do
         [ ! -r "$f" ] || put 644 "$f" "$prefix/share/doc/nthd/docs/${f##*/}"
     done
 }

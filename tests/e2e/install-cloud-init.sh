@@ -17,14 +17,14 @@ CI_PORT=8080
 ci_user_data() {
   local ud="$REPO/packaging/cloud-init/user-data.yaml" key
   key="$(dist_key asc)" || fail "no public key in $DIST"
-  sed "s|^\\([[:space:]]*\\)repo=https://example.invalid/nthd\$|\\1repo=$1|" "$ud" |
+  sed "s|^\\([[:space:]]*\\)repo=REPLACE-WITH-YOUR-REPOSITORY-URL\$|\\1repo=$1|" "$ud" |
     awk -v key="$key" '
       /^ *-----BEGIN PGP PUBLIC KEY BLOCK-----$/ { ind = substr($0, 1, index($0, "-") - 1)
         while ((getline l < key) > 0) print (l == "" ? "" : ind l); skip = 1; next }
       skip { if ($0 ~ /^ *-----END PGP PUBLIC KEY BLOCK-----$/) skip = 0; next }
       { print }' >"$SDIR/user-data"
   diff "$ud" "$SDIR/user-data" >"$SDIR/user-data.diff"
-  [[ "$(grep -c '^<' "$SDIR/user-data.diff")" == 2 ]] && grep -q '^< *repo=https://example.invalid/nthd$' "$SDIR/user-data.diff" &&
+  [[ "$(grep -c '^<' "$SDIR/user-data.diff")" == 2 ]] && grep -q '^< *repo=REPLACE-WITH-YOUR-REPOSITORY-URL$' "$SDIR/user-data.diff" &&
     grep -q '^< *REPLACE THIS LINE' "$SDIR/user-data.diff" ||
     fail "substituting the URL and the key did not change exactly those 2 lines: $(cat "$SDIR/user-data.diff")"
   cat "$SDIR/user-data"
