@@ -88,7 +88,7 @@ pub(crate) enum PodsError {
     #[error(
         "no kubepods cgroup under {root}: kubelet's pods are not laid out as nthd knows \
          (kubepods.slice or kubepods, cgroup v2 or v1's systemd or pids hierarchy), or kubelet \
-         is not running; the drain report cannot name the pods left"
+         is not running"
     )]
     NoKubepods {
         /// The cgroup mount.

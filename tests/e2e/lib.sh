@@ -441,6 +441,22 @@ ct_cleanup() {
 }
 
 # --------------------------------------------------------------- mock IMDS
+# Whether OUT (a command's output) has LINE of a sample in it, `…` in LINE standing for anything
+# (a process id, a time).  Usage: sample_line_in OUT LINE
+sample_line_in() {
+  [[ "$2" == *…* ]] || { grep -qF -- "$2" <<<"$1"; return; }
+  local re
+  re="$(sed 's/[][\.*^$+?(){}|/]/\\&/g; s/…/.*/g' <<<"$2")"
+  grep -qE -- "$re" <<<"$1"
+}
+
+# The lines of FILE's block between <!-- NAME:begin --> and <!-- NAME:end -->, inside its code
+# fence (a sample of output the docs show).  Usage: doc_block FILE NAME
+doc_block() {
+  awk -v b="<!-- $2:begin -->" -v e="<!-- $2:end -->" '$0 == b { f = 1; next } $0 == e { exit }
+       f && /^```/ { g = !g; next } f && g' "$1"
+}
+
 # The mock (testkit's nthd-mock-imds) runs inside the container as transient
 # unit mock-imds.service, listening on both link-local IMDS addresses.  Its
 # control API is on the same addresses under /_mock/.

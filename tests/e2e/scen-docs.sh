@@ -70,18 +70,6 @@ scen_installed_docs() {
   log "installed docs: man nthd-status renders; $refs cross-references and $links relative links resolve"
 }
 
-# The README's trial block (between <!-- trial:begin --> and <!-- trial:end -->), its commands.
-_readme_trial() {
-  awk '/<!-- trial:begin -->/ { f = 1; next } /<!-- trial:end -->/ { exit }
-       f && /^```/ { g = !g; next } f && g' "$REPO/README.md"
-}
-
-# The output the README shows for the trial (<!-- trial-output:begin/end -->), one line each.
-_readme_trial_output() {
-  awk '/<!-- trial-output:begin -->/ { f = 1; next } /<!-- trial-output:end -->/ { exit }
-       f && /^```/ { g = !g; next } f && g' "$REPO/README.md"
-}
-
 # A reader's first contact: the README's trial, its three commands as they stand, run as root
 # in the directory holding the .deb on a Debian 12 node that has the metadata service (the
 # mock) and kubelet (the stand-in) but no nthd. nthd ends up installed in dry run, watching;
@@ -99,7 +87,7 @@ scen_readme_trial() {
   # Named as build.sh names it (the harness may hand over a copy named otherwise).
   name="nthd_$(dpkg-deb -f "$deb" Version)_$(dpkg-deb -f "$deb" Architecture).deb"
   dir="$(dirname "$(ct_put "$deb" "$name")")"
-  lines="$(_readme_trial)"
+  lines="$(doc_block "$REPO/README.md" trial)"
   (( $(grep -c . <<<"$lines") == 3 )) || fail "the README's trial is not three commands: $lines"
   step "the README's trial, as it stands"
   out="$(ct_exec bash -c "cd $dir && $lines" 2>&1)" && rc=0 || rc=$?
@@ -110,11 +98,28 @@ scen_readme_trial() {
   wait_until 10 _journal_has "dry run: nthd will not call logind" || fail "nthd does not say it runs dry"
   while IFS= read -r line; do
     [[ -z "$line" ]] || grep -qF -- "$line" <<<"$out" || missing+=("$line")
-  done < <(_readme_trial_output)
+  done < <(doc_block "$REPO/README.md" trial-output)
   ((${#missing[@]} == 0)) || fail "the README shows output the trial did not print: ${missing[*]}"
   expect_no_poweroff 5
   log "trial: $(grep -c . <<<"$out") lines of output, rc $rc; README's excerpt all there"
   _status_sample_holds
+  _failing_check_sample_holds
+}
+
+# docs/commands.md's sample of a failing `nthd check` (<!-- check-fail-output:begin/end -->):
+# with kubelet's stand-in stopped (no delay lock), `nthd check` exits 1 and prints each line.
+_failing_check_sample_holds() {
+  local out rc line missing=()
+  step "nthd check with no kubelet lock, against docs/commands.md's sample"
+  ct_exec systemctl stop fake-kubelet.service || fail "could not stop the kubelet stand-in"
+  out="$(ct_exec nthd check 2>&1)" && rc=0 || rc=$?
+  printf '%s\n' "--- rc $rc" "$out" >"$SDIR/check-fail.txt"
+  ((rc == 1)) || fail "nthd check exited $rc, not 1, with no kubelet lock: $out"
+  while IFS= read -r line; do
+    [[ -z "$line" ]] || sample_line_in "$out" "$line" || missing+=("$line")
+  done < <(doc_block "$REPO/docs/commands.md" check-fail-output)
+  ((${#missing[@]} > 0)) || return 0
+  fail "docs/commands.md shows check output nthd did not print: ${missing[*]} (it printed: $out)"
 }
 
 # docs/commands.md's sample of `nthd status` (<!-- status-output:begin/end -->): each line is in
@@ -126,7 +131,6 @@ _status_sample_holds() {
   printf '%s\n' "$out" >"$SDIR/status.txt"
   while IFS= read -r line; do
     [[ -z "$line" ]] || grep -qF -- "$line" <<<"$out" || missing+=("$line")
-  done < <(awk '/<!-- status-output:begin -->/ { f = 1; next } /<!-- status-output:end -->/ { exit }
-                f && /^```/ { g = !g; next } f && g' "$REPO/docs/commands.md")
+  done < <(doc_block "$REPO/docs/commands.md" status-output)
   ((${#missing[@]} == 0)) || fail "docs/commands.md shows status output nthd did not print: ${missing[*]} (it printed: $out)"
 }

@@ -99,6 +99,19 @@ scen_drain_budget() {
   hjq -e '.holders[] | select(.who == "kubelet") | .released_s == null' <<<"$data" >/dev/null \
     || fail "kubelet is not named as still holding its lock: $data"
   expect_drain_recorded budget_exhausted
+  _drain_sample_holds "$data"
+}
+
+# docs/observability.md's drain report sample: the journal line (`…` for the seconds left) and
+# the event's data, the same but for the times, the process id and the seconds left.
+_drain_sample_holds() {
+  local doc="$REPO/docs/observability.md" msg vary='del(.started, .notice.deadline,
+    .notice.seconds_left, .holders[].pid) | .pods_left |= sort'
+  msg="$(journal_json "$MSG_DRAINED" | hjq -sr 'first | .MESSAGE')"
+  sample_line_in "$msg" "$(doc_block "$doc" drained-journal)" ||
+    fail "docs/observability.md's drain journal line is not what nthd logged: $msg"
+  [[ "$(hjq -cS "$vary" <<<"$1")" == "$(doc_block "$doc" drained-event | hjq -cS "$vary")" ]] ||
+    fail "docs/observability.md's io.nthd.drained sample differs from the event: $1"
 }
 
 # One admin `systemctl poweroff`: how long after the stand-in's release logind went ahead
