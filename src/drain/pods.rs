@@ -156,6 +156,25 @@ pub(crate) fn pods_left_now() -> PodsLeft {
     pods_left(Path::new("/sys/fs/cgroup"), Path::new("/var/log/pods"))
 }
 
+/// The longest the drain report waits for [`pods_left_now`].
+pub(crate) const SCAN_BOUND: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `scan` ([`pods_left_now`]) on the blocking pool, so a slow cgroup or log tree never stalls
+/// the runtime; [`PodsLeft::Unknown`] when it is not done by `by`.
+pub(crate) async fn scanned_by(
+    by: tokio::time::Instant,
+    scan: impl FnOnce() -> PodsLeft + Send + 'static,
+) -> PodsLeft {
+    match tokio::time::timeout_at(by, tokio::task::spawn_blocking(scan)).await {
+        Ok(Ok(pods)) => pods,
+        Ok(Err(e)) => PodsLeft::Unknown(format!("the scan of /sys/fs/cgroup failed: {e}")),
+        Err(_) => PodsLeft::Unknown(
+            "the scan of /sys/fs/cgroup and /var/log/pods was not done in time for the report"
+                .to_string(),
+        ),
+    }
+}
+
 /// Where the kubepods tree is, which driver made it, and how to read it.
 fn find_kubepods(root: &Path) -> Option<(PathBuf, Driver, Populated)> {
     let places = [
@@ -716,6 +735,31 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&known(&["a/b"])).unwrap(),
             r#"{"Known":["a/b"]}"#
+        );
+    }
+
+    /// The scan runs off the runtime: a slow one leaves the runtime free and, not done by its
+    /// bound, makes the pods unknown with the reason; a quick one gives its answer.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_slow_scan_is_bounded_and_leaves_the_runtime_free() {
+        let by = tokio::time::Instant::now() + std::time::Duration::from_millis(200);
+        let ticked =
+            tokio::spawn(async { tokio::time::sleep(std::time::Duration::from_millis(50)).await });
+        let slow = || {
+            std::thread::sleep(std::time::Duration::from_millis(800));
+            PodsLeft::Known(vec![])
+        };
+        let t0 = std::time::Instant::now();
+        match scanned_by(by, slow).await {
+            PodsLeft::Unknown(why) => assert!(why.contains("not done in time"), "{why}"),
+            known => panic!("{known:?}"),
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_millis(800));
+        assert!(ticked.is_finished(), "the runtime was stalled by the scan");
+        let quick = || PodsLeft::Known(vec!["default/web-1".to_string()]);
+        let by = tokio::time::Instant::now() + SCAN_BOUND;
+        assert!(
+            matches!(scanned_by(by, quick).await, PodsLeft::Known(p) if p == ["default/web-1"])
         );
     }
 }

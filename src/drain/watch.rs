@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use super::pods::PodsLeft;
 use super::{Ended, Finish, Followed, Outcome, Report};
 use crate::logind::{Inhibitor, ManagerProxy, PrepareForShutdownStream, DRAIN_LOCK_WHO};
 use crate::timefmt::format_duration;
@@ -266,7 +267,9 @@ impl<F: Finish> Watcher<F> {
         // Never past logind's budget, never more than AFTER_LAST after the others went.
         let release_by = (ended + super::AFTER_LAST - super::POLL)
             .min(t0 + budget.saturating_sub(Duration::from_millis(200)));
-        let report = self.report(&d, outcome, ended);
+        let scan_by = (Instant::now() + super::pods::SCAN_BOUND).min(release_by);
+        let pods = super::pods::scanned_by(scan_by, super::pods::pods_left_now).await;
+        let report = self.report(&d, outcome, ended, pods);
         let asg = asg && report.notice.is_some();
         self.hand_over(report, release_by).await;
         if asg {
@@ -372,8 +375,7 @@ impl<F: Finish> Watcher<F> {
         }
     }
 
-    fn report(&self, d: &Drain, outcome: Outcome, ended: Instant) -> Report {
-        let pods = super::pods::pods_left_now();
+    fn report(&self, d: &Drain, outcome: Outcome, ended: Instant, pods: PodsLeft) -> Report {
         let followed = self.followed.borrow().clone();
         let followed = followed
             .filter(|f| f.started(d.started))
