@@ -492,9 +492,10 @@ impl Metrics {
     }
 
     /// The drain report, written out at once: it must land before nthd releases its lock and
-    /// the machine goes down, so this waits at most `within` for the textfile.
-    /// `(held_s, budget_s, outcome, pods_left)`; `pods_left` is `None` when nthd cannot tell.
-    pub(crate) fn drain(&mut self, r: (f64, f64, &str, Option<usize>), within: Duration) {
+    /// the machine goes down, so the caller waits for the textfile with [`Metrics::written`],
+    /// off the loop. `(held_s, budget_s, outcome, pods_left)`; `pods_left` is `None` when nthd
+    /// cannot tell.
+    pub(crate) fn drain(&mut self, r: (f64, f64, &str, Option<usize>)) {
         if !self.has_reader() {
             return;
         }
@@ -510,7 +511,12 @@ impl Metrics {
             .with_label_values(&[] as &[&str])
             .set(left);
         self.flush();
-        self.settle(within);
+    }
+
+    /// A handle to wait, off the loop, for the textfile to hold what was flushed; `None`
+    /// without a textfile.
+    pub(crate) fn written(&self) -> Option<textfile::Written> {
+        self.textfile.as_ref().map(textfile::Textfile::written)
     }
 
     /// Takes the current notices from the planner and writes the metrics out.

@@ -138,7 +138,8 @@ impl Daemon {
         log_report(r);
         let pods = r.pods_left.as_ref().map(Vec::len);
         let m = (r.held_s, r.budget_s, r.outcome.name(), pods);
-        self.out.metrics.drain(m, TEXTFILE_WITHIN);
+        self.out.metrics.drain(m);
+        let written = self.out.metrics.written();
         let notice = r
             .notice
             .as_ref()
@@ -149,7 +150,12 @@ impl Daemon {
         let delivered = hooks.delivered();
         self.out.status.drain(r.clone());
         tokio::spawn(async move {
-            delivered.await;
+            let written = tokio::task::spawn_blocking(move || {
+                if let Some(w) = written {
+                    w.wait(TEXTFILE_WITHIN);
+                }
+            });
+            let _ = tokio::join!(delivered, written);
             let _ = done.send(());
         });
     }

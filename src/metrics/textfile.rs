@@ -97,9 +97,25 @@ impl Textfile {
 
     /// Waits at most `limit` for the writer to finish what it was handed (at a clean stop).
     pub(crate) fn settle(&self, limit: Duration) {
+        self.written().wait(limit);
+    }
+
+    /// A handle to wait for the writer with, on a thread that may block.
+    pub(crate) fn written(&self) -> Written {
+        Written(Arc::clone(&self.shared))
+    }
+}
+
+/// Waits for the writer thread to have written what it was handed, from any thread that may
+/// block (the blocking pool, never the daemon's loop).
+pub(crate) struct Written(Arc<(Mutex<Shared>, Condvar)>);
+
+impl Written {
+    /// Waits at most `limit` for the writer to finish what it was handed.
+    pub(crate) fn wait(&self, limit: Duration) {
         let end = Instant::now() + limit;
         while Instant::now() < end {
-            let s = lock(&self.shared.0);
+            let s = lock(&self.0 .0);
             if s.pending.is_none() && s.busy_since.is_none() {
                 return;
             }
