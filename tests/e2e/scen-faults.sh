@@ -422,3 +422,64 @@ scen_neighbour() {
   SDIR="$top"
   timing "neighbour up and untouched through spot-terminate, check, sighup-and-restart"
 }
+
+# --- A throttling metadata service (docs/clouds.md, "When a read fails"): the spot path answers
+# 429 with Retry-After: 3, then 429 with Retry-After: 120, then 404 (no notice). The read after
+# the first comes no sooner than 3 s and no later than the spot source's ceiling (five 1 s
+# intervals: 5 s); the one after the second, which asked for more than the ceiling, at the
+# ceiling. Reads then go back to every second, and a spot notice is drained and powered off.
+
+scen_retry_after() {
+  setup_node
+  local since reads a b c
+  step "429 Retry-After: 3, 429 Retry-After: 120, then 404 on $AWS_SPOT"
+  since="$(now_ms)"
+  mock_route "$AWS_SPOT" '{"sequence":[
+    {"status":429,"body":"throttled","headers":{"Retry-After":"3"}},
+    {"status":429,"body":"throttled","headers":{"Retry-After":"120"}},
+    {"status":404,"body":"<?xml version=\"1.0\"?><title>404 - Not Found</title>"}]}' \
+    || fail "could not script the spot path"
+  sleep 14
+  reads="$(mock_log | hjq -c --arg p "$AWS_SPOT" --argjson s "$since" \
+             '[.[] | select(.path == $p and .t_ms >= $s) | [.t_ms, .status]]')"
+  printf '%s\n' "$reads" >"$SDIR/spot-reads.json"
+  a="$(hjq '[.[] | select(.[1] == 429)][0][0]' <<<"$reads")"
+  b="$(hjq '[.[] | select(.[1] == 429)][1][0]' <<<"$reads")"
+  c="$(hjq '[.[] | select(.[1] == 404)][0][0]' <<<"$reads")"
+  [[ "$a" =~ ^[0-9]+$ && "$b" =~ ^[0-9]+$ && "$c" =~ ^[0-9]+$ ]] \
+    || fail "not two 429s and a 404 on the spot path within 14 s: $reads"
+  ((b - a >= 2900 && b - a <= 5500)) || fail "asked for 3 s, read again after $(fmt_ms $((b - a))): $reads"
+  ((c - b >= 4900 && c - b <= 5600)) || fail "asked for 120 s, read again after $(fmt_ms $((c - b))), not at the 5 s ceiling: $reads"
+  (( $(hjq --argjson c "$c" '[.[] | select(.[0] > $c)] | length' <<<"$reads") >= 3 )) \
+    || fail "reads did not go back to every second after the 404: $reads"
+  timing "Retry-After 3 -> $(fmt_ms $((b - a))), Retry-After 120 -> $(fmt_ms $((c - b)))"
+  expect_nthd_active
+  step "a spot notice: drained and powered off"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
+}
+
+# --- A FIFO where an operator file belongs: NTHD_WEBHOOK_HEADERS_FILE names a named pipe that
+# nobody writes. nthd never waits for a writer: it is up (READY=1) within 5 s of its start, the
+# journal says why the webhook is off, and a spot notice is drained and powered off.
+
+_headers_fifo() {
+  ct_sh 'mkdir -p /etc/nthd && mkfifo -m 0640 /etc/nthd/webhook-headers &&
+         chown root:nthd /etc/nthd/webhook-headers' || fail "could not make the FIFO"
+}
+scen_headers_fifo() {
+  setup_node --pre _headers_fifo --env "NTHD_WEBHOOK=$WEBHOOK_URL" \
+    --env NTHD_WEBHOOK_HEADERS_FILE=/etc/nthd/webhook-headers
+  local up
+  up="$(ct_exec systemctl show -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic nthd |
+        awk -F= '/^Inactive/ { s = $2 } /^Active/ { a = $2 } END { print int((a - s) / 1000) }')"
+  ((up >= 0 && up <= 5000)) || fail "nthd took $up ms from start to READY=1 with a FIFO as headers file"
+  expect_nthd_active
+  wait_until 5 _nthd_logged "/etc/nthd/webhook-headers is a FIFO (named pipe)" \
+    || fail "the journal does not name the FIFO: $(ct_journal -u nthd | tail -n 5)"
+  _nthd_logged "webhook" || fail "the journal does not say the webhook is off"
+  timing "up in $(fmt_ms "$up") with a FIFO as headers file"
+  step "a spot notice: drained and powered off"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  expect_poweroff_through_lock 10 3000
+}
