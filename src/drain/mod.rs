@@ -123,9 +123,14 @@ pub(crate) struct Holders {
 impl Holders {
     /// Brought up to date with one `ListInhibitors` read `at` into the drain: new ones are
     /// added (while there is room, else counted), the ones no longer listed are marked
-    /// released. Each `who` is cleaned once, and each lookup is a hash lookup.
+    /// released. A holder is a process, user and name: its several locks count once. kubelet
+    /// comes first, so it is named however many others hold locks. Each `who` is cleaned once,
+    /// and each lookup is a hash lookup.
     pub(crate) fn track(&mut self, now_held: &[&Inhibitor], at: Duration) {
-        let cleaned: Vec<Holder> = now_held.iter().map(|i| Holder::of(i)).collect();
+        let mut cleaned: Vec<Holder> = now_held.iter().map(|i| Holder::of(i)).collect();
+        cleaned.sort_by_key(|h| !h.who.to_ascii_lowercase().contains("kubelet"));
+        let mut seen = HashSet::new();
+        cleaned.retain(|h| seen.insert((h.pid, h.uid, h.who.clone())));
         let held: HashSet<(u32, u32, &str)> = cleaned.iter().map(Holder::key).collect();
         for h in &mut self.list {
             if h.released_s.is_none() && !held.contains(&h.key()) {
@@ -283,20 +288,40 @@ impl Report {
     }
 
     /// The report in one sentence, for the journal, `nthd status` and the Slack format.
-    pub(crate) fn sentence(&self) -> String {
-        let who = self
-            .holders
-            .iter()
-            .map(|h| h.who.as_str())
-            .collect::<Vec<_>>();
+    /// Who held the drain: when it was released, every holder; when the budget ran out, who
+    /// still held it at the end, then who had released and when.
+    fn holders_text(&self) -> String {
         let more = match self.holders_more {
             0 => String::new(),
-            n => format!(" and {n} more"),
+            n => format!(" and up to {n} more"),
         };
-        let who = match who.is_empty() {
-            true => "no other delay lock was held".to_string(),
-            false => format!("held by {}{more}", who.join(", ")),
+        // Released: everyone who held it; out of budget: who still held it at the end.
+        let still: Vec<&str> = self
+            .holders
+            .iter()
+            .filter(|h| self.outcome == Outcome::Released || h.released_s.is_none())
+            .map(|h| h.who.as_str())
+            .collect();
+        let mut t = match (still.is_empty(), self.holders_more) {
+            (true, 0) => "no other delay lock was held".to_string(),
+            (true, n) => format!("held by up to {n} holders not named"),
+            (false, _) => format!("held by {}{more}", still.join(", ")),
         };
+        if self.outcome == Outcome::BudgetExhausted {
+            let gone: Vec<String> = self
+                .holders
+                .iter()
+                .filter_map(|h| h.released_s.map(|at| format!("{} at {at:.1} s", h.who)))
+                .collect();
+            if !gone.is_empty() {
+                t.push_str(&format!("; released: {}", gone.join(", ")));
+            }
+        }
+        t
+    }
+
+    pub(crate) fn sentence(&self) -> String {
+        let who = self.holders_text();
         let mut s = match self.outcome {
             Outcome::Released => format!(
                 "drain released after {:.1} s of the {:.1} s budget ({who})",

@@ -82,10 +82,67 @@ fn thousands_of_holders_are_capped_and_counted() {
     );
     e.holders = h;
     let r = Report::new(e);
-    assert!(r.sentence().contains(" and 7968 more"), "{}", r.sentence());
+    assert!(
+        r.sentence()
+            .contains("(held by up to 7968 holders not named; released: nobody-"),
+        "{}",
+        r.sentence()
+    );
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["holders_more"], 7968);
     assert_eq!(json["holders"].as_array().unwrap().len(), 32);
+}
+
+/// Out of budget, the sentence names who still held the drain at the end, and who had let go
+/// and when; a drain that was released names everyone who held it.
+#[test]
+fn the_sentence_tells_who_still_held_from_who_let_go() {
+    let (k, n) = (
+        inhibitor("kubelet", 8, "delay"),
+        inhibitor("backup", 9, "delay"),
+    );
+    let mut h = Holders::default();
+    h.track(&[&k, &n], Duration::ZERO);
+    h.track(&[&n], Duration::from_millis(5200));
+    let mut e = ended(
+        Outcome::BudgetExhausted,
+        PodsLeft::Known(vec![]),
+        None,
+        SystemTime::now(),
+    );
+    e.holders = h.clone();
+    let s = Report::new(e).sentence();
+    assert!(
+        s.contains("(held by backup; released: kubelet at 5.2 s)"),
+        "{s}"
+    );
+    let mut e = ended(
+        Outcome::Released,
+        PodsLeft::Known(vec![]),
+        None,
+        SystemTime::now(),
+    );
+    e.holders = h;
+    let s = Report::new(e).sentence();
+    assert!(s.contains("(held by kubelet, backup)"), "{s}");
+}
+
+/// One process with many locks under one name is one holder; kubelet, listed by logind after
+/// thousands of others, is still named.
+#[test]
+fn a_holder_counts_once_and_kubelet_is_named_among_thousands() {
+    let same: Vec<Inhibitor> = (0..8000).map(|_| inhibitor("hog", 1000, "delay")).collect();
+    let mut h = Holders::default();
+    h.track(&same.iter().collect::<Vec<_>>(), Duration::ZERO);
+    assert_eq!((h.list.len(), h.more), (1, 0));
+    let mut many: Vec<Inhibitor> = (0..8000)
+        .map(|n| inhibitor(&format!("nobody-{n}"), 1000 + n, "delay"))
+        .collect();
+    many.push(inhibitor("kubelet", 8, "delay"));
+    let mut h = Holders::default();
+    h.track(&many.iter().collect::<Vec<_>>(), Duration::ZERO);
+    assert_eq!(h.list[0].who, "kubelet");
+    assert_eq!((h.list.len(), h.more), (MAX_HOLDERS, 8001 - 32));
 }
 
 fn followed(kind: &'static str, accepted: SystemTime, deadline: SystemTime) -> Followed {
