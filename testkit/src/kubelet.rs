@@ -193,7 +193,7 @@ pub async fn run(opts: KubeletOptions) -> Result<(), String> {
 }
 
 /// Connect to the bus at `address` (the system bus if `None`) and make a login1 proxy.
-async fn connect(
+pub async fn connect(
     address: Option<&str>,
 ) -> Result<(zbus::Connection, Login1ManagerProxy<'static>), String> {
     let conn = match address {

@@ -59,6 +59,8 @@ e2e_artefact_defaults() {
   if [[ -n "$E2E_TESTKIT_TARGET" ]]; then _testkit_dir="$REPO/target/$E2E_TESTKIT_TARGET/release"; else _testkit_dir="$REPO/target/debug"; fi
   E2E_MOCK_IMDS="${E2E_MOCK_IMDS:-$_testkit_dir/nthd-mock-imds}"
   E2E_FAKE_KUBELET="${E2E_FAKE_KUBELET:-$_testkit_dir/nthd-fake-kubelet}"
+  # nthd-many-locks: beside the kubelet stand-in, wherever that is.
+  E2E_MANY_LOCKS="${E2E_MANY_LOCKS:-$(dirname "$E2E_FAKE_KUBELET")/nthd-many-locks}"
 }
 
 # The harness' waits. A foreign-architecture tree runs every instruction through qemu-user:
@@ -803,7 +805,7 @@ build_testkit() {
   [[ -z "$E2E_TESTKIT_TARGET" ]] || target=(--release --target "$E2E_TESTKIT_TARGET")
   log "cargo build -p nthd-testkit ${target[*]} (mock IMDS, kubelet stand-in)"
   (cd "$REPO" && cargo build --quiet ${target[@]+"${target[@]}"} -p nthd-testkit \
-     --bin nthd-mock-imds --bin nthd-fake-kubelet) >&2 \
+     --bin nthd-mock-imds --bin nthd-fake-kubelet --bin nthd-many-locks) >&2 \
     || log "warning: building the testkit binaries failed"
 }
 
