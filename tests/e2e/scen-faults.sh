@@ -162,6 +162,20 @@ scen_shutdown_cancelled() {
   timing "halted +$(fmt_ms $((CT_EXIT_MS - prep)))"
   local calls; calls="$(journal_json "$MSG_ACTION" | grep -c . || true)"
   ((calls == 2)) || fail "expected nthd's PowerOff twice (first, then once after the cancellation), journal has $calls"
+  _one_report_of_the_second_shutdown
+}
+
+# The drain report after a shutdown logind dropped by restarting: none for the dropped one (no
+# false `released`), one for the second, written before the halt and after nthd asked again.
+_one_report_of_the_second_shutdown() {
+  local reports second
+  _nthd_logged "counts as cancelled, with no drain report" \
+    || fail "nthd did not say the dropped shutdown has no drain report"
+  reports="$(journal_json "$MSG_DRAINED" | hjq -sc 'map({o: .NTHD_DRAIN_OUTCOME, n: .NTHD_NOTICE_ID, t: (.__REALTIME_TIMESTAMP | tonumber)})')"
+  second="$(journal_json "$MSG_ACTION" | hjq -s 'map(.__REALTIME_TIMESTAMP | tonumber) | max')"
+  hjq -e --argjson s "$second" 'length == 1 and .[0].o == "released" and .[0].n == "aws/spot/terminate" and .[0].t > $s' \
+    <<<"$reports" >/dev/null || fail "not one released report of the second shutdown, after it: $reports (second PowerOff at $second)"
+  log "drain reports: $reports"
 }
 
 # --- A block inhibitor on shutdown (a backup agent): real logind refuses nthd's PowerOff;
