@@ -1001,6 +1001,7 @@ mod tests {
             url: "u".into(),
             reason: "invalid spot instance-action JSON".into(),
             bytes: 14,
+            secret: false,
         };
         let cycle = [status(500), malformed, status(504)];
         let mut obs: Vec<Observation> = (0..600)

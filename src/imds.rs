@@ -144,10 +144,11 @@ pub enum ImdsError {
         /// The cap it went over, in bytes.
         limit: usize,
     },
-    /// The body itself is logged at debug level only (metadata bodies stay out of info logs).
+    /// The body itself is logged at debug level only (metadata bodies stay out of info logs),
+    /// and never when it is a secret.
     #[error(
-        "the answer from {url} is not what nthd expects: {reason} ({bytes} bytes; \
-         NTHD_LOG_LEVEL=debug logs the body)"
+        "the answer from {url} is not what nthd expects: {reason} ({bytes} bytes; {})",
+        body_note(*secret)
     )]
     Malformed {
         /// The URL requested.
@@ -156,6 +157,8 @@ pub enum ImdsError {
         reason: String,
         /// The body's length, in bytes.
         bytes: usize,
+        /// The body is a secret (a token, the role's credentials): never logged.
+        secret: bool,
     },
     /// The AWS IMDSv2 token request was refused, and IMDSv1 is not allowed.
     #[error(
@@ -279,7 +282,8 @@ impl ImdsError {
     }
 
     pub(crate) fn malformed(url: &str, reason: impl Into<String>, body: &str) -> ImdsError {
-        match shown_body(url, body) {
+        let shown = shown_body(url, body);
+        match &shown {
             Some(shown) => tracing::debug!(
                 "unexpected answer from {url} ({} bytes): {shown}",
                 body.len()
@@ -293,7 +297,16 @@ impl ImdsError {
             url: url.to_string(),
             reason: reason.into(),
             bytes: body.len(),
+            secret: shown.is_none(),
         }
+    }
+}
+
+/// Where an unexpected answer's body can be read: the debug log, or nowhere for a secret.
+fn body_note(secret: bool) -> &'static str {
+    match secret {
+        true => "a secret, never logged",
+        false => "NTHD_LOG_LEVEL=debug logs the body",
     }
 }
 
@@ -1284,8 +1297,21 @@ mod tests {
             "http://100.100.100.200/latest/api/token",
         ] {
             assert_eq!(shown_body(url, "AKIAxyz-secret"), None, "{url}");
+            // Nor does the error send anyone to the debug log for it.
+            let e = ImdsError::malformed(url, "the body is not UTF-8", "AKIAxyz-secret");
+            assert!(
+                e.to_string()
+                    .ends_with("(14 bytes; a secret, never logged)"),
+                "{e}"
+            );
         }
         let url = "http://169.254.169.254/latest/meta-data/spot/instance-action";
+        let e = ImdsError::malformed(url, "invalid JSON", "x");
+        assert!(
+            e.to_string()
+                .ends_with("(1 bytes; NTHD_LOG_LEVEL=debug logs the body)"),
+            "{e}"
+        );
         assert_eq!(shown_body(url, "x").as_deref(), Some("\"x\""));
         let long = shown_body(url, &"é".repeat(2000)).unwrap();
         assert!(long.ends_with(" (cut)") && long.len() < 2100, "{long}");

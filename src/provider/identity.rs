@@ -134,6 +134,7 @@ impl Reads {
             url: client.base().to_string(),
             reason: "the metadata service gave no identity value".into(),
             bytes: 0,
+            secret: false,
         }))
     }
 }
