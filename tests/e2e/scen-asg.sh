@@ -128,3 +128,35 @@ _asg_no_secret_in_journal() {
   done
   log "nthd's journal holds none of the role's credentials"
 }
+
+# Completion on, nthd logging at debug, and the role's credentials document not UTF-8: the
+# document as EC2 serves it, then one stray byte (0xC3, the first half of a two-byte
+# character). The drain and the power-off go on; the completion fails naming the credentials'
+# URL; and no byte of the document's secrets reaches nthd's journal, at debug level either.
+scen_asg_credentials_not_utf8() {
+  _asg_wheels_fetch || fail "could not download botocore's wheels (pip download)"
+  setup_node --pre _asg_pre_not_utf8 --env NTHD_ASG_COMPLETE=CONTINUE \
+    --env "NTHD_ASG_LIFECYCLE_HOOK=$ASG_HOOK" --env "NTHD_ASG_ENDPOINT=$ASG_ENDPOINT" \
+    --env NTHD_LOG_LEVEL=debug
+  _asg_terminated_poweroff
+  _nthd_logged "security-credentials/$ASG_ROLE is not what nthd expects: the body is not UTF-8" \
+    || fail "the journal does not say the role's credentials are not UTF-8"
+  _nthd_logged "bytes; a secret, never logged)" || fail "the error does not say the document is never logged"
+  # nthd logs at debug level, and its debug line about the answer shows no byte of it.
+  _nthd_logged "security-credentials/$ASG_ROLE (" || fail "no debug line about the answer: is debug logging on?"
+  _nthd_logged "bytes; a secret, not shown)" || fail "the debug line does not say the body is not shown"
+  [[ -z "$(_asg_log | hjq -c 'select(.action == "CompleteLifecycleAction")')" ]] \
+    || fail "nthd called CompleteLifecycleAction without usable credentials: $(_asg_log)"
+  _asg_no_secret_in_journal
+}
+# _asg_pre, then the credentials document with a byte that is not UTF-8 after it.
+_asg_pre_not_utf8() {
+  _asg_pre
+  local doc spec
+  doc="{\"Code\":\"Success\",\"Type\":\"AWS-HMAC\",\"AccessKeyId\":\"$ASG_KEY\",\"SecretAccessKey\":\"$ASG_SECRET\",\"Token\":\"$ASG_TOKEN\",\"Expiration\":\"$(iso_in 21600)\"}"
+  spec="$(ct_exec jq -cn --arg d "$doc" \
+    '{status: 200, headers: {"Content-Type": "text/plain"}, body_len: (($d | utf8bytelength) + 1), body_fill: ($d + "\u00fc")}')" \
+    || fail "could not build the credentials route"
+  mock_route "/latest/meta-data/iam/security-credentials/$ASG_ROLE" "$spec" \
+    || fail "could not serve the credentials document that is not UTF-8"
+}
