@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # single-quoted jq programs
 # The other clouds' notices, sourced by run.sh: GCP's preempted flag through the metadata
-# long-poll, Azure's Scheduled Events (this VM's, another VM's, nthd restarted mid-drain: one
+# long-poll and a maintenance window moved at the last minute, Azure's Scheduled Events (this VM's, another VM's, nthd restarted mid-drain: one
 # acknowledgement, after the drain) and Alibaba's termination-time in hardened (token) mode.
 # Tencent is in scen-sandbox.sh.
 
@@ -199,4 +199,50 @@ scen_azure_restart_mid_drain() {
     || fail "the acknowledgement is not StartRequests for $id: $ack"
   (( t >= released )) || fail "acknowledged $(fmt_ms $((released - t))) before the lock was released"
   timing "ack +$(fmt_ms $((t - released))) after release"
+}
+
+# --- GCP: Google moves a maintenance window at the last minute (docs/clouds.md, GCP). With
+# TERMINATE_ON_HOST_MAINTENANCE listed and instance/upcoming-maintenance starting 40 s ahead,
+# logind's 10 s budget and a 2 s margin, nthd plans the power-off 28 s ahead, at the last safe
+# moment. 6 s before it the window moves 20 s later; the regular re-read is a minute away
+# (NTHD_SLOW_POLL_INTERVAL=1m), so only nthd's read just before acting can see the move. No
+# shutdown at the first planned time; one at the moved one.
+
+GCP_UPCOMING=/computeMetadata/v1/instance/upcoming-maintenance
+# A window starting at epoch second START, an hour long.
+_gcp_window() {
+  printf '{"can_reschedule":"true","maintenance_status":"PENDING","type":"SCHEDULED","window_start_time":"%s","window_end_time":"%s"}' \
+    "$(date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ)" "$(date -u -d "@$(($1 + 3600))" +%Y-%m-%dT%H:%M:%SZ)"
+}
+_gcp_window_pre() {
+  _gcp_pre
+  set_route "$GCP_UPCOMING" '{ }' || fail "could not set $GCP_UPCOMING"
+}
+
+# shellcheck disable=SC2034  # E2E_INHIBIT_DELAY is read by lib.sh
+scen_gcp_window_moved() {
+  local E2E_INHIBIT_DELAY=10 start planned moved prep
+  setup_node --provider gcp --pre _gcp_window_pre --env NTHD_SAFETY_MARGIN=2s \
+    --env NTHD_SLOW_POLL_INTERVAL=1m
+  wait_until 10 _gcp_long_poll_pending "$GCP_MAINTENANCE" \
+    || fail "nthd has no wait_for_change=true request open on $GCP_MAINTENANCE"
+  step "a maintenance window 40 s ahead, then TERMINATE_ON_HOST_MAINTENANCE"
+  start=$(( $(now_ms) / 1000 + 40 ))
+  planned=$(( (start - 12) * 1000 ))   # the budget (10 s) and the margin (2 s) before it
+  set_route "$GCP_UPCOMING" "$(_gcp_window "$start")" || fail "could not set the window"
+  set_notice --text "$GCP_MAINTENANCE" TERMINATE_ON_HOST_MAINTENANCE
+  wait_until 5 _nthd_logged "at the last safe moment" \
+    || fail "nthd did not defer the power-off to the last safe moment: $(ct_journal -u nthd | tail -n 3)"
+  sleep "$(( (planned - 6000 - $(now_ms)) / 1000 ))"
+  step "6 s before the planned power-off: the window moves 20 s later"
+  set_route "$GCP_UPCOMING" "$(_gcp_window $((start + 20)))" || fail "could not move the window"
+  moved=$((planned + 20000))
+  no_prepare_for $(( (planned + 3000 - $(now_ms)) / 1000 )) \
+    || fail "a shutdown began at the first planned time, though the window had moved"
+  _nthd_logged "the maintenance now starts" || fail "nthd did not say the window moved"
+  prep="$(wait_for_prepare 25)" || fail "no shutdown at the moved window's last safe moment"
+  (( prep >= moved - 500 && prep <= moved + 3000 )) \
+    || fail "the shutdown began $(fmt_ms $((prep - moved))) from the moved window's last safe moment"
+  timing "window moved 20 s, 6 s before the plan; shutdown $(fmt_ms $((prep - moved))) from the moved plan"
+  ct_wait_exit 30 || fail "the node did not power off"
 }
