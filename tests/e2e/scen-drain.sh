@@ -163,8 +163,9 @@ scen_drain_lock_cost() {
 # 8192): user nobody holds them through the shutdown that a spot notice starts. Kubelet's
 # stand-in releases after its 5 s drain, the neighbour never does, so the drain runs to the
 # 10 s budget. Meanwhile nthd's loop lists a rebalance recommendation (read every second) in the
-# status file within 2 s, and the report reaches the receiver before the halt: budget_exhausted, kubelet named
-# first among 32 holders, the rest counted.
+# status file within 2 s and its peak RSS stays under a quarter of the unit's MemoryMax=; the
+# report reaches the receiver before the halt: budget_exhausted, kubelet named first among 32
+# holders, the rest counted.
 
 # shellcheck disable=SC2034  # E2E_INHIBIT_DELAY is read by lib.sh
 scen_many_locks() {
@@ -185,6 +186,12 @@ scen_many_locks() {
     "{\"noticeTime\":\"$(iso_in 0)\"}" || fail "could not set the rebalance recommendation"
   wait_until 2 _status_lists rebalance || fail "nthd's status file did not list the rebalance recommendation within 2 s of it"
   timing "status file written $(fmt_ms $(( $(now_ms) - t0 ))) after the recommendation, mid-drain"
+  local hwm max
+  max="$(ct_exec systemctl show -p MemoryMax --value nthd)"
+  [[ "$max" == 67108864 ]] || fail "nthd.service's MemoryMax is $max, not 64M"
+  hwm="$(ct_exec awk '/^VmHWM:/ { print $2 }' "/proc/$(nthd_main_pid)/status")"
+  ((hwm > 0 && hwm < 16384)) || fail "nthd's peak RSS mid-drain is ${hwm} KiB, not under a quarter of the unit's MemoryMax=64M"
+  timing "nthd's peak RSS mid-drain $((hwm / 1024)) MiB"
   ct_wait_exit 30 || fail "still running 30 s after PrepareForShutdown with a 10 s budget"
   data="$(expect_drained budget_exhausted 7 10)"
   hjq -e '.holders[0].who == "kubelet" and (.holders | length) == 32 and .holders_more >= 7968' \
