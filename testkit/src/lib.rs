@@ -29,6 +29,26 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// A testkit binary's `main` after its arguments: runs `work` on a current-thread runtime and
+/// turns its outcome into the exit code; every error (the runtime's own included) is printed
+/// after the binary's `name`, and exits 1.
+pub fn run_main(
+    name: &str,
+    work: impl std::future::Future<Output = Result<(), String>>,
+) -> std::process::ExitCode {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"));
+    match rt.and_then(|rt| rt.block_on(work)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch for `t` (0 for times before the epoch).
 pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)

@@ -86,22 +86,5 @@ fn main() -> ExitCode {
         log_root: a.log_root,
         ..KubeletOptions::default()
     };
-
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("nthd-fake-kubelet: cannot start runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match rt.block_on(run(opts)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nthd-fake-kubelet: {e}");
-            ExitCode::from(1)
-        }
-    }
+    nthd_testkit::run_main("nthd-fake-kubelet", run(opts))
 }

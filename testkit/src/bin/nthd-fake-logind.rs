@@ -69,26 +69,7 @@ fn emit(v: serde_json::Value) {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("nthd-fake-logind: cannot start runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    rt.block_on(async move {
-        match serve(args).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("nthd-fake-logind: {e}");
-                ExitCode::from(1)
-            }
-        }
-    })
+    nthd_testkit::run_main("nthd-fake-logind", serve(Args::parse()))
 }
 
 /// Serves logind on the bus and reports what happens until SIGTERM or SIGINT.

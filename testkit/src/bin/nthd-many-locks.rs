@@ -30,24 +30,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let a = Args::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("nthd-many-locks: cannot start runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match rt.block_on(hold(a)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nthd-many-locks: {e}");
-            ExitCode::from(1)
-        }
-    }
+    nthd_testkit::run_main("nthd-many-locks", hold(Args::parse()))
 }
 
 async fn hold(a: Args) -> Result<(), String> {
