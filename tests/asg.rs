@@ -325,14 +325,7 @@ async fn not_active_is_retried_every_half_second_until_the_deadline() {
         )
     }))
     .await;
-    let m = imds().await;
-    let c = cli(&m, &url, &[&format!("--asg-group={GROUP}")]);
-    let t0 = Instant::now();
-    let err = asg::complete(&c.opts, Duration::from_millis(2000))
-        .await
-        .unwrap()
-        .unwrap_err();
-    let took = t0.elapsed();
+    let (err, took) = complete_in_group(&url, Duration::from_millis(2000)).await;
     assert!(
         took <= Duration::from_millis(2300),
         "the deadline was not kept: {took:?}"
@@ -361,14 +354,7 @@ async fn a_call_cut_by_the_deadline_reports_what_the_endpoint_last_answered() {
         _ => (400, error("ValidationError", "no such hook")),
     }))
     .await;
-    let m = imds().await;
-    let c = cli(&m, &url, &[&format!("--asg-group={GROUP}")]);
-    let t0 = Instant::now();
-    let err = asg::complete(&c.opts, Duration::from_secs(3))
-        .await
-        .unwrap()
-        .unwrap_err();
-    let took = t0.elapsed();
+    let (err, took) = complete_in_group(&url, Duration::from_secs(3)).await;
     assert_eq!(count.load(Ordering::SeqCst), 3, "{err}");
     assert!(
         err.contains("still answered \"No active Lifecycle Action found\"")
@@ -383,15 +369,25 @@ async fn a_call_cut_by_the_deadline_reports_what_the_endpoint_last_answered() {
     );
 }
 
+/// The error of a completion within `within` against the API at `url`, `args` given, and how
+/// long it took.
+async fn completion_failing(url: &str, args: &[&str], within: Duration) -> (String, Duration) {
+    let m = imds().await;
+    let c = cli(&m, url, args);
+    let t0 = Instant::now();
+    let err = asg::complete(&c.opts, within).await.unwrap().unwrap_err();
+    (err, t0.elapsed())
+}
+
+/// [`completion_failing`] with the group named (no DescribeAutoScalingInstances).
+async fn complete_in_group(url: &str, within: Duration) -> (String, Duration) {
+    completion_failing(url, &[&format!("--asg-group={GROUP}")], within).await
+}
+
 /// The error of a completion against the API `script` answers for, and the API's URL.
 async fn completion_error(script: Script) -> (String, String) {
     let (url, _) = scripted(script).await;
-    let m = imds().await;
-    let c = cli(&m, &url, &[]);
-    let err = asg::complete(&c.opts, Duration::from_secs(3))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let (err, _) = completion_failing(&url, &[], Duration::from_secs(3)).await;
     (url, err)
 }
 
