@@ -72,7 +72,8 @@ registry() {
              sandbox-imds sandbox-webhook upgrade-configured typo-and-locked-settings
              drain-report drain-budget drain-lock-cost asg-complete asg-complete-off
              imds-locked imds-locked-azure imds-locked-no-grant installed-docs readme-trial
-             retry-after headers-fifo many-locks asg-credentials-not-utf8 gcp-window-moved)
+             retry-after headers-fifo many-locks asg-credentials-not-utf8 gcp-window-moved
+             bad-dry-run)
   # systemd-imdsd is systemd >= 261's systemd-imds package, in the sid tree only: run.sh without
   # names leaves these out on a tree that lacks it, or is not built yet (default_scenarios).
   IMDSD_SCENARIOS=(imds-locked imds-locked-azure imds-locked-no-grant)

@@ -497,3 +497,40 @@ scen_headers_fifo() {
   set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
   expect_poweroff_through_lock 10 3000
 }
+
+# --- A bad NTHD_DRY_RUN (docs/configuration.md, "When a setting is wrong"): `NTHD_DRY_RUN=ture`
+# in /etc/default/nthd. nthd stays up and takes the choice that cannot power off where the admin
+# may have meant a dry run: it runs dry, says so in all four reports, and a spot notice is
+# read, decided and logged as the action it would take, on time, with no shutdown.
+
+scen_bad_dry_run() {
+  setup_node
+  local n0 st npd code out
+  n0="$(nthd_restarts)"
+  step "NTHD_DRY_RUN=ture in /etc/default/nthd"
+  ct_sh 'printf "NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_DRY_RUN=ture\n" "$1" >/etc/default/nthd &&
+         systemctl restart nthd' "$IMDS" || fail "writing the settings and restarting nthd"
+  sleep 8   # four RestartSec=2s periods: a restart loop would show
+  st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
+  [[ "$st" == *"ActiveState=active"* && "$st" == *"NRestarts=$n0"* ]] \
+    || fail "nthd did not stay up with NTHD_DRY_RUN=ture: $st"
+  _nthd_logged 'NTHD_DRY_RUN="ture" cannot be used' \
+    || fail "the journal does not name the bad setting: $(ct_journal -u nthd | tail -n 5)"
+  _nthd_logged "dry run: nthd will not call logind" || fail "nthd does not say it runs dry"
+  hjq -e '[.degraded[].setting] == ["NTHD_DRY_RUN"]' <<<"$(ct_exec cat "$NTHD_STATUS")" >/dev/null \
+    || fail "the status file does not list NTHD_DRY_RUN as degraded: $(ct_exec cat "$NTHD_STATUS")"
+  npd="$(ct_exec runuser -u nobody -- /usr/libexec/nthd/nthd status --npd)"
+  code=$?
+  (( code == 2 )) || fail "NPD plugin exit $code, not 2: $npd"
+  [[ "$npd" == "unknown: degraded: NTHD_DRY_RUN fell back"* ]] || fail "NPD line does not name NTHD_DRY_RUN: $npd"
+  out="$(nthd_check_as_nthd --json)" && fail "nthd check passed with NTHD_DRY_RUN=ture"
+  hjq -e '[.checks[] | select(.name == "settings" and .status == "fail" and (.fix | test("NTHD_DRY_RUN")))] | length == 1' \
+    <<<"$out" >/dev/null || fail "nthd check does not fail 'settings' naming NTHD_DRY_RUN: $(hjq -c '[.checks[] | select(.name == "settings")]' <<<"$out")"
+  step "a spot notice: read and logged on time as the power-off it would be, no shutdown"
+  set_notice "$AWS_SPOT" "{\"action\":\"terminate\",\"time\":\"$(iso_in 120)\"}"
+  wait_until 3 _nthd_logged "dry run: would call org.freedesktop.login1.Manager.PowerOff(false)" \
+    || fail "the notice was not logged as the dry run's power-off within 3 s"
+  timing "dry-run action logged $(fmt_ms $(( $(now_ms) - NOTICE_MS ))) after the notice"
+  expect_no_poweroff 8
+  expect_nthd_active
+}
