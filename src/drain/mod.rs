@@ -102,10 +102,6 @@ impl Holder {
             released_s: None,
         }
     }
-
-    fn key(&self) -> (u32, u32, &str) {
-        (self.pid, self.uid, self.who.as_str())
-    }
 }
 
 /// The most lock holders a report names; the others are counted ([`Holders::more`]). Any local
@@ -129,11 +125,10 @@ impl Holders {
     pub(crate) fn track(&mut self, now_held: &[&Inhibitor], at: Duration) {
         let mut cleaned: Vec<Holder> = now_held.iter().map(|i| Holder::of(i)).collect();
         cleaned.sort_by_key(|h| !h.who.to_ascii_lowercase().contains("kubelet"));
-        let mut seen = HashSet::new();
-        cleaned.retain(|h| seen.insert((h.pid, h.uid, h.who.clone())));
-        let held: HashSet<(u32, u32, &str)> = cleaned.iter().map(Holder::key).collect();
+        let mut held = HashSet::new();
+        cleaned.retain(|h| held.insert((h.pid, h.uid, h.who.clone())));
         for h in &mut self.list {
-            if h.released_s.is_none() && !held.contains(&h.key()) {
+            if h.released_s.is_none() && !held.contains(&(h.pid, h.uid, h.who.clone())) {
                 h.released_s = Some(secs(at));
             }
         }
