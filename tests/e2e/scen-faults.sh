@@ -67,6 +67,20 @@ scen_sighup_and_restart() {
   expect_poweroff_through_lock 10 3000
 }
 _nthd_logged() { (( $(nthd_journal_count "$1") > 0 )); }
+
+# /etc/default/nthd written with printf FORMAT (octal escapes for bytes that are not UTF-8; its
+# one %s the mock's endpoint), nthd restarted, and after four RestartSec=2s periods, in which a
+# restart loop would show, nthd still active with NRestarts still N0.
+# Usage: _restarted_with_settings N0 FORMAT
+_restarted_with_settings() {
+  local st
+  ct_sh 'printf "$2" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" "$2" \
+    || fail "writing the settings and restarting nthd"
+  sleep 8
+  st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
+  [[ "$st" == *"ActiveState=active"* && "$st" == *"NRestarts=$1"* ]] \
+    || fail "nthd did not stay up with these settings: $st"
+}
 _nthd_restarted_from() { nthd_active && [[ "$(nthd_main_pid)" != "$1" && "$(nthd_main_pid)" != 0 ]]; }
 
 # --- A bad setting costs that setting, never nthd (docs/configuration.md, "When a setting is
@@ -78,16 +92,12 @@ _nthd_restarted_from() { nthd_active && [[ "$(nthd_main_pid)" != "$1" && "$(nthd
 
 scen_bad_setting() {
   setup_node
-  local st n0 out npd code
+  local n0 out npd code
   n0="$(nthd_restarts)"
   step "NTHD_ACTION_SCHEDULED_REBOOT=lgo and two Latin-1 bytes in /etc/default/nthd"
   # Octal escapes: POSIX printf (dash's) has no \x.
-  ct_sh 'printf "# caf\351\nNTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SCHEDULED_REBOOT=lgo\nNTHD_WEBHOOK_FORMAT=sl\374ck\n" "$1" >/etc/default/nthd && systemctl restart nthd' "$IMDS" \
-    || fail "writing the settings and restarting nthd"
-  sleep 8   # four RestartSec=2s periods: a restart loop would show
-  st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
-  [[ "$st" == *"ActiveState=active"* && "$st" == *"NRestarts=$n0"* ]] \
-    || fail "nthd did not stay up with the bad settings: $st"
+  _restarted_with_settings "$n0" \
+    '# caf\351\nNTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_ACTION_SCHEDULED_REBOOT=lgo\nNTHD_WEBHOOK_FORMAT=sl\374ck\n'
   _nthd_logged 'NTHD_ACTION_SCHEDULED_REBOOT="lgo" cannot be used' \
     || fail "the journal does not name the bad action: $(ct_journal -u nthd | tail -n 5)"
   _nthd_logged 'line 5: the value of NTHD_WEBHOOK_FORMAT is not valid UTF-8' \
@@ -505,15 +515,10 @@ scen_headers_fifo() {
 
 scen_bad_dry_run() {
   setup_node
-  local n0 st npd code out
+  local n0 npd code out
   n0="$(nthd_restarts)"
   step "NTHD_DRY_RUN=ture in /etc/default/nthd"
-  ct_sh 'printf "NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_DRY_RUN=ture\n" "$1" >/etc/default/nthd &&
-         systemctl restart nthd' "$IMDS" || fail "writing the settings and restarting nthd"
-  sleep 8   # four RestartSec=2s periods: a restart loop would show
-  st="$(ct_exec systemctl show -p ActiveState -p NRestarts nthd | tr '\n' ' ')"
-  [[ "$st" == *"ActiveState=active"* && "$st" == *"NRestarts=$n0"* ]] \
-    || fail "nthd did not stay up with NTHD_DRY_RUN=ture: $st"
+  _restarted_with_settings "$n0" 'NTHD_PROVIDER=aws\nNTHD_IMDS_ENDPOINT=%s\nNTHD_DRY_RUN=ture\n'
   _nthd_logged 'NTHD_DRY_RUN="ture" cannot be used' \
     || fail "the journal does not name the bad setting: $(ct_journal -u nthd | tail -n 5)"
   _nthd_logged "dry run: nthd will not call logind" || fail "nthd does not say it runs dry"
